@@ -1,0 +1,62 @@
+# ssdlab: `make demo` and `make test` set everything up on a fresh Debian machine (as root).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PACKAGES := fio nvme-cli util-linux e2fsprogs python3 python3-venv python3-pip
+STAMP := .make
+
+.PHONY: setup apt venv demo test lint unit integration bench clean distclean help
+
+help:
+	@echo "make demo   - set up, then run the quick PTS suite on the built-in target"
+	@echo "make test   - set up, then lint (ruff, mypy) and run the whole test suite"
+	@echo "make bench  - performance benchmarks (results in bench/results/)"
+
+setup: apt venv
+
+apt: $(STAMP)/apt
+$(STAMP)/apt: Makefile
+	@mkdir -p $(STAMP)
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "Error: run as root to install $$missing" >&2; exit 1; fi; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	@touch $@
+
+venv: $(STAMP)/venv
+$(STAMP)/venv: pyproject.toml $(STAMP)/apt
+	@mkdir -p $(STAMP)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+demo: setup
+	$(BIN)/ssdlab demo
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest tests/unit -q
+
+integration: setup
+	$(BIN)/pytest tests/integration -q
+
+test: lint
+	$(BIN)/pytest -q --durations=15
+
+bench: setup
+	$(BIN)/python bench/harness_overhead.py
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache demo-results
+	find . -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) $(STAMP) src/*.egg-info

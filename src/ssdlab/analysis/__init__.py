@@ -1,0 +1,1 @@
+"""Analysis of measured rounds: steady-state detection (SNIA PTS and review rules)."""

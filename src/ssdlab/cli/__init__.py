@@ -1,0 +1,1 @@
+"""The ``ssdlab`` command: thin commands over the Python API."""

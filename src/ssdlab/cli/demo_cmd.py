@@ -1,0 +1,72 @@
+"""``ssdlab demo``: the quick PTS suite on an embedded default target.
+
+Until the emulated SSD exists, the default target is a 1 GiB test file that ssdlab
+creates in RAM (/dev/shm), so the demo never writes to the machine's own disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.cli.run_cmd import execute
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.units import parse_size
+from ssdlab.report.terminal import render_run
+from ssdlab.run.prepare import RunRequest
+from ssdlab.store.export import write_export
+from ssdlab.targets.filetarget import remove_file_target
+
+DEFAULT_DIR = "/dev/shm"
+DEFAULT_NAME = "ssdlab-demo.img"
+
+
+def register(sub: Any) -> None:
+    demo = sub.add_parser(
+        "demo",
+        help="run the quick PTS suite on a built-in target and show the results",
+        description="Creates a 1 GiB test file in RAM (/dev/shm), runs the quick PTS suite "
+        "on it, prints the result tables, exports JSON and removes the test file.",
+    )
+    demo.add_argument("--size", default="1GiB", help="size of the demo target (default 1GiB)")
+    demo.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("demo-results"),
+        help="where the JSON export goes (default ./demo-results)",
+    )
+    demo.add_argument("--keep-target", action="store_true", help="keep the demo test file")
+    add_store_option(demo)
+    demo.set_defaults(func=demo_command, dry_run=False, fio="fio")
+
+
+def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
+    try:
+        size = parse_size(args.size)
+    except ValueError as exc:
+        raise UserError(f"--size: {exc}") from None
+    if not os.path.isdir(DEFAULT_DIR):
+        raise UserError(f"{DEFAULT_DIR} is missing; the demo keeps its target in RAM there")
+    target = os.path.join(DEFAULT_DIR, DEFAULT_NAME)
+    request = RunRequest(
+        target=target, size_bytes=size, destroy_data=False, args=PtsArgs(profile="quick")
+    )
+    try:
+        run_id = execute(request, args, ["demo", *argv])
+    finally:
+        if not args.keep_target and os.path.exists(target):
+            remove_file_target(target)
+    with open_store(args) as store:
+        run = store.load(run_id)
+    print(render_run(run))
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    out = args.output_dir / f"{run_id}.json"
+    with open(out, "w", encoding="utf-8") as fh:
+        write_export(run, "json", fh)
+    print(f"results: store {store.path}, run {run_id}; JSON export {out.resolve()}")
+    print(f"next: ssdlab show {run_id} | ssdlab export {run_id} --format csv")
+    return int(ExitCode.OK)

@@ -1,0 +1,79 @@
+"""Entry point: parse, dispatch, and map errors to exit codes (docs/exit-codes.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from ssdlab import __version__
+from ssdlab.cli import demo_cmd, query_cmd, run_cmd
+from ssdlab.errors import ExitCode, UserError
+
+EPILOG = """exit codes:
+  0    success
+  1    a test failed (fio or device error); completed results are kept
+  2    bad command line or option value
+  3    target refused (missing, too small, mounted, holds the system, no --destroy-data)
+  4    environment problem (fio missing or too old, results store unusable)
+  5    no such run in the results store
+  130  interrupted by Ctrl-C; every completed round is kept
+
+Results go to an SQLite store: --store, else $SSDLAB_STORE, else
+~/.local/share/ssdlab/results.sqlite. Documentation: docs/ in the source tree."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{message} (see `{self.prog} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ssdlab",
+        description="A storage test lab in software: the SNIA PTS and the reviews' tests "
+        "on fio, with honest steady state and every result kept.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ssdlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run_cmd.register(sub)
+    demo_cmd.register(sub)
+    query_cmd.register(sub)
+    return parser
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM is handled like Ctrl-C: fio is stopped and completed rounds are kept."""
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return int(ExitCode.USAGE)
+        return int(args.func(args, args_list))
+    except UserError as exc:
+        sys.stdout.flush()
+        print(f"Error: {exc.message}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("Error: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:  # e.g. `ssdlab export RUN | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(ExitCode.OK)
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""``ssdlab runs``, ``show`` and ``export``: read the results store only."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.report.terminal import render_run
+from ssdlab.store.export import write_export
+
+
+def register(sub: Any) -> None:
+    runs = sub.add_parser("runs", help="list the runs in the results store")
+    add_store_option(runs)
+    runs.set_defaults(func=runs_command)
+
+    show = sub.add_parser("show", help="verdicts and result tables of a run")
+    show.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
+    add_store_option(show)
+    show.set_defaults(func=show_command)
+
+    export = sub.add_parser(
+        "export",
+        help="write everything about a run as JSON or CSV",
+        description="JSON: the whole run (docs/results-format.md). CSV: "
+        "one row per test, round or result, cell and metric.",
+    )
+    export.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
+    export.add_argument("--format", choices=["json", "csv"], default="json")
+    export.add_argument(
+        "-o", "--output", type=Path, metavar="FILE", help="write to FILE (default: standard output)"
+    )
+    add_store_option(export)
+    export.set_defaults(func=export_command)
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
+    with open_store(args) as store:
+        runs = store.list_runs()
+    if not runs:
+        print(f"no runs yet in {store.path}")
+        return int(ExitCode.OK)
+    print(
+        f"{'RUN':22} {'STARTED (UTC)':16} {'SUITE':6} {'PROFILE':8} {'STATUS':11} "
+        f"{'TESTS':28} TARGET"
+    )
+    for r in runs:
+        print(
+            f"{r.run_id:22} {_when(r.created_at):16} {r.suite:6} "
+            f"{r.profile + ('*' if r.quick else ''):8} {r.status:11} "
+            f"{','.join(r.tests)[:28]:28} {r.target_path}"
+        )
+    if any(r.quick for r in runs):
+        print("* quick profile: not a valid PTS result")
+    return int(ExitCode.OK)
+
+
+def show_command(args: argparse.Namespace, argv: list[str]) -> int:
+    with open_store(args) as store:
+        run = store.load(store.resolve(args.run))
+    sys.stdout.write(render_run(run))
+    return int(ExitCode.OK)
+
+
+def export_command(args: argparse.Namespace, argv: list[str]) -> int:
+    with open_store(args) as store:
+        run = store.load(store.resolve(args.run))
+    if args.output is None:
+        write_export(run, args.format, sys.stdout)
+        return int(ExitCode.OK)
+    if not args.output.parent.is_dir():
+        raise UserError(
+            f"cannot write {args.output}: directory {args.output.parent} does not exist"
+        )
+    tmp = args.output.with_name(args.output.name + ".part")
+    with open(tmp, "w", encoding="utf-8", newline="") as out:
+        write_export(run, args.format, out)
+    tmp.replace(args.output)
+    print(f"wrote {args.output}", file=sys.stdout)
+    return int(ExitCode.OK)

@@ -1,0 +1,226 @@
+"""``ssdlab run pts``: validate, (dry-run or) execute, print where the results are."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.engine.runner import FioExecutor
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.options import IOENGINES, PROFILES, PURGE_METHODS, VARIANTS, PtsArgs
+from ssdlab.plan.pts import TEST_NAMES, TRACKING_SETS
+from ssdlab.plan.units import parse_size
+from ssdlab.run.dry_run import describe
+from ssdlab.run.prepare import RunRequest, prepare
+from ssdlab.run.progress import Progress
+from ssdlab.run.pts_run import PtsRun
+
+
+def _size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return size
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "run",
+        help="run a test suite on a target",
+        description="Run a suite on a block device or a test file. Block devices are "
+        "overwritten: ssdlab refuses unless --destroy-data is given.",
+    )
+    parser.add_argument(
+        "suite",
+        choices=["pts"],
+        help="pts: SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
+    )
+    add_run_options(parser)
+    parser.set_defaults(func=run_command)
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    t = parser.add_argument_group("target")
+    t.add_argument(
+        "--target",
+        required=True,
+        metavar="PATH",
+        help="a block device (/dev/...) or a test file path; a new file is created "
+        "and fully allocated at --size",
+    )
+    t.add_argument(
+        "--size",
+        type=_size,
+        metavar="SIZE",
+        help="size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)",
+    )
+    t.add_argument(
+        "--destroy-data",
+        action="store_true",
+        help="allow writing to a block device; everything on it is destroyed",
+    )
+    t.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and every fio job file; touch nothing",
+    )
+    add_store_option(parser)
+    t.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
+    add_test_options(parser)
+
+
+def add_test_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("tests")
+    g.add_argument(
+        "--profile",
+        default="default",
+        choices=list(PROFILES),
+        help="default: 60 s per cell, at most 25 rounds; quick: 0.5 s per cell, at "
+        "most 8 rounds (marked QUICK everywhere)",
+    )
+    g.add_argument(
+        "--variant",
+        default="snia",
+        choices=VARIANTS,
+        help="snia (default) or reviews: the reviews' 4-round 90-110%% rule, no "
+        "0.5 KiB cells, 70/30 instead of 65/35 in the latency test",
+    )
+    g.add_argument(
+        "--tests", metavar="LIST", help=f"comma list of {', '.join(TEST_NAMES)} (default: all)"
+    )
+    g.add_argument(
+        "--rule",
+        choices=["snia", "review"],
+        help="steady-state rule (default: snia; reviews variant: review)",
+    )
+    g.add_argument(
+        "--tracking",
+        choices=TRACKING_SETS,
+        help="IOPS stopping variables: v1.1 = 4 KiB 0/100; v2.0 (default) = 4 KiB "
+        "0/100, 64 KiB 65/35 and 1024 KiB 100/0; both verdicts are recorded",
+    )
+    g.add_argument(
+        "--round-seconds",
+        type=float,
+        metavar="S",
+        help="seconds each cell runs per round (default: profile)",
+    )
+    g.add_argument(
+        "--max-rounds",
+        type=int,
+        metavar="N",
+        help="rounds before giving up on steady state (default: profile)",
+    )
+    g.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="fio jobs per cell for IOPS and throughput (default per device class, "
+        "capped at the CPU count)",
+    )
+    g.add_argument("--qd", type=int, metavar="N", help="queue depth per thread")
+    g.add_argument(
+        "--active-range",
+        type=float,
+        default=100.0,
+        metavar="PCT",
+        help="percent of the capacity tested, from its start (default 100)",
+    )
+    g.add_argument(
+        "--block-sizes",
+        metavar="LIST",
+        help="IOPS block sizes in KiB, e.g. 1024,128,4,0.5 (default: the 8 SNIA sizes)",
+    )
+    g.add_argument(
+        "--mixes",
+        metavar="LIST",
+        help="IOPS read/write mixes, e.g. 100/0,65/35,0/100 (default: the 7 SNIA mixes)",
+    )
+    g.add_argument("--latency-block-sizes", metavar="LIST", help="latency block sizes in KiB")
+    g.add_argument("--latency-mixes", metavar="LIST", help="latency mixes")
+    g.add_argument(
+        "--purge",
+        default="auto",
+        choices=PURGE_METHODS,
+        help="auto: blkdiscard for devices, recreate for files (default)",
+    )
+    g.add_argument(
+        "--no-precondition",
+        dest="precondition",
+        action="store_false",
+        help="skip the 2x-capacity 128 KiB sequential preconditioning",
+    )
+    g.add_argument("--ioengine", default="libaio", choices=IOENGINES, help="fio ioengine")
+
+
+def pts_args(args: argparse.Namespace) -> PtsArgs:
+    return PtsArgs(
+        profile=args.profile,
+        variant=args.variant,
+        tests=args.tests,
+        rule=args.rule,
+        tracking=args.tracking,
+        round_seconds=args.round_seconds,
+        max_rounds=args.max_rounds,
+        threads=args.threads,
+        iodepth=args.qd,
+        active_range_pct=args.active_range,
+        block_sizes=args.block_sizes,
+        mixes=args.mixes,
+        latency_block_sizes=args.latency_block_sizes,
+        latency_mixes=args.latency_mixes,
+        purge=args.purge,
+        precondition=args.precondition,
+        ioengine=args.ioengine,
+    )
+
+
+def request_of(args: argparse.Namespace) -> RunRequest:
+    return RunRequest(
+        target=args.target,
+        size_bytes=args.size,
+        destroy_data=args.destroy_data,
+        args=pts_args(args),
+        fio=args.fio,
+    )
+
+
+def execute(request: RunRequest, args: argparse.Namespace, argv: list[str]) -> str:
+    """Prepare and execute; returns the run id. Shared by ``run`` and ``demo``."""
+    prepared = prepare(request)
+    if args.dry_run:
+        sys.stdout.write(describe(prepared))
+        return ""
+    from ssdlab.analysis.steady import rule_by_name
+
+    progress = Progress(
+        quick=prepared.options.quick,
+        window=rule_by_name(prepared.options.rule).window,
+        max_rounds=prepared.options.max_rounds,
+    )
+    with open_store(args) as store:
+        try:
+            return PtsRun(prepared, store, FioExecutor(request.fio), progress).execute(argv)
+        finally:
+            progress.close()
+
+
+def run_command(args: argparse.Namespace, argv: list[str]) -> int:
+    run_id = execute(request_of(args), args, argv)
+    if not run_id:
+        return int(ExitCode.OK)
+    with open_store(args) as store:
+        run = store.load(run_id)
+    failed = [t.name for t in run.tests if t.status == "failed"]
+    print(f"run {run_id} {run.status}; results in {store.path}")
+    print(f"  see them: ssdlab show {run_id}    export: ssdlab export {run_id} --format json")
+    if failed:
+        raise UserError(
+            f"test(s) failed: {', '.join(failed)} (see `ssdlab show {run_id}`)", ExitCode.FAILURE
+        )
+    return int(ExitCode.OK)

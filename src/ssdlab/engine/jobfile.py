@@ -1,0 +1,88 @@
+"""fio job-file text from typed specs. Pure functions: same spec, same text."""
+
+from __future__ import annotations
+
+from ssdlab.plan.specs import CellSpec, FioJob, Pattern
+
+
+def fio_time(seconds: float) -> str:
+    """A duration as fio reads it: whole seconds as ``5s``, anything finer as ``500ms``."""
+    millis = round(seconds * 1000)
+    if millis <= 0:
+        raise ValueError(f"duration must be positive, got {seconds}")
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
+
+
+def _percentile_list(percentiles: tuple[float, ...]) -> str:
+    return ":".join(f"{p:g}" for p in percentiles)
+
+
+def global_section(job: FioJob) -> list[str]:
+    lines = [
+        "[global]",
+        f"filename={job.target_path}",
+        f"ioengine={job.ioengine}",
+        f"direct={int(job.direct)}",
+        "group_reporting=1",
+        "randrepeat=0",
+        "norandommap=1",
+        "random_generator=tausworthe64",
+        "lat_percentiles=0",
+        f"percentile_list={_percentile_list(job.percentiles)}",
+    ]
+    lines += [f"{key}={value}" for key, value in job.extra_global]
+    return lines
+
+
+def _mix_lines(cell: CellSpec) -> list[str]:
+    lines = [f"rw={cell.fio_rw}"]
+    if 0 < cell.mix.read_pct < 100:
+        lines.append(f"rwmixread={cell.mix.read_pct}")
+    return lines
+
+
+def _region_lines(cell: CellSpec) -> list[str]:
+    """Random cells share the whole active range; sequential threads each get a slice."""
+    if cell.pattern is Pattern.SEQUENTIAL and cell.threads > 1:
+        chunk = cell.size_bytes // cell.threads
+        chunk -= chunk % cell.block_bytes
+        return [
+            f"offset={cell.offset_bytes}",
+            f"size={chunk}",
+            f"offset_increment={chunk}",
+        ]
+    return [f"offset={cell.offset_bytes}", f"size={cell.size_bytes}"]
+
+
+def _duration_lines(cell: CellSpec) -> list[str]:
+    if cell.runtime_s is not None:
+        lines = ["time_based=1", f"runtime={fio_time(cell.runtime_s)}"]
+        if cell.ramp_s > 0:
+            lines.append(f"ramp_time={fio_time(cell.ramp_s)}")
+        return lines
+    assert cell.io_bytes is not None
+    per_thread = cell.io_bytes // cell.threads
+    return [f"io_size={per_thread}"]
+
+
+def cell_section(cell: CellSpec) -> list[str]:
+    return [
+        f"[{cell.name}]",
+        "stonewall",
+        *_mix_lines(cell),
+        f"bs={cell.block_bytes}",
+        f"iodepth={cell.iodepth}",
+        f"numjobs={cell.threads}",
+        *_region_lines(cell),
+        *_duration_lines(cell),
+    ]
+
+
+def render(job: FioJob, header: str = "") -> str:
+    """The complete job file. ``header`` becomes leading ``;`` comment lines."""
+    lines = [f"; {line}" for line in header.splitlines()]
+    lines += global_section(job)
+    for cell in job.cells:
+        lines.append("")
+        lines += cell_section(cell)
+    return "\n".join(lines) + "\n"

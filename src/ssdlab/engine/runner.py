@@ -1,0 +1,182 @@
+"""Run fio as a subprocess: the job file on stdin, a watchdog, clean Ctrl-C.
+
+The :class:`Executor` protocol is the engine boundary: a job file goes in, a
+:class:`FioRun` (verbatim output plus the parsed measurement) comes out. The real
+:class:`FioExecutor` runs the fio binary; tests of orchestration use a fake one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ssdlab.engine.model import FioOutput
+from ssdlab.engine.parser import FioOutputError, parse_fio_output
+
+#: called with the seconds elapsed while fio runs (for progress displays)
+TickFn = Callable[[float], None]
+
+WATCHDOG_FACTOR = 1.5
+WATCHDOG_MARGIN_S = 30.0
+KILL_GRACE_S = 5.0
+TICK_S = 0.5
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the fio child: let the kernel kill fio if ssdlab itself is killed (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the watchdog still bounds a run
+        pass
+
+
+def watchdog_seconds(planned_s: float) -> float:
+    """How long a time-based fio run may take before it is considered stuck."""
+    return planned_s * WATCHDOG_FACTOR + WATCHDOG_MARGIN_S
+
+
+class FioInterrupted(Exception):
+    """The user pressed Ctrl-C while fio ran; fio was stopped and its output discarded."""
+
+
+@dataclass(frozen=True)
+class FioRun:
+    """One fio invocation, verbatim, with the parsed output when it succeeded."""
+
+    job_text: str
+    command: tuple[str, ...]
+    stdout: str
+    stderr: str
+    returncode: int
+    started_at: float
+    ended_at: float
+    timed_out: bool
+    output: FioOutput | None
+    error: str | None  # one line: why this run did not produce a usable measurement
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.output is not None
+
+
+class Executor(Protocol):
+    def run(
+        self,
+        job_text: str,
+        timeout_s: float,
+        *,
+        json_plus: bool = False,
+        on_tick: TickFn | None = None,
+    ) -> FioRun: ...
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """Stop fio's whole process group: SIGTERM, then SIGKILL after a grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            return proc.communicate(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            continue
+    return proc.communicate()
+
+
+def _error_of(
+    returncode: int, stderr: str, output: FioOutput | None, timed_out: bool
+) -> str | None:
+    if timed_out:
+        return "fio did not finish in time and was killed by the watchdog"
+    if output is not None:
+        failed = [job for job in output.jobs if job.error]
+        if failed:
+            job = failed[0]
+            return f"fio job {job.name} failed: error {job.error} ({os.strerror(job.error)})"
+    if returncode != 0:
+        first = stderr.strip().splitlines()[:1]
+        return f"fio exited with status {returncode}" + (f": {first[0]}" if first else "")
+    if output is None:
+        return "fio printed no results"
+    return None
+
+
+class FioExecutor:
+    """Runs the real fio binary with the job file on its standard input."""
+
+    def __init__(self, fio: str = "fio") -> None:
+        self.fio = fio
+
+    def command(self, json_plus: bool) -> tuple[str, ...]:
+        fmt = "json+" if json_plus else "json"
+        return (self.fio, f"--output-format={fmt}", "--eta=never", "-")
+
+    def run(
+        self,
+        job_text: str,
+        timeout_s: float,
+        *,
+        json_plus: bool = False,
+        on_tick: TickFn | None = None,
+    ) -> FioRun:
+        cmd = self.command(json_plus)
+        started = time.time()
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
+            preexec_fn=_die_with_parent,
+        )
+        stdout, stderr, timed_out = self._wait(proc, job_text, started, timeout_s, on_tick)
+        ended = time.time()
+        output: FioOutput | None = None
+        parse_error: str | None = None
+        if not timed_out:
+            try:
+                output = parse_fio_output(stdout)
+            except FioOutputError as exc:
+                parse_error = exc.message
+        error = _error_of(proc.returncode, stderr, output, timed_out)
+        if error is None and parse_error is not None:
+            error = parse_error
+        return FioRun(
+            job_text, cmd, stdout, stderr, proc.returncode, started, ended, timed_out, output, error
+        )
+
+    def _wait(
+        self,
+        proc: subprocess.Popen[str],
+        job_text: str,
+        started: float,
+        timeout_s: float,
+        on_tick: TickFn | None,
+    ) -> tuple[str, str, bool]:
+        stdin: str | None = job_text
+        try:
+            while True:
+                try:
+                    out, err = proc.communicate(stdin, timeout=TICK_S)
+                    return out, err, False
+                except subprocess.TimeoutExpired:
+                    stdin = None
+                elapsed = time.time() - started
+                if elapsed > timeout_s:
+                    out, err = _stop(proc)
+                    return out, err, True
+                if on_tick is not None:
+                    on_tick(elapsed)
+        except KeyboardInterrupt:
+            _stop(proc)
+            raise FioInterrupted() from None

@@ -1,0 +1,268 @@
+"""The SNIA PTS device-level tests (methodology 1.1-1.5) as data.
+
+``build_pts_tests`` turns validated :class:`PtsOptions` and the target's size into
+the cells of one round of each test, the workload-independent preconditioning and
+the steady-state tracking variables. Pure: nothing here touches a device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern, block_label
+
+IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
+IOPS_MIXES = (100, 95, 65, 50, 35, 5, 0)
+THROUGHPUT_BLOCKS = (1024 * KIB, 128 * KIB)
+LATENCY_BLOCKS = (8 * KIB, 4 * KIB, 512)
+LATENCY_MIXES = {"snia": (100, 65, 0), "reviews": (100, 70, 0)}
+TEST_NAMES = ("iops", "throughput", "latency")
+TRACKING_SETS = ("v1.1", "v2.0")
+WIPC_BLOCK = 128 * KIB
+WIPC_FACTOR = 2
+#: the active range is aligned to the largest block size
+RANGE_ALIGN = MIB
+
+
+@dataclass(frozen=True)
+class PtsOptions:
+    """Everything a PTS run was asked for, validated (see ``plan.options``)."""
+
+    tests: tuple[str, ...]
+    profile: str
+    variant: str  # "snia" | "reviews"
+    rule: str  # steady-state rule name: "snia" | "review"
+    tracking: str  # IOPS test stopping set: "v1.1" | "v2.0"
+    cell_seconds: float
+    max_rounds: int
+    threads: int
+    iodepth: int
+    active_range_pct: float
+    iops_block_bytes: tuple[int, ...]
+    iops_mixes: tuple[int, ...]
+    latency_block_bytes: tuple[int, ...]
+    latency_mixes: tuple[int, ...]
+    purge: str
+    precondition: bool
+    ioengine: str
+
+    @property
+    def quick(self) -> bool:
+        return self.profile == "quick"
+
+
+@dataclass(frozen=True)
+class TrackingVar:
+    """A steady-state tracking variable: one metric of one cell of the round."""
+
+    name: str
+    cell: str
+    metric: str  # a key of the cell dict: "iops", "bw_bytes_per_s", "lat_mean_us"
+
+
+@dataclass(frozen=True)
+class PtsTest:
+    """One PTS test: its round, its preconditioning and its tracking variables."""
+
+    name: str
+    title: str
+    round_cells: tuple[CellSpec, ...]
+    tracking_sets: tuple[tuple[str, tuple[TrackingVar, ...]], ...]
+    primary_set: str
+    wipc: CellSpec | None
+    purge: bool
+    skipped: tuple[tuple[str, str], ...]  # (cell label, reason)
+
+    @property
+    def round_seconds(self) -> float:
+        return sum(cell.planned_seconds or 0.0 for cell in self.round_cells)
+
+    def tracking(self, set_name: str | None = None) -> tuple[TrackingVar, ...]:
+        wanted = set_name or self.primary_set
+        return dict(self.tracking_sets)[wanted]
+
+
+@dataclass(frozen=True)
+class ActiveRange:
+    offset_bytes: int
+    size_bytes: int
+
+
+def active_range(capacity_bytes: int, pct: float) -> ActiveRange:
+    size = int(capacity_bytes * pct / 100)
+    size -= size % RANGE_ALIGN
+    return ActiveRange(0, size)
+
+
+def cell_name(test: str, block_bytes: int, read_pct: int) -> str:
+    return f"{test}_bs{block_bytes}_r{read_pct}"
+
+
+def cell_label(block_bytes: int, read_pct: int) -> str:
+    return f"{block_label(block_bytes)} {Mix(read_pct).label}"
+
+
+def _cell(
+    test: str,
+    pattern: Pattern,
+    block: int,
+    read_pct: int,
+    threads: int,
+    iodepth: int,
+    rng: ActiveRange,
+    seconds: float,
+) -> CellSpec:
+    return CellSpec(
+        name=cell_name(test, block, read_pct),
+        pattern=pattern,
+        block_bytes=block,
+        mix=Mix(read_pct),
+        threads=threads,
+        iodepth=iodepth,
+        offset_bytes=rng.offset_bytes,
+        size_bytes=rng.size_bytes,
+        runtime_s=seconds,
+    )
+
+
+def wipc_cell(rng: ActiveRange) -> CellSpec:
+    """Workload-independent preconditioning: 2x the active range in 128 KiB writes."""
+    return CellSpec(
+        name="wipc_seq128k_write",
+        pattern=Pattern.SEQUENTIAL,
+        block_bytes=WIPC_BLOCK,
+        mix=Mix(0),
+        threads=1,
+        iodepth=32,
+        offset_bytes=rng.offset_bytes,
+        size_bytes=rng.size_bytes,
+        io_bytes=WIPC_FACTOR * rng.size_bytes,
+    )
+
+
+def _split_blocks(
+    blocks: tuple[int, ...], logical_sector: int, test: str, mixes: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[tuple[str, str], ...]]:
+    kept = tuple(b for b in blocks if b % logical_sector == 0)
+    skipped = tuple(
+        (
+            cell_label(b, m),
+            f"{block_label(b)} is smaller than or not a multiple of the "
+            f"device's {logical_sector}-byte logical sector",
+        )
+        for b in blocks
+        if b % logical_sector
+        for m in mixes
+    )
+    return kept, skipped
+
+
+def _iops_tracking(cells: tuple[CellSpec, ...]) -> tuple[tuple[str, tuple[TrackingVar, ...]], ...]:
+    names = {c.name for c in cells}
+    wanted = {
+        "v1.1": ((4 * KIB, 0),),
+        "v2.0": ((4 * KIB, 0), (64 * KIB, 65), (1024 * KIB, 100)),
+    }
+    sets = []
+    for set_name, keys in wanted.items():
+        chosen = tuple(
+            TrackingVar(f"IOPS {cell_label(b, m)}", cell_name("iops", b, m), "iops")
+            for b, m in keys
+            if cell_name("iops", b, m) in names
+        )
+        if not chosen:  # the standard cells were not selected: every cell must settle
+            chosen = tuple(
+                TrackingVar(f"IOPS {cell_label(c.block_bytes, c.mix.read_pct)}", c.name, "iops")
+                for c in cells
+            )
+        sets.append((set_name, chosen))
+    return tuple(sets)
+
+
+def iops_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> PtsTest:
+    blocks, skipped = _split_blocks(opts.iops_block_bytes, logical_sector, "iops", opts.iops_mixes)
+    cells = tuple(
+        _cell("iops", Pattern.RANDOM, b, m, opts.threads, opts.iodepth, rng, opts.cell_seconds)
+        for m in opts.iops_mixes
+        for b in blocks
+    )
+    return PtsTest(
+        "iops",
+        "IOPS",
+        cells,
+        _iops_tracking(cells),
+        opts.tracking,
+        wipc_cell(rng) if opts.precondition else None,
+        True,
+        skipped,
+    )
+
+
+def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> PtsTest:
+    name = f"throughput-{block // KIB}k"
+    cells = tuple(
+        _cell(
+            name, Pattern.SEQUENTIAL, block, m, opts.threads, opts.iodepth, rng, opts.cell_seconds
+        )
+        for m in (100, 0)
+    )
+    write = TrackingVar(f"write bandwidth {block_label(block)}", cells[1].name, "bw_bytes_per_s")
+    read = TrackingVar(f"read bandwidth {block_label(block)}", cells[0].name, "bw_bytes_per_s")
+    sets = (("v1.1", (write,)), ("v2.0", (write, read)))
+    return PtsTest(
+        name,
+        f"Throughput {block_label(block)}",
+        cells,
+        sets,
+        opts.tracking,
+        wipc_cell(rng) if opts.precondition else None,
+        True,
+        (),
+    )
+
+
+def latency_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> PtsTest:
+    blocks, skipped = _split_blocks(
+        opts.latency_block_bytes, logical_sector, "latency", opts.latency_mixes
+    )
+    cells = tuple(
+        _cell("latency", Pattern.RANDOM, b, m, 1, 1, rng, opts.cell_seconds)
+        for m in opts.latency_mixes
+        for b in blocks
+    )
+    names = {c.name for c in cells}
+    standard = cell_name("latency", 4 * KIB, 0)
+    track_cells = [c for c in cells if c.name == standard] or list(cells)
+    tracking = tuple(
+        TrackingVar(
+            f"mean latency {cell_label(c.block_bytes, c.mix.read_pct)}", c.name, "lat_mean_us"
+        )
+        for c in track_cells
+    )
+    assert all(t.cell in names for t in tracking)
+    sets = (("v1.1", tracking), ("v2.0", tracking))
+    return PtsTest(
+        "latency",
+        "Latency",
+        cells,
+        sets,
+        opts.tracking,
+        wipc_cell(rng) if opts.precondition else None,
+        True,
+        skipped,
+    )
+
+
+def build_pts_tests(
+    opts: PtsOptions, capacity_bytes: int, logical_sector: int
+) -> tuple[PtsTest, ...]:
+    """The tests of a PTS run in order: IOPS, throughput (1024 then 128 KiB), latency."""
+    rng = active_range(capacity_bytes, opts.active_range_pct)
+    tests: list[PtsTest] = []
+    if "iops" in opts.tests:
+        tests.append(iops_test(opts, rng, logical_sector))
+    if "throughput" in opts.tests:
+        tests += [throughput_test(opts, rng, block) for block in THROUGHPUT_BLOCKS]
+    if "latency" in opts.tests:
+        tests.append(latency_test(opts, rng, logical_sector))
+    return tuple(tests)

@@ -1,0 +1,125 @@
+"""Typed, frozen descriptions of fio work. Pure data: no I/O happens here.
+
+A :class:`FioJob` is one fio invocation (one job file). It holds one or more
+:class:`CellSpec` sections that fio runs one after another (``stonewall``), each a
+reporting group of ``threads`` jobs, so one round of a PTS test is one fio run.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+class Pattern(enum.StrEnum):
+    RANDOM = "random"
+    SEQUENTIAL = "sequential"
+
+
+@dataclass(frozen=True)
+class Mix:
+    """A read/write mix as the SNIA tables write it: ``65/35`` is 65 % reads."""
+
+    read_pct: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.read_pct <= 100:
+            raise ValueError(f"read share must be 0..100, got {self.read_pct}")
+
+    @property
+    def write_pct(self) -> int:
+        return 100 - self.read_pct
+
+    @property
+    def label(self) -> str:
+        return f"{self.read_pct}/{self.write_pct}"
+
+    @classmethod
+    def parse(cls, text: str) -> Mix:
+        """``"65/35"`` or ``"65"`` -> Mix(65). Raises ValueError on anything else."""
+        parts = text.strip().split("/")
+        if len(parts) == 2 and parts[0].strip().isdigit() and parts[1].strip().isdigit():
+            read, write = int(parts[0]), int(parts[1])
+            if read + write != 100:
+                raise ValueError(f"mix {text!r} does not add up to 100")
+            return cls(read)
+        if len(parts) == 1 and parts[0].strip().isdigit():
+            return cls(int(parts[0]))
+        raise ValueError(f"mix {text!r} is not of the form R/W, e.g. 65/35")
+
+
+def block_label(block_bytes: int) -> str:
+    """1024 KiB style label used in tables: 512 -> '0.5 KiB', 4096 -> '4 KiB'."""
+    kib = block_bytes / KIB
+    if kib == int(kib):
+        return f"{int(kib)} KiB"
+    return f"{kib:g} KiB"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One workload cell: a block size, a mix and an access pattern at a load.
+
+    Either time based (``runtime_s``) or size based (``io_bytes``): exactly one is set.
+    ``offset_bytes``/``size_bytes`` restrict I/O to the active range.
+    """
+
+    name: str
+    pattern: Pattern
+    block_bytes: int
+    mix: Mix
+    threads: int
+    iodepth: int
+    offset_bytes: int
+    size_bytes: int
+    runtime_s: float | None = None
+    ramp_s: float = 0.0
+    io_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.runtime_s is None) == (self.io_bytes is None):
+            raise ValueError("a cell is either time based or size based")
+        if self.block_bytes <= 0 or self.threads <= 0 or self.iodepth <= 0:
+            raise ValueError("block size, threads and iodepth must be positive")
+
+    @property
+    def fio_rw(self) -> str:
+        """fio's ``rw=`` value for this pattern and mix."""
+        rnd = self.pattern is Pattern.RANDOM
+        if self.mix.read_pct == 100:
+            return "randread" if rnd else "read"
+        if self.mix.read_pct == 0:
+            return "randwrite" if rnd else "write"
+        return "randrw" if rnd else "rw"
+
+    @property
+    def planned_seconds(self) -> float | None:
+        return None if self.runtime_s is None else self.runtime_s + self.ramp_s
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """One fio invocation: global options plus the cells, run in order."""
+
+    target_path: str
+    cells: tuple[CellSpec, ...]
+    ioengine: str = "libaio"
+    direct: bool = True
+    json_plus: bool = False
+    percentiles: tuple[float, ...] = (50.0, 99.0, 99.9, 99.99)
+    extra_global: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def planned_seconds(self) -> float | None:
+        """Wall time if every cell is time based, else None."""
+        total = 0.0
+        for cell in self.cells:
+            secs = cell.planned_seconds
+            if secs is None:
+                return None
+            total += secs
+        return total

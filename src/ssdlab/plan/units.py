@@ -1,0 +1,55 @@
+"""Parsing sizes and durations the user types. MB = 10^6 bytes, MiB = 2^20 bytes."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kib": 1024,
+    "kb": 1000,
+    "m": 1024**2,
+    "mib": 1024**2,
+    "mb": 1000**2,
+    "g": 1024**3,
+    "gib": 1024**3,
+    "gb": 1000**3,
+    "t": 1024**4,
+    "tib": 1024**4,
+    "tb": 1000**4,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str, *, default_unit: str = "") -> int:
+    """``1GiB``/``1G`` -> 2^30, ``1GB`` -> 10^9, ``4k`` -> 4096. ValueError otherwise."""
+    match = _SIZE_RE.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a size (examples: 512, 4k, 1GiB, 1GB)")
+    number, unit = match.groups()
+    factor = _SIZE_UNITS.get((unit or default_unit).lower())
+    if factor is None:
+        raise ValueError(
+            f"{text!r} has an unknown unit {unit!r} (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)"
+        )
+    value = float(number) * factor
+    if value != int(value):
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def format_bytes(count: float) -> str:
+    """Binary units for capacities: 1073741824 -> '1 GiB'."""
+    for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(count) >= factor:
+            return f"{count / factor:.3g} {unit}"
+    return f"{count:.0f} B"
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

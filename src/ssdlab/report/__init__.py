@@ -1,0 +1,1 @@
+"""Reports rendered from the results store only, never from a live run."""

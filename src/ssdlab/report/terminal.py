@@ -1,0 +1,159 @@
+"""``ssdlab show``: verdicts and result tables as plain text, laid out like the reviews."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ssdlab.plan.specs import Mix, block_label
+from ssdlab.store.records import RunData, TestData
+
+QUICK_BANNER = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    body = [list(header), *[list(r) for r in rows]]
+    widths = [max(len(row[i]) for row in body) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate(body):
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  " + "  ".join(cells))
+        if n == 0:
+            lines.append("  " + "  ".join("-" * w for w in widths))
+    return lines
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _cells(test: TestData) -> list[dict[str, Any]]:
+    cells = test.result.get("cells", []) if isinstance(test.result, dict) else []
+    return [c for c in cells if isinstance(c, dict)]
+
+
+def iops_table(test: TestData) -> list[str]:
+    cells = _cells(test)
+    blocks = sorted({int(c["block_bytes"]) for c in cells}, reverse=True)
+    mixes = sorted({int(c["read_pct"]) for c in cells}, reverse=True)
+    value = {(int(c["block_bytes"]), int(c["read_pct"])): c.get("iops") for c in cells}
+    header = ["block size \\ read/write", *[Mix(m).label for m in mixes]]
+    rows = [[block_label(b), *[_num(value.get((b, m))) for m in mixes]] for b in blocks]
+    return _table(header, rows)
+
+
+def _mib_per_s(cell: dict[str, Any] | None) -> str:
+    value = (cell or {}).get("bw_bytes_per_s")
+    return _num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
+
+
+def throughput_table(tests: list[TestData]) -> list[str]:
+    rows = []
+    for test in tests:
+        cells = {int(c["read_pct"]): c for c in _cells(test)}
+        if cells:
+            block = int(next(iter(cells.values()))["block_bytes"])
+            rows.append(
+                [
+                    f"{block_label(block)} sequential",
+                    _mib_per_s(cells.get(100)),
+                    _mib_per_s(cells.get(0)),
+                ]
+            )
+    return _table(["block size", "read MiB/s", "write MiB/s"], rows) if rows else []
+
+
+def latency_table(test: TestData) -> list[str]:
+    rows = []
+    for c in sorted(_cells(test), key=lambda c: (-int(c["block_bytes"]), -int(c["read_pct"]))):
+        rows.append(
+            [
+                f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}",
+                *[
+                    _num(c.get(k), 1)
+                    for k in (
+                        "lat_mean_us",
+                        "lat_max_us",
+                        "lat_p99_us",
+                        "lat_p99_9_us",
+                        "lat_p99_99_us",
+                    )
+                ],
+            ]
+        )
+    return _table(
+        ["cell (1 thread, QD 1)", "mean us", "max us", "p99 us", "p99.9 us", "p99.99 us"], rows
+    )
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def header_lines(run: RunData) -> list[str]:
+    t, h = run.target, run.host
+    lines = [f"run {run.run_id}  suite {run.suite}  profile {run.profile}  status {run.status}"]
+    if run.quick:
+        lines.append(f"*** {QUICK_BANNER} ***")
+    if run.message:
+        lines.append(f"note: {run.message}")
+    lines += [
+        f"started {_when(run.created_at)}, finished {_when(run.finished_at)}",
+        f"target {t.get('path')} ({t.get('device_class')}): model {t.get('model') or '-'}, "
+        f"serial {t.get('serial') or '-'}, firmware {t.get('firmware') or '-'}, "
+        f"{_num(t.get('capacity_bytes'))} bytes, sectors {t.get('logical_sector_bytes')}/"
+        f"{t.get('physical_sector_bytes')} B",
+        f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
+        f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
+        f"ssdlab {run.versions.get('ssdlab')}",
+    ]
+    return lines
+
+
+def _verdict_line(test: TestData) -> str:
+    primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
+    if isinstance(primary, dict):
+        return str(primary.get("message", ""))
+    return str(test.result.get("error", test.status)) if isinstance(test.result, dict) else ""
+
+
+def _params_line(test: TestData) -> str:
+    p = test.params
+    cells = p.get("cells") or [{}]
+    return (
+        f"  rule {p.get('rule')} ({p.get('window')}-round window), tracking "
+        f"{p.get('tracking_set')}, threads {cells[0].get('threads')} x QD "
+        f"{cells[0].get('iodepth')}, {p.get('cell_seconds')} s per cell, "
+        f"purge {p.get('purge')}"
+    )
+
+
+def render_run(run: RunData) -> str:
+    lines = header_lines(run)
+    throughput = [t for t in run.tests if t.name.startswith("throughput")]
+    for test in run.tests:
+        state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
+        lines += [
+            "",
+            f"== {test.params.get('title', test.name)} [{state}]",
+            _params_line(test),
+            f"  verdict: {_verdict_line(test)}",
+        ]
+        for skipped in test.result.get("skipped", []) if isinstance(test.result, dict) else []:
+            lines.append(f"  skipped {skipped['cell']}: {skipped['reason']}")
+        if test.name == "iops" and _cells(test):
+            lines += ["  IOPS (window average):", *iops_table(test)]
+        elif test.name == "latency" and _cells(test):
+            lines += ["  latency (window average; max over window):", *latency_table(test)]
+        elif test is (throughput[-1] if throughput else None):
+            lines += ["  throughput (window average):", *throughput_table(throughput)]
+    if run.quick:
+        lines += ["", f"*** {QUICK_BANNER} ***"]
+    return "\n".join(lines) + "\n"

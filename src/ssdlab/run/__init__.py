@@ -1,0 +1,1 @@
+"""Running suites: purge, precondition, rounds, steady state, journal to the store."""

@@ -1,0 +1,155 @@
+"""Everything checked before the first byte is written: target, options, fio, plan."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from ssdlab import __version__
+from ssdlab.errors import TargetError, UserError
+from ssdlab.plan.options import PtsArgs, build_options
+from ssdlab.plan.pts import PtsOptions, PtsTest, active_range, build_pts_tests
+from ssdlab.plan.units import format_bytes
+from ssdlab.targets.filetarget import is_ssdlab_file
+from ssdlab.targets.identity import (
+    TargetInfo,
+    check_fio_version,
+    fio_version,
+    host_info,
+    identify_block,
+    identify_file,
+)
+from ssdlab.targets.safety import check_block_target
+
+MIN_ACTIVE_RANGE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    target: str
+    size_bytes: int | None
+    destroy_data: bool
+    args: PtsArgs
+    fio: str = "fio"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    request: RunRequest
+    info: TargetInfo
+    options: PtsOptions
+    tests: tuple[PtsTest, ...]
+    host: dict[str, object]
+    versions: dict[str, str]
+    #: the file target does not exist yet and will be created by the run
+    create_file: bool
+
+
+def _is_block(path: str) -> bool:
+    return os.path.exists(path) and stat.S_ISBLK(os.stat(path).st_mode)
+
+
+def _planned_file(path: str, size: int) -> TargetInfo:
+    """What a file target ssdlab is about to create will look like."""
+    return TargetInfo(
+        path=path,
+        kind="file",
+        name=os.path.basename(path),
+        device_class="file",
+        model=None,
+        serial=None,
+        firmware=None,
+        capacity_bytes=size,
+        logical_sector_bytes=512,
+        physical_sector_bytes=512,
+        rotational=None,
+        numa_node=None,
+        scheduler=None,
+        discard_max_bytes=None,
+        details={"planned": True},
+    )
+
+
+def _check_free_space(path: str, size: int) -> None:
+    parent = os.path.dirname(path) or "."
+    stats = os.statvfs(parent)
+    free = stats.f_bavail * stats.f_frsize
+    if free < size:
+        raise TargetError(
+            f"not enough free space in {parent} for a {format_bytes(size)} "
+            f"test file: {format_bytes(free)} free"
+        )
+
+
+def resolve_target(request: RunRequest) -> tuple[TargetInfo, bool]:
+    """Identify the target without writing anything; (info, file must be created)."""
+    path = os.path.abspath(request.target)
+    if _is_block(path):
+        if request.size_bytes is not None:
+            raise UserError(
+                "--size applies to file targets; a block device is tested whole "
+                "(use --active-range to test part of it)"
+            )
+        info = identify_block(path)
+        check_block_target(info, destroy_data=request.destroy_data, writes=True)
+        return info, False
+    if os.path.exists(path):
+        if not os.path.isfile(path):
+            raise TargetError(f"target {path} is neither a block device nor a regular file")
+        if not is_ssdlab_file(path):
+            raise TargetError(
+                f"refusing {path}: it exists and was not created by ssdlab; "
+                "give a new file path or a block device"
+            )
+        if request.size_bytes is not None and request.size_bytes != os.path.getsize(path):
+            return _planned_file(path, request.size_bytes), True
+        return identify_file(path), False
+    if not os.path.isdir(os.path.dirname(path)):
+        raise TargetError(
+            f"target {path} does not exist and its directory "
+            f"{os.path.dirname(path)} does not exist either"
+        )
+    if request.size_bytes is None:
+        raise UserError(
+            f"target {path} does not exist; give --size to let ssdlab create "
+            "a test file of that size (e.g. --size 1GiB)"
+        )
+    _check_free_space(path, request.size_bytes)
+    return _planned_file(path, request.size_bytes), True
+
+
+def _check_size(info: TargetInfo, options: PtsOptions) -> None:
+    rng = active_range(info.capacity_bytes, options.active_range_pct)
+    if rng.size_bytes < MIN_ACTIVE_RANGE:
+        raise TargetError(
+            f"target {info.path} is too small: its active range is {format_bytes(rng.size_bytes)}"
+            f", ssdlab needs at least {format_bytes(MIN_ACTIVE_RANGE)}"
+        )
+
+
+def _check_purge(info: TargetInfo, options: PtsOptions) -> None:
+    if info.kind == "file" and options.purge not in ("auto", "none"):
+        raise UserError(
+            f"--purge {options.purge} applies to block devices; a file target is "
+            "purged by recreating it (--purge auto) or not at all (--purge none)"
+        )
+    if options.purge.startswith("nvme") and info.device_class != "nvme":
+        raise UserError(
+            f"--purge {options.purge} needs an NVMe device; {info.path} is {info.device_class}"
+        )
+
+
+def prepare(request: RunRequest) -> Prepared:
+    """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
+    version = fio_version(request.fio)
+    check_fio_version(version)
+    info, create = resolve_target(request)
+    host = host_info()
+    cpus = int(str(host.get("cpu_count") or os.cpu_count() or 1))
+    options = build_options(request.args, info.device_class, cpus)
+    _check_purge(info, options)
+    _check_size(info, options)
+    tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
+    versions = {"ssdlab": __version__, "fio": version}
+    return Prepared(request, info, options, tests, host, versions, create)

@@ -1,0 +1,137 @@
+"""Progress of a long run: a live status line on a terminal, plain log lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from ssdlab.plan.pts import PtsTest, cell_label
+from ssdlab.plan.units import format_duration
+
+
+@dataclass
+class _State:
+    test: PtsTest | None = None
+    round_no: int = 0
+    phase: str = ""
+    planned_s: float | None = None
+    elapsed_s: float = 0.0
+    steady: str = ""
+    remaining_tests: list[PtsTest] = field(default_factory=list)
+
+
+def tracking_text(name: str, value: float) -> str:
+    """A tracking value with its unit (names say what they track: IOPS, bandwidth, latency)."""
+    if "bandwidth" in name:
+        return f"{value / 2**20:,.1f} MiB/s"
+    if "latency" in name:
+        return f"{value:,.2f} us"
+    return f"{value:,.0f}"
+
+
+class Progress:
+    """Reports a run as it goes. ``live`` redraws one status line (for terminals)."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        live: bool | None = None,
+        quick: bool = False,
+        window: int = 5,
+        max_rounds: int = 25,
+    ) -> None:
+        self.stream = stream or sys.stdout
+        self.live = self.stream.isatty() if live is None else live
+        self.quick = quick
+        self.window = window
+        self.max_rounds = max_rounds
+        self.state = _State()
+        self._last_draw = 0.0
+
+    # -- what the runner calls -------------------------------------------------------
+    def start(self, tests: tuple[PtsTest, ...]) -> None:
+        self.state.remaining_tests = list(tests)
+        self.line(f"plan: {', '.join(t.name for t in tests)}; ETA {self._eta()}")
+
+    def line(self, message: str) -> None:
+        """A log line (kept on screen above the live status line)."""
+        prefix = "[QUICK] " if self.quick else ""
+        if self.live:
+            self.stream.write("\r\x1b[K")
+        self.stream.write(f"{time.strftime('%H:%M:%S')} {prefix}{message}\n")
+        self.stream.flush()
+
+    def test_started(self, test: PtsTest) -> None:
+        self.state = _State(
+            test=test, remaining_tests=[t for t in self.state.remaining_tests if t is not test]
+        )
+        self.line(
+            f"{test.name}: {len(test.round_cells)} cells per round "
+            f"({format_duration(test.round_seconds)}), at most {self.max_rounds} rounds"
+        )
+
+    def phase(self, phase: str, round_no: int = 0, planned_s: float | None = None) -> None:
+        self.state.phase, self.state.round_no = phase, round_no
+        self.state.planned_s, self.state.elapsed_s = planned_s, 0.0
+        self._draw(force=True)
+
+    def tick(self, elapsed_s: float) -> None:
+        self.state.elapsed_s = elapsed_s
+        self._draw()
+
+    def round_done(self, round_no: int, tracking: dict[str, float], verdict: str) -> None:
+        values = ", ".join(f"{k} = {tracking_text(k, v)}" for k, v in tracking.items())
+        self.state.steady = verdict
+        assert self.state.test is not None
+        self.line(f"{self.state.test.name} round {round_no}: {values}; {verdict}")
+
+    def close(self) -> None:
+        if self.live:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+    # -- the live line ---------------------------------------------------------------
+    def _cell_text(self) -> str:
+        test = self.state.test
+        if test is None or self.state.phase != "round" or not test.round_cells:
+            return ""
+        per_cell = test.round_seconds / len(test.round_cells)
+        index = min(int(self.state.elapsed_s // per_cell), len(test.round_cells) - 1)
+        cell = test.round_cells[index]
+        label = cell_label(cell.block_bytes, cell.mix.read_pct)
+        return f" · cell {index + 1}/{len(test.round_cells)} {label}"
+
+    def _eta(self) -> str:
+        low = high = 0.0
+        state = self.state
+        if state.test is not None and state.phase == "round":
+            done = state.round_no - 1
+            left_now = max(0.0, (state.planned_s or 0.0) - state.elapsed_s)
+            low += left_now + max(0, self.window - state.round_no) * state.test.round_seconds
+            high += left_now + max(0, self.max_rounds - done - 1) * state.test.round_seconds
+        for test in state.remaining_tests:
+            low += self.window * test.round_seconds
+            high += self.max_rounds * test.round_seconds
+        return f"{format_duration(low)}-{format_duration(high)} (+ preconditioning)"
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.live or (not force and now - self._last_draw < 0.5):
+            return
+        self._last_draw = now
+        state = self.state
+        name = state.test.name if state.test else ""
+        where = (
+            f"round {state.round_no}/{self.max_rounds}" if state.phase == "round" else state.phase
+        )
+        steady = f" · {state.steady}" if state.steady and state.phase == "round" else ""
+        quick = "QUICK · " if self.quick else ""
+        text = (
+            f"{quick}{name} {where}{self._cell_text()} · "
+            f"{format_duration(state.elapsed_s)}{steady} · ETA {self._eta()}"
+        )
+        self.stream.write("\r\x1b[K" + text[:160])
+        self.stream.flush()

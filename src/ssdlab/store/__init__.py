@@ -1,0 +1,34 @@
+"""The results store: every run, test, round, step and fio invocation, in one SQLite file.
+
+:class:`~ssdlab.store.db.Store` writes each round in its own durable transaction as it
+finishes (WAL journal, ``synchronous=FULL``), so a run killed at any point keeps every
+round committed before the kill. The schema is versioned with ``PRAGMA user_version``
+and migrated forward on open (:mod:`ssdlab.store.schema`); a store written by a newer
+ssdlab is refused. :mod:`ssdlab.store.export` turns a loaded run into JSON or CSV.
+The store only keeps JSON-able dicts handed to it; it never imports fio, engine or
+report code. The formats are documented in docs/results-format.md.
+"""
+
+from ssdlab.store.db import DEFAULT_STORE_ENV, Store, default_store_path
+from ssdlab.store.records import (
+    EventData,
+    FioRecord,
+    RoundData,
+    RunData,
+    RunSummary,
+    StepData,
+    TestData,
+)
+
+__all__ = [
+    "DEFAULT_STORE_ENV",
+    "EventData",
+    "FioRecord",
+    "RoundData",
+    "RunData",
+    "RunSummary",
+    "StepData",
+    "Store",
+    "TestData",
+    "default_store_path",
+]

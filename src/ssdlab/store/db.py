@@ -1,0 +1,290 @@
+"""The results store: one SQLite file, one durable transaction per recorded fact."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ssdlab.errors import RunNotFound, UserError
+from ssdlab.store import records as rec
+from ssdlab.store.records import FioRecord, RunData, RunSummary
+from ssdlab.store.schema import connect
+
+DEFAULT_STORE_ENV = "SSDLAB_STORE"
+
+ROUND_STATUSES = ("ok", "failed")
+FINAL_RUN_STATUSES = ("complete", "interrupted", "failed")
+_LAST_REFS = ("last", "latest")
+_SUMMARY_COLS = (
+    "id, created_at, finished_at, suite, profile, quick, status, target_path,"
+    " target_model, message, read_only"
+)
+
+
+def default_store_path() -> Path:
+    """``$SSDLAB_STORE``, else ``$XDG_DATA_HOME/ssdlab/results.sqlite``, else ~/.local/share."""
+    explicit = os.environ.get(DEFAULT_STORE_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "ssdlab" / "results.sqlite"
+
+
+def _new_run_id(now: float) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(2)
+
+
+class Store:
+    """A results store. Every write method commits durably before it returns."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        """Open (creating or migrating) the store at ``path``; EnvironmentProblem if unusable."""
+        path = Path(path).expanduser()
+        return cls(connect(path), path)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- writing -------------------------------------------------------------------
+
+    def new_run(
+        self,
+        *,
+        suite: str,
+        profile: str,
+        quick: bool,
+        target: dict[str, Any],
+        host: dict[str, Any],
+        plan: dict[str, Any],
+        versions: dict[str, Any],
+        argv: list[str],
+    ) -> str:
+        """Record a new run with status "running"; return its id ``YYYYMMDD-HHMMSS-xxxx``."""
+        model = target.get("model")
+        blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
+        now = time.time()
+        for _attempt in range(50):
+            run_id = _new_run_id(now)
+            values = (run_id, now, suite, profile, int(quick), str(target.get("path", "")))
+            try:
+                with self._tx() as c:
+                    c.execute(
+                        "INSERT INTO runs (id, created_at, suite, profile, quick, status,"
+                        " target_path, target_model, target_json, host_json, plan_json,"
+                        " versions_json, argv_json) VALUES (?, ?, ?, ?, ?, 'running', ?,"
+                        " ?, ?, ?, ?, ?, ?)",
+                        (*values, model if isinstance(model, str) else None, *blobs),
+                    )
+                return run_id
+            except sqlite3.IntegrityError:  # the same id in the same second: draw again
+                continue
+        raise RuntimeError("could not allocate a unique run id")
+
+    def add_event(
+        self,
+        run_id: str,
+        test: str | None,
+        kind: str,
+        message: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Record an event (purge outcome, preconditioning, skipped cell, warning)."""
+        detail_json = None if detail is None else rec.dumps(detail)
+        with self._tx() as c:
+            self._writable(c, run_id)
+            c.execute(
+                "INSERT INTO events (run_id, test, kind, message, detail_json, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, test, kind, message, detail_json, time.time()),
+            )
+
+    def add_step(
+        self, run_id: str, test: str, kind: str, detail: dict[str, Any], fio: FioRecord | None
+    ) -> None:
+        """Record a purge / precondition step and its fio invocation in one transaction."""
+        detail_json = rec.dumps(detail)
+        with self._tx() as c:
+            self._writable(c, run_id)
+            self._ensure_test(c, run_id, test)
+            fio_id = rec.insert_fio(c, run_id, fio)
+            c.execute(
+                "INSERT INTO steps (run_id, test, kind, detail_json, created_at, fio_id)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, test, kind, detail_json, time.time(), fio_id),
+            )
+
+    def add_round(
+        self,
+        run_id: str,
+        test: str,
+        round_no: int,
+        *,
+        status: str,
+        tracking: dict[str, float],
+        cells: list[dict[str, Any]],
+        fio: FioRecord | None,
+        started_at: float,
+        ended_at: float,
+    ) -> None:
+        """Record one round and its fio invocation in one durable transaction.
+
+        A round already stored as "failed" is replaced; one stored as "ok" raises ValueError.
+        """
+        if status not in ROUND_STATUSES:
+            raise ValueError(f"round status must be one of {ROUND_STATUSES}, not {status!r}")
+        data = (rec.dumps(tracking), rec.dumps(cells), started_at, ended_at)
+        key = (run_id, test, round_no)
+        with self._tx() as c:
+            self._writable(c, run_id)
+            self._ensure_test(c, run_id, test)
+            old = c.execute(
+                "SELECT status FROM rounds WHERE run_id = ? AND test = ? AND round_no = ?", key
+            ).fetchone()
+            if old is not None and old[0] != "failed":
+                raise ValueError(f"round {round_no} of {test} in run {run_id} is already stored")
+            if old is not None:  # replace the failed attempt; its fio record stays as evidence
+                c.execute("DELETE FROM rounds WHERE run_id = ? AND test = ? AND round_no = ?", key)
+            fio_id = rec.insert_fio(c, run_id, fio)
+            c.execute(
+                "INSERT INTO rounds (run_id, test, round_no, status, tracking_json, cells_json,"
+                " started_at, ended_at, fio_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, status, *data, fio_id),
+            )
+
+    def set_test(
+        self,
+        run_id: str,
+        test: str,
+        *,
+        status: str,
+        params: dict[str, Any],
+        verdicts: dict[str, Any],
+        result: dict[str, Any],
+    ) -> None:
+        """Insert or update a test's status, parameters, verdicts and result."""
+        blobs = (rec.dumps(params), rec.dumps(verdicts), rec.dumps(result))
+        with self._tx() as c:
+            self._writable(c, run_id)
+            c.execute(
+                "INSERT INTO tests (run_id, name, status, params_json, verdicts_json,"
+                " result_json, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET status = excluded.status,"
+                " params_json = excluded.params_json, verdicts_json = excluded.verdicts_json,"
+                " result_json = excluded.result_json, updated_at = excluded.updated_at",
+                (run_id, test, status, *blobs, time.time()),
+            )
+
+    def finish_run(self, run_id: str, status: str, message: str = "") -> None:
+        """Mark a run "complete", "interrupted" or "failed"."""
+        if status not in FINAL_RUN_STATUSES:
+            raise ValueError(f"run status must be one of {FINAL_RUN_STATUSES}, not {status!r}")
+        with self._tx() as c:
+            self._writable(c, run_id)
+            c.execute(
+                "UPDATE runs SET status = ?, message = ?, finished_at = ? WHERE id = ?",
+                (status, message, time.time(), run_id),
+            )
+
+    def _writable(self, c: sqlite3.Connection, run_id: str) -> None:
+        row = c.execute("SELECT read_only FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
+        if row[0]:
+            raise UserError(f"run {run_id} is a read-only reference run")
+
+    @staticmethod
+    def _ensure_test(c: sqlite3.Connection, run_id: str, test: str) -> None:
+        c.execute(
+            "INSERT INTO tests (run_id, name, status, params_json, verdicts_json, result_json,"
+            " updated_at) VALUES (?, ?, 'running', '{}', '{}', '{}', ?)"
+            " ON CONFLICT (run_id, name) DO NOTHING",
+            (run_id, test, time.time()),
+        )
+
+    # -- reading -------------------------------------------------------------------
+
+    def list_runs(self) -> list[RunSummary]:
+        """Every run, newest first."""
+        tests: dict[str, list[str]] = {}
+        for run_id, name in self._conn.execute("SELECT run_id, name FROM tests ORDER BY id"):
+            tests.setdefault(run_id, []).append(name)
+        rows = self._conn.execute(
+            f"SELECT {_SUMMARY_COLS} FROM runs ORDER BY created_at DESC, id DESC"
+        ).fetchall()
+        return [rec.summary_from_row(row, tuple(tests.get(row[0], ()))) for row in rows]
+
+    def resolve(self, ref: str) -> str:
+        """An exact run id, a unique prefix of one, or "last"/"latest" -> the run id."""
+        ref = ref.strip()
+        if ref.lower() in _LAST_REFS:
+            return self._newest()
+        if ref and self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
+            return ref
+        found = self._by_prefix(ref) if ref else []
+        if not found:
+            raise RunNotFound(f"no run matches {ref!r} in {self.path} (see `ssdlab runs`)")
+        if len(found) > 1:
+            shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+            raise UserError(f"{ref!r} matches {len(found)} runs ({shown}); give more of the id")
+        return found[0]
+
+    def _newest(self) -> str:
+        row = self._conn.execute(
+            "SELECT id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            raise RunNotFound(f"no runs yet in {self.path}")
+        return str(row[0])
+
+    def _by_prefix(self, prefix: str) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT id FROM runs WHERE substr(id, 1, ?) = ? ORDER BY created_at DESC, id DESC",
+            (len(prefix), prefix),
+        )
+        return [str(r[0]) for r in rows]
+
+    def load(self, run_id: str, *, with_raw: bool = False) -> RunData:
+        """The whole run; raw fio stdout is decompressed only when ``with_raw``."""
+        row = self._conn.execute(
+            f"SELECT {_SUMMARY_COLS}, target_json, host_json, plan_json, versions_json,"
+            " argv_json FROM runs WHERE id = ?",
+            (run_id,),
+        ).fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
+        return rec.load_run(self._conn, row, with_raw=with_raw)

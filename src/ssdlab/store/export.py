@@ -1,0 +1,180 @@
+"""Export a stored run as JSON (one document) or CSV (long form). See docs/results-format.md."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from ssdlab.errors import UserError
+from ssdlab.store.records import EventData, FioData, RoundData, RunData, StepData, TestData
+
+EXPORT_SCHEMA_VERSION = 1
+EXPORT_FORMATS = ("json", "csv")
+
+#: Keys that identify a cell; every other numeric key of a cell dict is a metric.
+CELL_KEYS = ("cell", "block_bytes", "read_pct", "pattern")
+CSV_COLUMNS = ("run_id", "test", "scope", "round", *CELL_KEYS, "metric", "value")
+
+
+def iso_utc(unix_s: float | None) -> str | None:
+    """``2024-05-01T12:00:00.000Z`` (ISO 8601, UTC, milliseconds); None stays None."""
+    if unix_s is None:
+        return None
+    stamp = datetime.fromtimestamp(unix_s, tz=UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def _finite(value: Any) -> Any:
+    """A copy of ``value`` with NaN/inf replaced by None and tuples made lists."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _event(event: EventData) -> dict[str, Any]:
+    return {
+        "time": iso_utc(event.created_at),
+        "test": event.test,
+        "kind": event.kind,
+        "message": event.message,
+        "detail": event.detail,
+    }
+
+
+def _fio(fio: FioData | None) -> dict[str, Any] | None:
+    if fio is None:
+        return None
+    return {
+        "phase": fio.phase,
+        "command": list(fio.command),
+        "returncode": fio.returncode,
+        "started_at": iso_utc(fio.started_at),
+        "ended_at": iso_utc(fio.ended_at),
+        "duration_s": fio.ended_at - fio.started_at,
+        "job_file": fio.job_text,
+        "stderr": fio.stderr,
+        "stdout_bytes": fio.stdout_bytes,
+    }
+
+
+def _step(step: StepData) -> dict[str, Any]:
+    return {
+        "kind": step.kind,
+        "time": iso_utc(step.created_at),
+        "detail": step.detail,
+        "fio": _fio(step.fio),
+    }
+
+
+def _round(rnd: RoundData) -> dict[str, Any]:
+    return {
+        "round": rnd.round_no,
+        "status": rnd.status,
+        "tracking": rnd.tracking,
+        "cells": rnd.cells,
+        "started_at": iso_utc(rnd.started_at),
+        "ended_at": iso_utc(rnd.ended_at),
+        "duration_s": rnd.ended_at - rnd.started_at,
+        "job_file": rnd.job_text,
+        "fio_command": list(rnd.command),
+        "fio_returncode": rnd.fio_returncode,
+        "fio_stderr": rnd.stderr,
+    }
+
+
+def _test(test: TestData) -> dict[str, Any]:
+    return {
+        "name": test.name,
+        "status": test.status,
+        "params": test.params,
+        "verdict": test.verdicts.get("primary"),
+        "verdicts": test.verdicts,
+        "result": test.result,
+        "rounds": [_round(r) for r in test.rounds],
+        "steps": [_step(s) for s in test.steps],
+    }
+
+
+def _run_header(run: RunData) -> dict[str, Any]:
+    return {
+        "id": run.run_id,
+        "created_at": iso_utc(run.created_at),
+        "finished_at": iso_utc(run.finished_at),
+        "status": run.status,
+        "message": run.message,
+        "suite": run.suite,
+        "profile": run.profile,
+        "quick": run.quick,
+        "argv": run.argv,
+        "read_only": run.read_only,
+        "target_path": run.target_path,
+        "target_model": run.target_model,
+    }
+
+
+def run_to_json(run: RunData) -> dict[str, Any]:
+    """The export document of ``run`` (JSON-able, no NaN/inf: those become None)."""
+    doc = {
+        "schema_version": EXPORT_SCHEMA_VERSION,
+        "kind": "ssdlab-run",
+        "run": _run_header(run),
+        "versions": run.versions,
+        "target": run.target,
+        "host": run.host,
+        "plan": run.plan,
+        "events": [_event(e) for e in run.events],
+        "tests": [_test(t) for t in run.tests],
+    }
+    result: dict[str, Any] = _finite(doc)
+    return result
+
+
+def _is_metric(key: str, value: object) -> bool:
+    return key not in CELL_KEYS and isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _cell_rows(base: dict[str, object], cells: object) -> Iterator[dict[str, object]]:
+    if not isinstance(cells, list):
+        return
+    for cell in cells:
+        if not isinstance(cell, dict):
+            continue
+        ident = {k: ("" if cell.get(k) is None else cell[k]) for k in CELL_KEYS}
+        for key, value in cell.items():
+            if _is_metric(key, value):
+                yield {**base, **ident, "metric": key, "value": _finite(value)}
+
+
+def run_to_csv_rows(run: RunData) -> list[dict[str, object]]:
+    """Long form: one row per (test, scope, round, cell, metric); NaN/inf values are None."""
+    rows: list[dict[str, object]] = []
+    for test in run.tests:
+        base: dict[str, object] = {"run_id": run.run_id, "test": test.name}
+        for rnd in test.rounds:
+            scope = {**base, "scope": "round", "round": rnd.round_no}
+            rows.extend(_cell_rows(scope, rnd.cells))
+        scope = {**base, "scope": "result", "round": ""}
+        rows.extend(_cell_rows(scope, test.result.get("cells")))
+    return rows
+
+
+def write_export(run: RunData, fmt: str, out: TextIO) -> None:
+    """Write ``run`` to ``out`` as "json" or "csv"; UserError for another format."""
+    if fmt == "json":
+        json.dump(run_to_json(run), out, indent=2, sort_keys=False, allow_nan=False)
+        out.write("\n")
+    elif fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(run_to_csv_rows(run))
+    else:
+        choices = " or ".join(EXPORT_FORMATS)
+        raise UserError(f"unknown export format {fmt!r} (choose {choices})")

@@ -1,0 +1,223 @@
+"""ssdlab's own test files: created fully allocated, marked, recreated as a purge, removed.
+
+A file is ssdlab's when it carries the mark: the ``user.ssdlab.target`` extended attribute
+or, on filesystems without user xattrs, a sidecar ``FILE.ssdlab`` naming its device and inode.
+ssdlab never reuses, recreates or removes a file without the mark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import time
+from datetime import UTC, datetime
+
+from ssdlab.errors import TargetError, UserError
+from ssdlab.targets.identity import TargetInfo, identify_file, mount_containing, read_mountinfo
+from ssdlab.targets.purge import PurgeOutcome
+
+MARK_XATTR = "user.ssdlab.target"
+SIDECAR_SUFFIX = ".ssdlab"
+CREATED_BY = "ssdlab"
+
+
+def create_file_target(path: str, size_bytes: int) -> TargetInfo:
+    """Create (or reuse) ssdlab's test file ``path`` of ``size_bytes``, fully allocated."""
+    if size_bytes <= 0:
+        raise UserError(f"the size of file target {path} must be positive, got {size_bytes}")
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise TargetError(f"refusing {target}: its directory {parent} does not exist")
+    reclaimable = 0
+    if os.path.lexists(target):
+        if not is_ssdlab_file(target):
+            raise TargetError(f"refusing {target}: it exists and was not created by ssdlab")
+        st = os.stat(target)
+        if st.st_size == size_bytes:
+            return identify_file(target)
+        reclaimable = st.st_blocks * 512
+    _check_free_space(parent, size_bytes, reclaimable)
+    if reclaimable:
+        remove_file_target(target)
+    _allocate(target, size_bytes)
+    _mark(target, size_bytes)
+    return identify_file(target)
+
+
+def is_ssdlab_file(path: str) -> bool:
+    """True when ``path`` is a regular file carrying ssdlab's mark."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    return _xattr_mark(path) is not None or _sidecar_mark(path, st) is not None
+
+
+def recreate_file_target(path: str, size_bytes: int) -> PurgeOutcome:
+    """The purge of a file target: unlink it and create it again, fully allocated."""
+    target = os.path.abspath(path)
+    if os.path.lexists(target) and not is_ssdlab_file(target):
+        raise TargetError(f"refusing {target}: it exists and was not created by ssdlab")
+    started = time.monotonic()
+    try:
+        remove_file_target(target)
+        create_file_target(target, size_bytes)
+    except (UserError, OSError) as err:
+        return PurgeOutcome("file-recreate", False, time.monotonic() - started, None, str(err))
+    detail = f"recreated {target} ({_human(size_bytes)}, fully allocated)"
+    return PurgeOutcome("file-recreate", True, time.monotonic() - started, None, detail)
+
+
+def remove_file_target(path: str) -> None:
+    """Remove ssdlab's test file and its sidecar; refuse a file without the mark."""
+    target = os.path.abspath(path)
+    sidecar = target + SIDECAR_SUFFIX
+    if os.path.lexists(target):
+        if not is_ssdlab_file(target):
+            raise TargetError(f"refusing to remove {target}: it was not created by ssdlab")
+        os.unlink(target)
+    if _read_sidecar(sidecar) is not None:  # ours (or left over from a file already gone)
+        os.unlink(sidecar)
+
+
+def supports_direct_io(path: str) -> bool:
+    """True when ``path`` can be opened with O_DIRECT (tmpfs before 6.6, some FUSE: no)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+# --------------------------------------------------------------------------- the mark
+
+
+def _mark_payload(size_bytes: int) -> dict[str, object]:
+    created_at = datetime.now(UTC).isoformat(timespec="seconds")
+    return {"created_by": CREATED_BY, "size": size_bytes, "created_at": created_at}
+
+
+def _mark(target: str, size_bytes: int) -> None:
+    """Set the xattr mark, or write the sidecar when the filesystem has no user xattrs."""
+    payload = _mark_payload(size_bytes)
+    try:
+        os.setxattr(target, MARK_XATTR, json.dumps(payload).encode())
+        return
+    except OSError as err:
+        if err.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM, errno.EACCES):
+            _discard(target)
+            raise TargetError(f"cannot mark {target} as ssdlab's: {err.strerror}") from None
+    st = os.stat(target)
+    payload.update(st_dev=st.st_dev, st_ino=st.st_ino)
+    try:
+        with open(target + SIDECAR_SUFFIX, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle)
+    except OSError as err:
+        _discard(target)
+        raise TargetError(f"cannot write {target}{SIDECAR_SUFFIX}: {err.strerror}") from None
+
+
+def _xattr_mark(path: str) -> dict[str, object] | None:
+    try:
+        raw = os.getxattr(path, MARK_XATTR, follow_symlinks=False)
+    except OSError:
+        return None
+    return _ours(_loads(raw.decode(errors="replace")))
+
+
+def _sidecar_mark(path: str, st: os.stat_result) -> dict[str, object] | None:
+    mark = _read_sidecar(path + SIDECAR_SUFFIX)
+    if mark is None or mark.get("st_dev") != st.st_dev or mark.get("st_ino") != st.st_ino:
+        return None
+    return mark
+
+
+def _read_sidecar(path: str) -> dict[str, object] | None:
+    """ssdlab's mark read from a sidecar file, or None."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return _ours(_loads(handle.read(65536)))
+    except OSError:
+        return None
+
+
+def _loads(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _ours(data: object) -> dict[str, object] | None:
+    if isinstance(data, dict) and data.get("created_by") == CREATED_BY:
+        return data
+    return None
+
+
+# --------------------------------------------------------------------------- allocation
+
+
+def _check_free_space(directory: str, size_bytes: int, reclaimable: int) -> None:
+    vfs = os.statvfs(directory)
+    available = vfs.f_bavail * vfs.f_frsize + reclaimable
+    if available < size_bytes:
+        mount = mount_containing(os.path.realpath(directory), read_mountinfo())
+        where = mount.mount_point if mount else directory
+        raise TargetError(
+            f"not enough free space on {where}: need {_human(size_bytes)}, have {_human(available)}"
+        )
+
+
+def _allocate(target: str, size_bytes: int) -> None:
+    """Create the file exclusively and allocate every block of it."""
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileExistsError:
+        raise TargetError(f"refusing {target}: it exists and was not created by ssdlab") from None
+    except OSError as err:
+        raise TargetError(f"cannot create {target}: {err.strerror}") from None
+    try:
+        os.posix_fallocate(fd, 0, size_bytes)
+        os.fsync(fd)
+    except OSError as err:
+        os.close(fd)
+        _discard(target)
+        raise TargetError(
+            f"cannot allocate {_human(size_bytes)} for {target}: {err.strerror}"
+        ) from None
+    os.close(fd)
+    _fsync_directory(os.path.dirname(target))
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the data is synced already
+    finally:
+        os.close(fd)
+
+
+def _discard(target: str) -> None:
+    """Remove a file ssdlab just created and could not finish."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
+
+
+def _human(size_bytes: int) -> str:
+    if size_bytes < 1024:
+        return f"{size_bytes} B"
+    value = size_bytes / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"

@@ -1,0 +1,263 @@
+"""Purge: return a block device to a fresh-out-of-box-like state before a test.
+
+A purge that fails is not an exception: :func:`purge_block` returns a :class:`PurgeOutcome`
+with ``ok=False`` and the reason, and the caller records it and decides. Exceptions are
+reserved for problems found before anything runs (missing tool, method not applicable).
+
+The safety checks (:mod:`ssdlab.targets.safety`) are the caller's job and must have passed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ssdlab.errors import EnvironmentProblem, TargetError, UserError
+from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which, block_dir
+
+PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
+
+#: How often and for how long the sanitize log is polled after ``nvme sanitize``.
+SANITIZE_POLL_SECONDS = 5.0
+SANITIZE_TIMEOUT_SECONDS = 24 * 3600.0
+#: Sanitize status codes (SSTAT bits 2:0) of the NVMe sanitize status log page.
+SANITIZE_DONE = frozenset({1, 4})  # completed (4: completed without deallocation)
+SANITIZE_IN_PROGRESS = 2
+SANITIZE_FAILED = 3
+
+
+@dataclass(frozen=True)
+class PurgeOutcome:
+    """What a purge did."""
+
+    method: str
+    ok: bool
+    seconds: float
+    command: tuple[str, ...] | None
+    detail: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "method": self.method,
+            "ok": self.ok,
+            "seconds": self.seconds,
+            "command": list(self.command) if self.command is not None else None,
+            "detail": self.detail,
+        }
+
+
+def purge_block(
+    info: TargetInfo,
+    method: str,
+    offset_bytes: int,
+    length_bytes: int,
+    *,
+    runner: Runner = subprocess.run,
+    which: Which = shutil.which,
+    sysfs: Path = SYSFS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PurgeOutcome:
+    """Purge ``length_bytes`` from ``offset_bytes`` of a block target with ``method``.
+
+    ``auto`` is blkdiscard; nvme-format and nvme-sanitize always erase the whole namespace
+    (format) or every namespace of the controller (sanitize).
+    """
+    if method not in PURGE_METHODS:
+        raise UserError(
+            f"unknown purge method {method!r}; choose one of {', '.join(PURGE_METHODS)}"
+        )
+    if info.kind != "block":
+        raise ValueError(f"purge_block needs a block target, got a {info.kind}")
+    if offset_bytes < 0 or length_bytes < 0:
+        raise ValueError("purge offset and length must not be negative")
+    if method == "none":
+        return PurgeOutcome("none", True, 0.0, None, "no purge requested")
+    if method in ("auto", "blkdiscard"):
+        _require_tool(which, "blkdiscard", "util-linux")
+        return _blkdiscard(info, offset_bytes, length_bytes, runner)
+    _require_tool(which, "nvme", "nvme-cli")
+    _require_nvme_namespace(info, method)
+    if method == "nvme-format":
+        return _nvme_format(info, runner)
+    return _nvme_sanitize(info, runner, sysfs=sysfs, sleep=sleep)
+
+
+def _require_tool(which: Which, tool: str, package: str) -> None:
+    if which(tool) is None:
+        raise EnvironmentProblem(f"{tool} is not installed; install it (apt-get install {package})")
+
+
+def _require_nvme_namespace(info: TargetInfo, method: str) -> None:
+    if info.device_class != "nvme":
+        raise TargetError(
+            f"--purge {method} needs an NVMe drive; {info.path} is {info.device_class}"
+        )
+    if "partition_of" in info.details:
+        raise TargetError(
+            f"refusing --purge {method} on {info.path}: it is a partition and {method} erases "
+            f"all of /dev/{info.details['partition_of']}; use blkdiscard or the whole namespace"
+        )
+
+
+def _run(command: tuple[str, ...], runner: Runner) -> tuple[bool, str]:
+    """Run a command; (succeeded, stderr or the reason it could not run)."""
+    try:
+        result = runner(list(command), capture_output=True, text=True, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        return False, f"could not run {command[0]}: {err}"
+    message = (result.stderr or "").strip() or (result.stdout or "").strip()
+    if result.returncode != 0:
+        return False, message or f"{command[0]} exited with status {result.returncode}"
+    return True, message
+
+
+# --------------------------------------------------------------------------- blkdiscard
+
+
+def blkdiscard_command(device: str, offset_bytes: int, length_bytes: int) -> tuple[str, ...]:
+    """``--force``: blkdiscard would otherwise open with O_EXCL, which ssdlab's own
+    :class:`~ssdlab.targets.safety.ExclusiveHold` already holds; ssdlab did the checks."""
+    return (
+        "blkdiscard", "--force",
+        "--offset", str(offset_bytes), "--length", str(length_bytes),
+        device,
+    )  # fmt: skip
+
+
+def _blkdiscard(info: TargetInfo, offset: int, length: int, runner: Runner) -> PurgeOutcome:
+    if info.discard_max_bytes == 0:
+        return PurgeOutcome(
+            "blkdiscard", False, 0.0, None,
+            f"{info.path} does not support discard (queue/discard_max_bytes is 0); nothing was run",
+        )  # fmt: skip
+    command = blkdiscard_command(info.path, offset, length)
+    started = time.monotonic()
+    ok, message = _run(command, runner)
+    if ok:
+        message = f"discarded {length} bytes from offset {offset}"
+    return PurgeOutcome("blkdiscard", ok, time.monotonic() - started, command, message)
+
+
+# --------------------------------------------------------------------------- nvme format
+
+
+def nvme_format_command(namespace_device: str) -> tuple[str, ...]:
+    """User-data erase (SES=1) of the namespace, keeping its current LBA format."""
+    return ("nvme", "format", namespace_device, "--ses=1", "--force")
+
+
+def _nvme_format(info: TargetInfo, runner: Runner) -> PurgeOutcome:
+    command = nvme_format_command(info.path)
+    started = time.monotonic()
+    ok, message = _run(command, runner)
+    if ok:
+        message = f"formatted the whole namespace with a user data erase; {message}".rstrip("; ")
+    return PurgeOutcome("nvme-format", ok, time.monotonic() - started, command, message)
+
+
+# --------------------------------------------------------------------------- nvme sanitize
+
+
+def nvme_controller_of(name: str, *, sysfs: Path = SYSFS) -> str | None:
+    """The controller (``nvme0``) of a namespace (``nvme0n1``), through sysfs."""
+    device = (block_dir(name, sysfs=sysfs) / "device").resolve()
+    if re.fullmatch(r"nvme\d+", device.name):
+        return device.name
+    for child in sorted(device.glob("nvme*")):  # native multipath: device is nvme-subsysN
+        if re.fullmatch(r"nvme\d+", child.name):
+            return child.name
+    match = re.match(r"(nvme\d+)n\d+", name)
+    return match.group(1) if match else None
+
+
+def _namespaces_of(controller: str, *, sysfs: Path) -> list[str]:
+    names = [entry.name for entry in (sysfs / "class" / "block").glob("nvme*")]
+    namespaces = [name for name in names if re.fullmatch(r"nvme\d+n\d+", name)]
+    return sorted(
+        name for name in namespaces if nvme_controller_of(name, sysfs=sysfs) == controller
+    )
+
+
+def nvme_sanitize_command(controller_device: str) -> tuple[str, ...]:
+    """Start a block-erase sanitize (SANACT=2) on the controller."""
+    return ("nvme", "sanitize", controller_device, "-a", "2")
+
+
+def nvme_sanitize_log_command(controller_device: str) -> tuple[str, ...]:
+    return ("nvme", "sanitize-log", controller_device, "-o", "json")
+
+
+def parse_sanitize_status(text: str) -> int | None:
+    """The sanitize status code (SSTAT bits 2:0) from ``nvme sanitize-log -o json``.
+
+    nvme-cli 1.x prints ``"sstat": 257``; 2.x prints ``"sstat": {"status": "(1) ..."}``.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    sstat = _find_key(data, "sstat")
+    if isinstance(sstat, int):
+        return sstat & 0x7
+    if isinstance(sstat, dict):
+        for value in sstat.values():
+            match = re.match(r"\((\d+)\)", value) if isinstance(value, str) else None
+            if match:
+                return int(match.group(1))
+    return None
+
+
+def _find_key(data: object, key: str) -> object:
+    if isinstance(data, dict):
+        if key in data:
+            return data[key]
+        for value in data.values():
+            found = _find_key(value, key)
+            if found is not None:
+                return found
+    return None
+
+
+def _nvme_sanitize(
+    info: TargetInfo, runner: Runner, *, sysfs: Path, sleep: Callable[[float], None]
+) -> PurgeOutcome:
+    controller = nvme_controller_of(info.name, sysfs=sysfs)
+    if controller is None:
+        raise TargetError(f"cannot find the NVMe controller of {info.path} in sysfs")
+    namespaces = _namespaces_of(controller, sysfs=sysfs)
+    if len(namespaces) > 1:
+        raise TargetError(
+            f"refusing --purge nvme-sanitize on {info.path}: it erases every namespace of "
+            f"{controller} ({', '.join(namespaces)}); use nvme-format or blkdiscard"
+        )
+    command = nvme_sanitize_command(f"/dev/{controller}")
+    started = time.monotonic()
+    ok, message = _run(command, runner)
+    if ok:
+        ok, message = _wait_for_sanitize(f"/dev/{controller}", runner, sleep)
+    return PurgeOutcome("nvme-sanitize", ok, time.monotonic() - started, command, message)
+
+
+def _wait_for_sanitize(
+    controller_device: str, runner: Runner, sleep: Callable[[float], None]
+) -> tuple[bool, str]:
+    """Poll the sanitize log until the sanitize completes, fails or times out."""
+    command = nvme_sanitize_log_command(controller_device)
+    for _ in range(max(1, int(SANITIZE_TIMEOUT_SECONDS / SANITIZE_POLL_SECONDS))):
+        try:
+            result = runner(list(command), capture_output=True, text=True, check=False)
+        except (OSError, subprocess.SubprocessError) as err:
+            return False, f"could not read the sanitize log: {err}"
+        status = parse_sanitize_status(result.stdout or "")
+        if status in SANITIZE_DONE:
+            return True, f"sanitize (block erase) completed, status {status}"
+        if status == SANITIZE_FAILED:
+            return False, "the drive reports that the sanitize failed (sanitize status 3)"
+        sleep(SANITIZE_POLL_SECONDS)
+    return False, f"sanitize still not complete after {SANITIZE_TIMEOUT_SECONDS:.0f} s"

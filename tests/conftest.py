@@ -1,0 +1,190 @@
+"""Shared fixtures: throwaway loop devices over /dev/shm files and zram devices.
+
+Both factories always clean up (unmount leftovers, detach, remove) even when a test fails,
+and only ever touch devices they created themselves. Tests marked ``root`` are skipped
+when not running as root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+SHM = Path("/dev/shm")
+ZRAM_CONTROL = Path("/sys/class/zram-control")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)
+
+
+def _require_root_tool(tool: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+def _mount_points_of(devnums: set[str]) -> list[str]:
+    """Mount points (deepest first) of the filesystems on the given major:minor numbers."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[2] in devnums:
+            points.append(fields[4].replace("\\040", " "))
+    return sorted(points, key=len, reverse=True)
+
+
+def _devnums_of(name: str) -> set[str]:
+    """major:minor of a block device and of its partitions."""
+    base = Path("/sys/class/block") / name
+    numbers = set()
+    for dev_file in [base / "dev", *base.resolve().glob(f"{name}*/dev")]:
+        with contextlib.suppress(OSError):
+            numbers.add(dev_file.read_text().strip())
+    return numbers
+
+
+def _release(name: str) -> None:
+    """Unmount whatever a test left mounted from this device (or its partitions)."""
+    for point in _mount_points_of(_devnums_of(name)):
+        subprocess.run(["umount", point], capture_output=True, check=False)
+
+
+def _detach_loop(device: str, backing_file: str) -> None:
+    name = os.path.basename(device)
+    attached = Path("/sys/block") / name / "loop" / "backing_file"
+    with contextlib.suppress(OSError):
+        if attached.read_text().strip().removesuffix(" (deleted)") != backing_file:
+            return  # detached already, and possibly reused by someone else: not ours
+        _release(name)
+        for _ in range(20):
+            result = subprocess.run(["losetup", "-d", device], capture_output=True, check=False)
+            if result.returncode == 0 or not attached.exists():
+                return
+            time.sleep(0.1)
+
+
+LoopFactory = Callable[..., str]
+
+
+@pytest.fixture
+def loop_device() -> Iterator[LoopFactory]:
+    """Factory: ``loop_device(size_bytes, sector_size=None, partscan=False) -> "/dev/loopN"``.
+
+    The device is backed by a sparse file in /dev/shm; both are removed after the test.
+    """
+    _require_root_tool("losetup")
+    created: list[tuple[str, str]] = []
+
+    def make(size_bytes: int, sector_size: int | None = None, partscan: bool = False) -> str:
+        fd, backing = tempfile.mkstemp(prefix="ssdlab-test-", suffix=".img", dir=SHM)
+        try:
+            os.ftruncate(fd, size_bytes)
+        finally:
+            os.close(fd)
+        command = ["losetup", "--find", "--show"]
+        command += ["--sector-size", str(sector_size)] if sector_size else []
+        command += ["--partscan"] if partscan else []
+        result = subprocess.run([*command, backing], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            os.unlink(backing)
+            pytest.fail(f"losetup failed: {result.stderr.strip()}")
+        device = result.stdout.strip()
+        created.append((device, backing))
+        return device
+
+    try:
+        yield make
+    finally:
+        for device, backing in reversed(created):
+            _detach_loop(device, backing)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(backing)
+
+
+ZramFactory = Callable[..., str]
+
+
+def _remove_zram(index: int) -> None:
+    base = Path(f"/sys/block/zram{index}")
+    if not base.exists():
+        return
+    _release(f"zram{index}")
+    for _ in range(20):
+        try:
+            (base / "reset").write_text("1")
+            (ZRAM_CONTROL / "hot_remove").write_text(str(index))
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def zram_device() -> Iterator[ZramFactory]:
+    """Factory: ``zram_device(size_bytes, algorithm=None) -> "/dev/zramN"`` (hot-added)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    if not ZRAM_CONTROL.exists():
+        subprocess.run(["modprobe", "zram", "num_devices=0"], capture_output=True, check=False)
+    if not ZRAM_CONTROL.exists():
+        pytest.skip("zram is not available (no /sys/class/zram-control)")
+    created: list[int] = []
+
+    def make(size_bytes: int, algorithm: str | None = None) -> str:
+        index = int((ZRAM_CONTROL / "hot_add").read_text().strip())
+        created.append(index)
+        base = Path(f"/sys/block/zram{index}")
+        if algorithm:
+            (base / "comp_algorithm").write_text(algorithm)
+        (base / "disksize").write_text(str(size_bytes))
+        device = f"/dev/zram{index}"
+        for _ in range(50):  # devtmpfs creates the node asynchronously
+            if os.path.exists(device):
+                break
+            time.sleep(0.02)
+        return device
+
+    try:
+        yield make
+    finally:
+        for index in reversed(created):
+            _remove_zram(index)
+
+
+@pytest.fixture
+def shm_dir() -> Iterator[Path]:
+    """A private directory in /dev/shm (RAM), removed after the test."""
+    if not SHM.is_dir():
+        pytest.skip("/dev/shm is not available")
+    path = Path(tempfile.mkdtemp(prefix="ssdlab-test-", dir=SHM))
+    try:
+        yield path
+    finally:
+        for point in _mount_points_under(path):
+            if subprocess.run(["umount", point], capture_output=True, check=False).returncode:
+                subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _mount_points_under(path: Path) -> list[str]:
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].replace("\\040", " ") if len(fields) > 4 else ""
+        if point == str(path) or point.startswith(f"{path}/"):
+            points.append(point)
+    return sorted(points, key=len, reverse=True)

@@ -1,0 +1,81 @@
+"""The core issue's acceptance run: quick PTS with real fio on a 1 GiB loop device."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.support.cli import ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow]
+
+GIB = 1024**3
+
+
+def _test(doc: dict, name: str) -> dict:
+    return next(t for t in doc["tests"] if t["name"] == name)
+
+
+def test_quick_pts_on_a_loop_device_exports_every_cell(loop_device, tmp_path: Path) -> None:
+    device = loop_device(GIB)
+    store = tmp_path / "results.sqlite"
+    run = ssdlab(
+        "run",
+        "pts",
+        "--target",
+        device,
+        "--profile",
+        "quick",
+        "--destroy-data",
+        "--store",
+        str(store),
+    )
+    assert run.returncode == 0, run.stderr + run.stdout[-3000:]
+    assert run.stderr == ""
+    assert "[QUICK]" in run.stdout
+
+    exported = ssdlab("export", "last", "--format", "json", "--store", str(store))
+    assert exported.returncode == 0 and exported.stderr == ""
+    doc = json.loads(exported.stdout)
+    assert doc["schema_version"] == 1 and doc["run"]["quick"] is True
+
+    iops = _test(doc, "iops")
+    cells = {(c["block_bytes"], c["read_pct"]) for c in iops["result"]["cells"]}
+    assert len(cells) == 8 * 7  # 0.5 KiB included: a loop device has 512-byte sectors
+    assert all(c["iops"] > 0 for c in iops["result"]["cells"])
+    throughput = [
+        c for t in doc["tests"] if t["name"].startswith("throughput") for c in t["result"]["cells"]
+    ]
+    assert {(c["block_bytes"], c["read_pct"]) for c in throughput} == {
+        (1024 * 1024, 100),
+        (1024 * 1024, 0),
+        (128 * 1024, 100),
+        (128 * 1024, 0),
+    }
+    assert all(c["bw_bytes_per_s"] > 0 for c in throughput)
+    latency = _test(doc, "latency")["result"]["cells"]
+    assert len(latency) == 3 * 3
+    for cell in latency:
+        assert 0 < cell["lat_mean_us"] <= cell["lat_p99_us"] <= cell["lat_p99_99_us"]
+        assert cell["lat_p99_99_us"] <= cell["lat_max_us"]
+
+    for test in doc["tests"]:
+        verdict = test["verdict"]
+        assert set(verdict) >= {"rule", "window_rounds", "attained", "variables", "message"}
+        assert test["status"] == ("steady" if verdict["attained"] else "not_steady")
+        for var in verdict["variables"].values():
+            assert {"window_average", "data_excursion", "slope_excursion"} <= set(var)
+        assert test["rounds"] and all(r["job_file"] for r in test["rounds"])
+        purge = next(s for s in test["steps"] if s["kind"] == "purge")
+        assert purge["detail"]["method"] == "blkdiscard" and purge["detail"]["ok"] is True
+
+    target, host = doc["target"], doc["host"]
+    assert target["capacity_bytes"] == GIB and target["logical_sector_bytes"] == 512
+    assert {"model", "serial", "firmware", "rotational", "numa_node", "scheduler"} <= set(target)
+    assert {"cpu_model", "cpu_count", "memory_bytes", "kernel"} <= set(host)
+    assert doc["versions"]["fio"].startswith("3.")
+
+    shown = ssdlab("show", "last", "--store", str(store))
+    assert shown.returncode == 0 and shown.stderr == ""
+    assert "QUICK PROFILE" in shown.stdout and "1024 KiB" in shown.stdout

@@ -1,0 +1,687 @@
+"""The results store: round trips, durability under SIGKILL, schema versions, export."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ssdlab
+from ssdlab.errors import EnvironmentProblem, ExitCode, RunNotFound, UserError
+from ssdlab.store import db as store_db
+from ssdlab.store import schema
+from ssdlab.store.db import DEFAULT_STORE_ENV, Store, default_store_path
+from ssdlab.store.export import (
+    CSV_COLUMNS,
+    EXPORT_SCHEMA_VERSION,
+    run_to_csv_rows,
+    run_to_json,
+    write_export,
+)
+from ssdlab.store.records import FioRecord, RunData
+
+SRC_DIR = Path(ssdlab.__file__).resolve().parent.parent
+
+
+def _fio(
+    phase: str = "round", stdout: str = '{"fio version": "fio-3.36"}', rc: int = 0
+) -> FioRecord:
+    return FioRecord(
+        phase=phase,
+        job_text="[global]\nioengine=libaio\ndirect=1\n\n[iops]\nrw=randrw\nbs=4k\n",
+        command=("fio", "--output-format=json", "job.fio"),
+        stdout=stdout,
+        stderr="fio: warning",
+        returncode=rc,
+        started_at=1_700_000_000.0,
+        ended_at=1_700_000_060.5,
+    )
+
+
+def _cell(name: str, iops: float) -> dict[str, Any]:
+    return {
+        "cell": name,
+        "block_bytes": 4096,
+        "read_pct": 70,
+        "pattern": "random",
+        "threads": 4,
+        "iodepth": 32,
+        "iops": iops,
+        "bw_bytes_per_s": iops * 4096,
+        "lat_mean_us": 120.5,
+        "note": "not a metric",
+        "flag": True,  # a bool is not a metric either
+    }
+
+
+def _new_run(store: Store, **overrides: Any) -> str:
+    args: dict[str, Any] = {
+        "suite": "pts-e",
+        "profile": "quick",
+        "quick": True,
+        "target": {"path": "/dev/loop7", "model": "Loop Device", "size_bytes": 1 << 30},
+        "host": {"hostname": "lab", "kernel": "6.8"},
+        "plan": {"tests": ["iops", "throughput"]},
+        "versions": {"ssdlab": "0.1.0", "fio": "fio-3.36"},
+        "argv": ["ssdlab", "run", "--quick", "/dev/loop7"],
+    }
+    args.update(overrides)
+    return store.new_run(**args)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(tmp_path / "results.sqlite") as opened:
+        yield opened
+
+
+def _fixed_ids(monkeypatch: pytest.MonkeyPatch, ids: list[str]) -> None:
+    queue = iter(ids)
+    monkeypatch.setattr(store_db, "_new_run_id", lambda now: next(queue))
+
+
+# -- round trip ----------------------------------------------------------------------
+
+
+def _populate(store: Store) -> str:
+    run_id = _new_run(store)
+    store.set_test(run_id, "throughput", status="running", params={}, verdicts={}, result={})
+    store.add_event(run_id, None, "purge", "blkdiscard ok", {"method": "blkdiscard"})
+    store.add_step(run_id, "iops", "precondition", {"passes": 2}, _fio("precondition"))
+    store.add_step(run_id, "iops", "purge", {"method": "none"}, None)
+    for n in (1, 2, 3):
+        store.add_round(
+            run_id,
+            "iops",
+            n,
+            status="ok",
+            tracking={"iops": 1000.0 + n},
+            cells=[_cell("4k-70", 1000.0 + n)],
+            fio=_fio(stdout=f"round {n}"),
+            started_at=100.0 * n,
+            ended_at=100.0 * n + 60,
+        )
+    store.add_event(run_id, "iops", "skipped", "cell 1M-0 skipped", {"cell": "1M-0"})
+    store.set_test(
+        run_id,
+        "iops",
+        status="steady",
+        params={"rounds_max": 25},
+        verdicts={"primary": {"rule": "snia", "attained": True}},
+        result={
+            "cells": [_cell("4k-70", 1003.0)],
+            "window_rounds": [1, 2, 3],
+            "steady": True,
+            "skipped": [{"cell": "1M-0", "reason": "quick"}],
+        },
+    )
+    store.finish_run(run_id, "complete", "all done")
+    return run_id
+
+
+def test_round_trip(store: Store) -> None:
+    run_id = _populate(store)
+    run = store.load(run_id)
+    assert (run.suite, run.profile, run.quick, run.status, run.message) == (
+        "pts-e",
+        "quick",
+        True,
+        "complete",
+        "all done",
+    )
+    assert run.target["size_bytes"] == 1 << 30
+    assert (run.target_path, run.target_model) == ("/dev/loop7", "Loop Device")
+    assert run.host == {"hostname": "lab", "kernel": "6.8"}
+    assert run.plan == {"tests": ["iops", "throughput"]}
+    assert run.versions["fio"] == "fio-3.36"
+    assert run.argv == ["ssdlab", "run", "--quick", "/dev/loop7"]
+    assert run.finished_at is not None and run.finished_at >= run.created_at
+    assert not run.read_only
+    # tests in the order they were first recorded
+    assert [t.name for t in run.tests] == ["throughput", "iops"]
+    iops = run.test("iops")
+    assert iops.status == "steady"
+    assert iops.params == {"rounds_max": 25}
+    assert iops.verdicts["primary"]["attained"] is True
+    assert iops.result["skipped"] == [{"cell": "1M-0", "reason": "quick"}]
+    assert [r.round_no for r in iops.rounds] == [1, 2, 3]
+    rnd = iops.rounds[1]
+    assert rnd.status == "ok" and rnd.tracking == {"iops": 1002.0}
+    assert rnd.cells == [_cell("4k-70", 1002.0)]
+    assert (rnd.started_at, rnd.ended_at) == (200.0, 260.0)
+    assert rnd.job_text == _fio().job_text
+    assert rnd.fio_returncode == 0 and rnd.stderr == "fio: warning"
+    assert rnd.command == ("fio", "--output-format=json", "job.fio")
+    assert rnd.stdout is None  # not loaded without with_raw
+    assert [(s.kind, s.detail) for s in iops.steps] == [
+        ("precondition", {"passes": 2}),
+        ("purge", {"method": "none"}),
+    ]
+    assert iops.steps[0].fio is not None and iops.steps[0].fio.phase == "precondition"
+    assert iops.steps[1].fio is None
+    assert run.steps == iops.steps
+    assert [(e.test, e.kind, e.detail) for e in run.events] == [
+        (None, "purge", {"method": "blkdiscard"}),
+        ("iops", "skipped", {"cell": "1M-0"}),
+    ]
+    raw = store.load(run_id, with_raw=True)
+    assert [r.stdout for r in raw.test("iops").rounds] == ["round 1", "round 2", "round 3"]
+    step_fio = raw.test("iops").steps[0].fio
+    assert step_fio is not None and step_fio.stdout == '{"fio version": "fio-3.36"}'
+
+
+def test_list_runs_newest_first(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _populate(store)
+    clock = iter([time.time() + 10])
+    monkeypatch.setattr(store_db.time, "time", lambda: next(clock))
+    second = _new_run(store, target={"path": "/dev/nvme0n1"}, quick=False)
+    monkeypatch.undo()
+    runs = store.list_runs()
+    assert [r.run_id for r in runs] == [second, first]
+    assert runs[0].status == "running" and runs[0].finished_at is None
+    assert runs[0].target_model is None and runs[0].tests == () and not runs[0].quick
+    assert runs[1].tests == ("throughput", "iops") and runs[1].status == "complete"
+
+
+def test_run_id_format(store: Store) -> None:
+    run_id = _new_run(store)
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", run_id)
+    created = store.load(run_id).created_at
+    assert run_id[:15] == time.strftime("%Y%m%d-%H%M%S", time.gmtime(created))
+
+
+def test_run_id_collision_draws_again(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fixed_ids(
+        monkeypatch, ["20240101-000000-aaaa", "20240101-000000-aaaa", "20240101-000000-bbbb"]
+    )
+    assert _new_run(store) == "20240101-000000-aaaa"
+    assert _new_run(store) == "20240101-000000-bbbb"
+
+
+def test_store_parent_directory_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "results.sqlite"
+    with Store.open(path) as store:
+        assert store.path == path
+    assert path.is_file()
+
+
+def test_default_store_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(DEFAULT_STORE_ENV, str(tmp_path / "x.sqlite"))
+    assert default_store_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv(DEFAULT_STORE_ENV)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_store_path() == tmp_path / "xdg" / "ssdlab" / "results.sqlite"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    expected = tmp_path / "home" / ".local" / "share" / "ssdlab" / "results.sqlite"
+    assert default_store_path() == expected
+
+
+# -- writes: validation and atomicity -------------------------------------------------
+
+
+def _round(store: Store, run_id: str, n: int, status: str, iops: float) -> None:
+    store.add_round(
+        run_id,
+        "iops",
+        n,
+        status=status,
+        tracking={"iops": iops},
+        cells=[_cell("c", iops)],
+        fio=_fio(rc=0 if status == "ok" else 1),
+        started_at=0.0,
+        ended_at=1.0,
+    )
+
+
+def _count(store: Store, table: str) -> int:
+    with sqlite3.connect(store.path) as conn:
+        count = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    conn.close()
+    return count
+
+
+def test_failed_round_is_replaced_ok_round_is_not(store: Store) -> None:
+    run_id = _new_run(store)
+    _round(store, run_id, 1, "ok", 10.0)
+    _round(store, run_id, 2, "failed", 0.0)
+    _round(store, run_id, 2, "failed", 1.0)  # failed replaces failed
+    _round(store, run_id, 2, "ok", 20.0)
+    rounds = store.load(run_id).test("iops").rounds
+    assert [(r.round_no, r.status, r.tracking["iops"]) for r in rounds] == [
+        (1, "ok", 10.0),
+        (2, "ok", 20.0),
+    ]
+    fio_before = _count(store, "fio_invocations")
+    with pytest.raises(ValueError, match="already stored"):
+        _round(store, run_id, 2, "ok", 99.0)
+    with pytest.raises(ValueError, match="already stored"):
+        _round(store, run_id, 2, "failed", 99.0)
+    assert _count(store, "fio_invocations") == fio_before  # the refused write left nothing
+    assert store.load(run_id).test("iops").rounds[1].tracking == {"iops": 20.0}
+
+
+def test_invalid_writes_are_refused(store: Store) -> None:
+    run_id = _new_run(store)
+    with pytest.raises(ValueError, match="round status"):
+        _round(store, run_id, 1, "great", 1.0)
+    with pytest.raises(ValueError, match="run status"):
+        store.finish_run(run_id, "done")
+    with pytest.raises(TypeError):  # not JSON-able: refused before anything is written
+        store.add_round(
+            run_id,
+            "iops",
+            1,
+            status="ok",
+            tracking={},
+            cells=[{"x": object()}],
+            fio=_fio(),
+            started_at=0.0,
+            ended_at=1.0,
+        )
+    assert _count(store, "fio_invocations") == 0 and _count(store, "rounds") == 0
+    with pytest.raises(RunNotFound):
+        _round(store, "20990101-000000-0000", 1, "ok", 1.0)
+    with pytest.raises(RunNotFound):
+        store.load("20990101-000000-0000")
+    store.finish_run(run_id, "interrupted", "SIGINT")
+    assert store.load(run_id).status == "interrupted"
+
+
+def test_read_only_runs_refuse_writes(store: Store) -> None:
+    run_id = _new_run(store)
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("UPDATE runs SET read_only = 1 WHERE id = ?", (run_id,))
+    conn.close()
+    with pytest.raises(UserError, match="read-only"):
+        store.add_event(run_id, None, "warning", "x")
+    assert store.list_runs()[0].read_only
+
+
+# -- durability ------------------------------------------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from ssdlab.store.db import Store
+    from ssdlab.store.records import FioRecord
+
+    store = Store.open(Path(sys.argv[1]))
+    run = store.new_run(suite="pts-e", profile="p", quick=False, target={"path": "/dev/x"},
+                        host={}, plan={}, versions={}, argv=[])
+    print(run, flush=True)
+    body = "0123456789abcdef" * 20000
+    for i in range(1, 100000):
+        fio = FioRecord("round", f"[job{i}]\\n", ("fio",), f"{i}:" + body, "", 0, 0.0, 1.0)
+        store.add_round(run, "iops", i, status="ok", tracking={"iops": float(i)},
+                        cells=[{"cell": "c", "iops": float(i)}], fio=fio,
+                        started_at=float(i), ended_at=i + 0.5)
+        print(i, flush=True)
+    """
+)
+
+
+def test_sigkill_keeps_committed_rounds(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    env = {**os.environ, "PYTHONPATH": str(SRC_DIR)}
+    cmd = [sys.executable, "-c", _CHILD, str(path)]
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as child:
+        assert child.stdout is not None and child.stderr is not None
+        run_id = child.stdout.readline().strip()
+        deadline = time.monotonic() + 60
+        while True:
+            line = child.stdout.readline()
+            assert line, f"child died early: {child.stderr.read()}"
+            if line.strip() == "6":
+                break
+            assert time.monotonic() < deadline, "child too slow"
+        os.kill(child.pid, signal.SIGKILL)  # somewhere inside add_round(7) or later
+        child.wait(timeout=30)
+        assert child.returncode == -signal.SIGKILL
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    with Store.open(path) as store:
+        run = store.load(run_id, with_raw=True)
+    assert run.status == "running"
+    rounds = run.test("iops").rounds
+    numbers = [r.round_no for r in rounds]
+    assert numbers[:6] == [1, 2, 3, 4, 5, 6]
+    assert numbers == list(range(1, len(numbers) + 1))  # no holes, no partial round
+    body = "0123456789abcdef" * 20000
+    for rnd in rounds:
+        n = rnd.round_no
+        assert rnd.status == "ok" and rnd.tracking == {"iops": float(n)}
+        assert rnd.cells == [{"cell": "c", "iops": float(n)}]
+        assert rnd.job_text == f"[job{n}]\n" and rnd.stdout == f"{n}:" + body
+
+
+# -- schema versions and bad files -----------------------------------------------------
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    Store.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    with pytest.raises(EnvironmentProblem) as info:
+        Store.open(path)
+    assert info.value.message == (
+        f"results store {path} has schema version 7, newer than this ssdlab understands "
+        f"({schema.SCHEMA_VERSION}); upgrade ssdlab"
+    )
+    assert info.value.exit_code == ExitCode.ENVIRONMENT
+
+
+@pytest.mark.parametrize(
+    "content", [b"this is not sqlite\n" * 100, b"SQLite format 3\x00" + b"\xff" * 200]
+)
+def test_non_database_file_is_refused(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+    with pytest.raises(EnvironmentProblem, match=re.escape(str(path))) as info:
+        Store.open(path)
+    assert "\n" not in info.value.message
+    assert path.read_bytes() == content  # left alone
+
+
+def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE contacts (name TEXT)")
+    conn.close()
+    with pytest.raises(EnvironmentProblem, match="not an ssdlab results store"):
+        Store.open(path)
+
+
+def test_directory_as_store_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentProblem, match="is a directory"):
+        Store.open(tmp_path)
+
+
+def test_migration_list_is_ordered() -> None:
+    names = [m.__name__ for m in schema.MIGRATIONS]
+    assert names == [f"_migrate_to_{i}" for i in range(1, len(names) + 1)]
+    assert len(names) == schema.SCHEMA_VERSION
+
+
+def test_version_0_database_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "empty.sqlite"
+    with sqlite3.connect(path) as conn:  # a real (non-empty file) database with no tables
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("DROP TABLE t")
+    conn.close()
+    assert path.stat().st_size > 0
+    with Store.open(path) as store:
+        assert _new_run(store)
+    with sqlite3.connect(path) as conn:
+        assert schema.user_version(conn) == schema.SCHEMA_VERSION
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == schema.APPLICATION_ID
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_hand_made_version_1_fixture_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in schema.SCHEMA_V1:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(
+        "INSERT INTO runs (id, created_at, suite, profile, quick, status, target_path,"
+        " target_json, host_json, plan_json, versions_json, argv_json)"
+        " VALUES ('20230101-120000-beef', 1672574400.0, 'pts-c', 'full', 0, 'complete',"
+        " '/dev/sdz', '{\"path\": \"/dev/sdz\"}', '{}', '{}', '{}', '[\"ssdlab\"]')"
+    )
+    conn.execute(
+        "INSERT INTO tests (run_id, name, status, params_json, verdicts_json, result_json,"
+        " updated_at) VALUES ('20230101-120000-beef', 'iops', 'steady', '{}', '{}', '{}', 0)"
+    )
+    conn.execute(
+        "INSERT INTO rounds (run_id, test, round_no, status, tracking_json, cells_json,"
+        " started_at, ended_at) VALUES ('20230101-120000-beef', 'iops', 1, 'ok',"
+        " '{\"iops\": 5.0}', '[]', 1.0, 2.0)"
+    )
+    conn.close()
+    with Store.open(path) as store:
+        assert store.resolve("last") == "20230101-120000-beef"
+        run = store.load("20230101-120000-beef")
+    assert run.target == {"path": "/dev/sdz"} and run.argv == ["ssdlab"]
+    rnd = run.test("iops").rounds[0]
+    assert rnd.tracking == {"iops": 5.0} and rnd.job_text is None and rnd.fio_returncode is None
+
+
+def test_failed_migration_leaves_store_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "results.sqlite"
+    with Store.open(path) as store:
+        run_id = _new_run(store)
+
+    def _migrate_to_2(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE runs ADD COLUMN half_done TEXT")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, _migrate_to_2))
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    with pytest.raises(RuntimeError, match="boom"):
+        Store.open(path)
+    monkeypatch.undo()
+    with sqlite3.connect(path) as conn:
+        assert schema.user_version(conn) == 1
+        columns = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
+    conn.close()
+    assert "half_done" not in columns
+    with Store.open(path) as store:
+        assert store.load(run_id).run_id == run_id
+
+
+# -- resolve ----------------------------------------------------------------------------
+
+
+def test_resolve(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RunNotFound):
+        store.resolve("last")
+    ids = [f"20240101-00000{i}-{i}{i}aa" for i in range(7)]
+    _fixed_ids(monkeypatch, ids)
+    for _ in ids:
+        _new_run(store)
+    assert store.resolve(ids[3]) == ids[3]
+    assert store.resolve("20240101-000003") == ids[3]
+    assert store.resolve(" 20240101-000004-4 ") == ids[4]
+    newest = store.list_runs()[0].run_id
+    assert store.resolve("last") == newest == store.resolve("latest")
+    with pytest.raises(UserError) as info:
+        store.resolve("2024")
+    assert not isinstance(info.value, RunNotFound)
+    message = info.value.message
+    assert "matches 7 runs" in message and message.endswith("give more of the id")
+    assert sum(run_id in message for run_id in ids) == 5 and ", ..." in message
+    with pytest.raises(RunNotFound) as missing:
+        store.resolve("abc")
+    assert missing.value.message == (f"no run matches 'abc' in {store.path} (see `ssdlab runs`)")
+    assert missing.value.exit_code == ExitCode.NOT_FOUND
+    with pytest.raises(RunNotFound):
+        store.resolve("")
+    with pytest.raises(RunNotFound):
+        store.resolve("2024%")  # no LIKE wildcards
+
+
+# -- raw output --------------------------------------------------------------------------
+
+
+def test_unicode_and_large_stdout_round_trip_compressed(store: Store) -> None:
+    run_id = _new_run(store, target={"path": "/dev/ディスク", "model": "Ünïcødé SSD ✓"})
+    line = '{"jobname": "randrw ✓ 日本語", "iops": 12345.678, "lat_ns": [1, 2, 3]}\n'
+    stdout = line * (5 * 1024 * 1024 // len(line.encode()) + 1)
+    assert len(stdout.encode()) >= 5 * 1024 * 1024
+    weird = "undecodable: \udcff\udc80 end"  # surrogateescape'd bytes from fio
+    fio = FioRecord(
+        "round", "[jöb]\nfilename=/dev/ディスク\n", ("fio", "ü"), stdout, weird, 0, 1.0, 2.0
+    )
+    store.add_round(
+        run_id,
+        "iops",
+        1,
+        status="ok",
+        tracking={"iops": 1.0},
+        cells=[],
+        fio=fio,
+        started_at=1.0,
+        ended_at=2.0,
+    )
+    store.add_step(
+        run_id,
+        "iops",
+        "purge",
+        {"note": "Ωmega"},
+        FioRecord("purge", "", (), weird, "", 0, 0.0, 0.0),
+    )
+    with sqlite3.connect(store.path) as conn:
+        stored, size = conn.execute(
+            "SELECT length(stdout_z), stdout_bytes FROM fio_invocations WHERE phase = 'round'"
+        ).fetchone()
+    conn.close()
+    assert size == len(stdout.encode()) and stored < size // 50
+    run = store.load(run_id, with_raw=True)
+    rnd = run.test("iops").rounds[0]
+    assert rnd.stdout == stdout
+    assert rnd.job_text == "[jöb]\nfilename=/dev/ディスク\n" and rnd.command == ("fio", "ü")
+    assert rnd.stderr == "undecodable: \ufffd\ufffd end"  # text columns: replaced, not lost
+    step_fio = run.test("iops").steps[0].fio
+    assert step_fio is not None and step_fio.stdout == weird  # stdout: exact
+    assert run.target_model == "Ünïcødé SSD ✓" and run.test("iops").steps[0].detail == {
+        "note": "Ωmega"
+    }
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+def _export_run(store: Store) -> RunData:
+    run_id = _populate(store)
+    store.set_test(
+        run_id,
+        "throughput",
+        status="not_steady",
+        params={},
+        verdicts={
+            "primary": {
+                "rule": "snia",
+                "variables": {"bw": {"slope": math.nan, "values": [1.0, math.inf]}},
+            }
+        },
+        result={
+            "cells": [
+                {
+                    "cell": "128k-100",
+                    "block_bytes": 131072,
+                    "read_pct": 100,
+                    "pattern": "sequential",
+                    "bw_bytes_per_s": math.nan,
+                }
+            ]
+        },
+    )
+    return store.load(run_id)
+
+
+def test_export_json_is_valid_and_loads_back(store: Store) -> None:
+    run = _export_run(store)
+    out = io.StringIO()
+    write_export(run, "json", out)
+    doc = json.loads(out.getvalue())  # strict JSON: no NaN tokens
+    assert "NaN" not in out.getvalue() and "Infinity" not in out.getvalue()
+    assert doc["schema_version"] == EXPORT_SCHEMA_VERSION == 1 and doc["kind"] == "ssdlab-run"
+    assert doc == json.loads(json.dumps(run_to_json(run), allow_nan=False))
+    assert doc["run"]["id"] == run.run_id and doc["run"]["status"] == "complete"
+    created = datetime.fromisoformat(doc["run"]["created_at"])
+    assert created.utcoffset() is not None and abs(created.timestamp() - run.created_at) < 0.001
+    assert doc["run"]["argv"] == run.argv and doc["target"] == run.target
+    assert [t["name"] for t in doc["tests"]] == ["throughput", "iops"]
+    thr, iops = doc["tests"]
+    assert thr["verdict"]["variables"]["bw"] == {"slope": None, "values": [1.0, None]}
+    assert thr["result"]["cells"][0]["bw_bytes_per_s"] is None
+    assert iops["verdict"] == {"rule": "snia", "attained": True}
+    assert iops["verdicts"] == {"primary": iops["verdict"]}
+    assert iops["result"]["window_rounds"] == [1, 2, 3]
+    first = iops["rounds"][0]
+    assert first["round"] == 1 and first["job_file"] == _fio().job_text
+    assert first["cells"] == [_cell("4k-70", 1001.0)] and first["duration_s"] == 60.0
+    assert [s["kind"] for s in iops["steps"]] == ["precondition", "purge"]
+    assert iops["steps"][0]["fio"]["phase"] == "precondition" and iops["steps"][1]["fio"] is None
+    assert [e["kind"] for e in doc["events"]] == ["purge", "skipped"]
+
+
+def _numeric_metrics(cells: list[dict[str, Any]]) -> int:
+    ident = {"cell", "block_bytes", "read_pct", "pattern"}
+    return sum(
+        1
+        for cell in cells
+        for k, v in cell.items()
+        if k not in ident and isinstance(v, int | float) and not isinstance(v, bool)
+    )
+
+
+def test_csv_rows_one_per_numeric_metric(store: Store) -> None:
+    run = _export_run(store)
+    rows = run_to_csv_rows(run)
+    expected = sum(_numeric_metrics(r.cells) for t in run.tests for r in t.rounds) + sum(
+        _numeric_metrics(t.result.get("cells", [])) for t in run.tests
+    )
+    assert len(rows) == expected == 3 * 5 + 5 + 1
+    assert all(tuple(row) == CSV_COLUMNS for row in rows)
+    iops_round2 = [r for r in rows if r["test"] == "iops" and r["round"] == 2]
+    assert {r["metric"] for r in iops_round2} == {
+        "threads",
+        "iodepth",
+        "iops",
+        "bw_bytes_per_s",
+        "lat_mean_us",
+    }
+    one = next(r for r in iops_round2 if r["metric"] == "iops")
+    assert one == {
+        "run_id": run.run_id,
+        "test": "iops",
+        "scope": "round",
+        "round": 2,
+        "cell": "4k-70",
+        "block_bytes": 4096,
+        "read_pct": 70,
+        "pattern": "random",
+        "metric": "iops",
+        "value": 1002.0,
+    }
+    nan_row = next(r for r in rows if r["test"] == "throughput")
+    assert nan_row["scope"] == "result" and nan_row["round"] == "" and nan_row["value"] is None
+    out = io.StringIO()
+    write_export(run, "csv", out)
+    read_back = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert len(read_back) == expected and tuple(read_back[0]) == CSV_COLUMNS
+    assert next(r for r in read_back if r["test"] == "throughput")["value"] == ""
+
+
+def test_unknown_export_format(store: Store) -> None:
+    run = store.load(_new_run(store))
+    with pytest.raises(UserError, match="unknown export format 'xml'"):
+        write_export(run, "xml", io.StringIO())
