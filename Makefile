@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := fio nvme-cli util-linux e2fsprogs python3 python3-venv python3-pip
+APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-venv python3-pip
 STAMP := .make
 
 .PHONY: setup apt venv demo test lint unit integration bench clean distclean help
@@ -39,7 +39,7 @@ demo: setup
 	$(BIN)/ssdlab demo
 
 lint: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 
 unit: setup

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.support.cli import one_line_error, sha256_of, ssdlab
 
 MIB = 1024 * 1024
@@ -68,6 +69,8 @@ def test_foreign_file_is_refused(tmp_path: Path) -> None:
         (["--active-range", "0"], "--active-range"),
         (["--profile", "fast"], "invalid choice"),
         (["--round-seconds", "-1"], "--round-seconds"),
+        (["--round-seconds", "0.0004"], "whole number of milliseconds"),
+        (["--threads", "200"], "too many"),
     ],
 )
 def test_bad_options_fail_before_any_io(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -109,6 +112,7 @@ def test_unknown_run_and_bad_store(tmp_path: Path) -> None:
     missing = ssdlab("show", "nosuchrun", "--store", str(store))
     assert missing.returncode == 5
     one_line_error(missing)
+    assert not store.exists()  # reading never creates a store
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"this is not a database" * 100)
     bad = ssdlab("runs", "--store", str(junk))

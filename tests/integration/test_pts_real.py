@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tests.support.cli import ssdlab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow]

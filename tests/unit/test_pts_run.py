@@ -7,14 +7,14 @@ import math
 from pathlib import Path
 
 import pytest
-from tests.support.fake_fio import FakeFio
-from tests.support.prepared import make_prepared
 
 from ssdlab.plan.options import PtsArgs
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
 from ssdlab.store.db import Store
 from ssdlab.targets.filetarget import create_file_target
+from tests.support.fake_fio import FakeFio
+from tests.support.prepared import make_prepared
 
 QUICK_IOPS = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False)
 

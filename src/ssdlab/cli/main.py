@@ -19,7 +19,7 @@ EPILOG = """exit codes:
   3    target refused (missing, too small, mounted, holds the system, no --destroy-data)
   4    environment problem (fio missing or too old, results store unusable)
   5    no such run in the results store
-  130  interrupted by Ctrl-C; every completed round is kept
+  130  interrupted by Ctrl-C or SIGTERM; every completed round is kept
 
 Results go to an SQLite store: --store, else $SSDLAB_STORE, else
 ~/.local/share/ssdlab/results.sqlite. Documentation: docs/ in the source tree."""

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.cli.common import add_store_option, open_existing_store, store_path
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.report.terminal import render_run
 from ssdlab.store.export import write_export
@@ -44,7 +44,10 @@ def _when(ts: float) -> str:
 
 
 def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
-    with open_store(args) as store:
+    if not store_path(args).exists():
+        print(f"no runs yet: there is no results store at {store_path(args)}")
+        return int(ExitCode.OK)
+    with open_existing_store(args) as store:
         runs = store.list_runs()
     if not runs:
         print(f"no runs yet in {store.path}")
@@ -65,14 +68,14 @@ def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def show_command(args: argparse.Namespace, argv: list[str]) -> int:
-    with open_store(args) as store:
+    with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     sys.stdout.write(render_run(run))
     return int(ExitCode.OK)
 
 
 def export_command(args: argparse.Namespace, argv: list[str]) -> int:
-    with open_store(args) as store:
+    with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     if args.output is None:
         write_export(run, args.format, sys.stdout)

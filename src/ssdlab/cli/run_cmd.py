@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ssdlab.analysis.steady import rule_by_name
 from ssdlab.cli.common import add_store_option, open_store
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
@@ -196,8 +197,6 @@ def execute(request: RunRequest, args: argparse.Namespace, argv: list[str]) -> s
     if args.dry_run:
         sys.stdout.write(describe(prepared))
         return ""
-    from ssdlab.analysis.steady import rule_by_name
-
     progress = Progress(
         quick=prepared.options.quick,
         window=rule_by_name(prepared.options.rule).window,
@@ -217,7 +216,8 @@ def run_command(args: argparse.Namespace, argv: list[str]) -> int:
     with open_store(args) as store:
         run = store.load(run_id)
     failed = [t.name for t in run.tests if t.status == "failed"]
-    print(f"run {run_id} {run.status}; results in {store.path}")
+    quick = " (QUICK profile: not a valid PTS result)" if run.quick else ""
+    print(f"run {run_id} {run.status}{quick}; results in {store.path}")
     print(f"  see them: ssdlab show {run_id}    export: ssdlab export {run_id} --format json")
     if failed:
         raise UserError(

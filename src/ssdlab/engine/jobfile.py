@@ -46,6 +46,11 @@ def _region_lines(cell: CellSpec) -> list[str]:
     if cell.pattern is Pattern.SEQUENTIAL and cell.threads > 1:
         chunk = cell.size_bytes // cell.threads
         chunk -= chunk % cell.block_bytes
+        if chunk <= 0:
+            raise ValueError(
+                f"{cell.name}: {cell.threads} threads do not fit a "
+                f"{cell.block_bytes}-byte block each in the active range"
+            )
         return [
             f"offset={cell.offset_bytes}",
             f"size={chunk}",

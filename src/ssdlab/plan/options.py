@@ -40,6 +40,8 @@ PROFILES = {
     ),
 }
 VARIANTS = ("snia", "reviews")
+#: fio's time resolution is 1 ms; shorter cells than this measure only start-up
+MIN_ROUND_SECONDS = 0.1
 PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
 IOENGINES = ("libaio", "io_uring", "psync", "sync")
 
@@ -142,6 +144,14 @@ def _check_numbers(args: PtsArgs) -> None:
     _positive("--threads", args.threads, 256)
     _positive("--qd", args.iodepth, 4096)
     _positive("--active-range", args.active_range_pct, 100)
+    seconds = args.round_seconds
+    if seconds is not None and (
+        seconds < MIN_ROUND_SECONDS or abs(seconds * 1000 - round(seconds * 1000)) > 1e-6
+    ):
+        raise UserError(
+            f"--round-seconds {seconds:g} must be at least {MIN_ROUND_SECONDS:g} and "
+            "a whole number of milliseconds"
+        )
     if args.max_rounds is not None and args.max_rounds != int(args.max_rounds):
         raise UserError(f"--max-rounds {args.max_rounds} must be a whole number")
 

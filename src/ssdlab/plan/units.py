@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 _SIZE_UNITS = {
     "": 1,
@@ -20,7 +21,7 @@ _SIZE_UNITS = {
     "tib": 1024**4,
     "tb": 1000**4,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d{1,20}(?:\.\d{1,9})?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str, *, default_unit: str = "") -> int:
@@ -34,17 +35,21 @@ def parse_size(text: str, *, default_unit: str = "") -> int:
         raise ValueError(
             f"{text!r} has an unknown unit {unit!r} (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)"
         )
-    value = float(number) * factor
-    if value != int(value):
+    value = Fraction(number) * factor
+    if value.denominator != 1:
         raise ValueError(f"{text!r} is not a whole number of bytes")
     return int(value)
+
+
+def _trim(value: float) -> str:
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
 def format_bytes(count: float) -> str:
     """Binary units for capacities: 1073741824 -> '1 GiB'."""
     for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if abs(count) >= factor:
-            return f"{count / factor:.3g} {unit}"
+            return f"{_trim(count / factor)} {unit}"
     return f"{count:.0f} B"
 
 

@@ -7,6 +7,7 @@ cell, percentiles come from the merged read+write histogram (fio json+ bins).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeGuard
 
 from ssdlab.engine.model import DirectionStats, JobResult
 from ssdlab.engine.parser import merged_percentile_ns
@@ -75,22 +76,38 @@ def _combine(key: str, values: list[float]) -> float:
     return sum(values) / len(values)
 
 
+def _metric_keys(rounds: Sequence[Sequence[Cell]]) -> list[str]:
+    """Every metric key that appears in any round, in first-seen order."""
+    keys: dict[str, None] = {}
+    for cells in rounds:
+        for cell in cells:
+            keys.update((k, None) for k in cell if k not in IDENTITY_KEYS)
+    return list(keys)
+
+
 def window_cells(rounds: Sequence[Sequence[Cell]]) -> list[Cell]:
-    """Each cell averaged over the given rounds (maximum latency: the maximum)."""
+    """Each cell averaged over the given rounds (maximum latency: the maximum).
+
+    A metric that is None in some rounds (no I/O in that direction) is averaged over the
+    rounds that have it, and is None when no round has it.
+    """
     if not rounds:
         return []
+    keys = _metric_keys(rounds)
     result: list[Cell] = []
     for first in rounds[0]:
         same = [c for r in rounds for c in r if c["cell"] == first["cell"]]
         cell: Cell = {k: first[k] for k in IDENTITY_KEYS}
-        for key, value in first.items():
-            if key in IDENTITY_KEYS or not isinstance(value, int | float):
-                continue
-            values = [float(v) for c in same if isinstance(v := c.get(key), int | float)]
+        for key in keys:
+            values = [float(v) for c in same if _is_number(v := c.get(key))]
             cell[key] = _combine(key, values) if values else None
         cell["rounds"] = len(same)
         result.append(cell)
     return result
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def tracking_value(cells: Sequence[Cell], cell_name: str, metric: str) -> float:

@@ -10,6 +10,7 @@ from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
 from ssdlab.plan.options import PtsArgs, build_options
 from ssdlab.plan.pts import PtsOptions, PtsTest, active_range, build_pts_tests
+from ssdlab.plan.specs import Pattern
 from ssdlab.plan.units import format_bytes
 from ssdlab.targets.filetarget import is_ssdlab_file
 from ssdlab.targets.identity import (
@@ -128,6 +129,21 @@ def _check_size(info: TargetInfo, options: PtsOptions) -> None:
         )
 
 
+def _check_slices(tests: tuple[PtsTest, ...]) -> None:
+    """Sequential threads each get their own slice; each slice must hold a block."""
+    for test in tests:
+        for cell in test.round_cells:
+            if (
+                cell.pattern is Pattern.SEQUENTIAL
+                and cell.size_bytes // cell.threads < cell.block_bytes
+            ):
+                raise UserError(
+                    f"--threads {cell.threads} is too many for {test.name}: each thread needs "
+                    f"its own {format_bytes(cell.block_bytes)} slice of the "
+                    f"{format_bytes(cell.size_bytes)} active range"
+                )
+
+
 def _check_purge(info: TargetInfo, options: PtsOptions) -> None:
     if info.kind == "file" and options.purge not in ("auto", "none"):
         raise UserError(
@@ -151,5 +167,6 @@ def prepare(request: RunRequest) -> Prepared:
     _check_purge(info, options)
     _check_size(info, options)
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
+    _check_slices(tests)
     versions = {"ssdlab": __version__, "fio": version}
     return Prepared(request, info, options, tests, host, versions, create)
