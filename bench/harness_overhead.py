@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import re
@@ -47,6 +48,9 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 RESULT_NAME = "harness_overhead"
+#: a measurement is "disturbed" when other processes used more than this share of one
+#: CPU meanwhile (a quiet run shows 2-4 %: kernel threads serving the benchmark's I/O)
+DISTURBED_CPU_FRACTION = 0.10
 ZRAM_CONTROL = Path("/sys/class/zram-control")
 SYS_BLOCK = Path("/sys/block")
 
@@ -183,6 +187,7 @@ class Watch:
     tree (approximate: kernel threads serving our own I/O count as "other")."""
 
     def __init__(self) -> None:
+        self._busy0 = self._own0 = 0.0
         self.foreign: set[int] = set()
         self.other_cpu_s = 0.0
         self._stop = threading.Event()
@@ -398,6 +403,10 @@ class SideResult:
     foreign_fio: list[int] = field(default_factory=list)  # seen while it was measured
     other_cpu_s: float = 0.0  # CPU seconds used outside this benchmark meanwhile (approx.)
 
+    @property
+    def disturbed(self) -> bool:
+        return bool(self.foreign_fio) or self.other_cpu_s > DISTURBED_CPU_FRACTION * self.wall_s
+
 
 @dataclass
 class SsdlabRun:
@@ -568,6 +577,9 @@ def summarise(
     a_mean, a_sd = mean_stdev(a_iops)
     b_mean, b_sd = mean_stdev(b_iops)
     ratio = a_mean / b_mean
+    # delta-method 95% interval of the ratio of means, rounds taken as independent
+    rel_se = math.sqrt((a_sd / a_mean) ** 2 / len(a_iops) + (b_sd / b_mean) ** 2 / len(b_iops))
+    half = 1.96 * ratio * rel_se
     paired = [
         statistics.fmean(x.iops) / statistics.fmean(y.iops) for x, y in zip(a, b, strict=True)
     ]
@@ -595,6 +607,8 @@ def summarise(
             "wall_s_per_round": b_wall / len(b_iops),
         },
         "ratio": ratio,
+        "ratio_ci95": [ratio - half, ratio + half],
+        "ci95_low_above_threshold": ratio - half >= args.min_ratio,
         "paired_ratio_per_repetition": paired,
         "paired_ratio_min": min(paired),
         "paired_ratio_max": max(paired),
@@ -604,9 +618,23 @@ def summarise(
         "harness_time_outside_fio_s_per_run": (a_wall - a_fio) / len(a),
         "job_body_identical_in_all_rounds": len(bodies) == 1,
         "measurements_with_foreign_fio": sum(1 for s in sides if s.foreign_fio),
+        "disturbed_measurements": sum(1 for s in sides if s.disturbed),
+        "measurements": len(sides),
         "other_cpu_s_ssdlab": sum(s.other_cpu_s for s in a),
         "other_cpu_s_by_hand": sum(s.other_cpu_s for s in b),
     }
+
+
+def disturbed_note(s: dict[str, Any]) -> list[str]:
+    if not s["disturbed_measurements"]:
+        return []
+    return [
+        f"**WARNING: {s['disturbed_measurements']} of {s['measurements']} measurements "
+        "were disturbed** by other processes (another fio, or more than "
+        f"{DISTURBED_CPU_FRACTION:.0%} of a CPU used outside this benchmark): the result "
+        "is not reliable; run it again on a quiet machine.",
+        "",
+    ]
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -622,6 +650,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"**{s['verdict']}**: ssdlab / by hand = **{s['ratio']:.4f}** "
         f"(threshold {s['threshold']}).",
         "",
+        *disturbed_note(s),
         "4 KiB random read (100/0), "
         f"{p['threads']} threads x QD {p['qd']}, {p['ioengine']}, direct I/O, on a "
         f"{p['size_bytes'] / 2**30:g} GiB zram device filled once with 128 KiB sequential "
@@ -637,7 +666,10 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{b['iops_cv_pct']:.2f}% | {b['wall_s_total']:.1f} s | "
         f"{b['wall_s_per_round']:.3f} s |",
         "",
-        f"* Ratio of means ssdlab / by hand: **{s['ratio']:.4f}**; per repetition (paired): "
+        f"* Ratio of means ssdlab / by hand: **{s['ratio']:.4f}**, approximate 95% interval "
+        f"{s['ratio_ci95'][0]:.4f} to {s['ratio_ci95'][1]:.4f} (rounds taken as independent; "
+        f"the lower end is {'above' if s['ci95_low_above_threshold'] else 'BELOW'} the "
+        "threshold). Per repetition (paired): "
         + ", ".join(f"{r:.4f}" for r in s["paired_ratio_per_repetition"])
         + f" (min {s['paired_ratio_min']:.4f}, max {s['paired_ratio_max']:.4f}).",
         f"* Harness wall-clock overhead per round: "
@@ -658,14 +690,15 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         "## Per repetition",
         "",
-        "| rep | side | run | IOPS per round | wall-clock |",
-        "|---:|---|---|---|---:|",
+        "| rep | side | run | IOPS per round | wall-clock | other CPU |",
+        "|---:|---|---|---|---:|---:|",
     ]
     for side in doc["measurements"]:
         per = ", ".join(f"{v:,.0f}" for v in side["iops"])
         lines.append(
             f"| {side['rep']} | {side['side']} | {side['run_id'] or '-'} | {per} | "
-            f"{side['wall_s']:.2f} s |"
+            f"{side['wall_s']:.2f} s | {side['other_cpu_s']:.1f} s"
+            f"{' (disturbed)' if side['disturbed'] else ''} |"
         )
     lines += [
         "",
@@ -911,6 +944,7 @@ def benchmark(args: argparse.Namespace, ssdlab: str, dev: Zram, workdir: Path) -
                 "fio_wall_s": s.fio_wall_s,
                 "foreign_fio_pids": s.foreign_fio,
                 "other_cpu_s": s.other_cpu_s,
+                "disturbed": s.disturbed,
             }
             for s in sides
         ],
@@ -950,11 +984,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"by hand: {s['by_hand']['iops_mean']:,.0f} IOPS (stdev "
         f"{s['by_hand']['iops_stdev']:,.0f}, {s['by_hand']['rounds']} rounds)"
     )
-    print(f"ratio ssdlab/by hand: {s['ratio']:.4f} (threshold {s['threshold']}): {s['verdict']}")
+    print(
+        f"ratio ssdlab/by hand: {s['ratio']:.4f} (95% interval {s['ratio_ci95'][0]:.4f}-"
+        f"{s['ratio_ci95'][1]:.4f}; threshold {s['threshold']}): {s['verdict']}"
+    )
     print(
         f"harness wall-clock overhead per round: "
         f"{s['harness_wall_clock_overhead_s_per_round']:.3f} s"
     )
+    if s["disturbed_measurements"]:
+        print(
+            f"WARNING: {s['disturbed_measurements']} of {s['measurements']} measurements were "
+            "disturbed by other processes; run again on a quiet machine"
+        )
     print(f"results: {json_path} and {md_path}")
     return 0 if s["verdict"] == "PASS" else 1
 
