@@ -3,17 +3,21 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-venv python3-pip
+APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-venv python3-pip \
+	fuse3 libfuse3-dev pkg-config gcc make
 STAMP := .make
 
-.PHONY: setup apt venv demo test lint unit integration bench clean distclean help
+.PHONY: setup apt venv emulator demo test lint unit integration bench clean distclean help
 
 help:
 	@echo "make demo   - set up, then run the quick PTS suite on the built-in target"
 	@echo "make test   - set up, then lint (ruff, mypy) and run the whole test suite"
 	@echo "make bench  - performance benchmarks (results in bench/results/)"
 
-setup: apt venv
+setup: apt venv emulator
+
+emulator: apt
+	$(MAKE) -s -C emulator
 
 apt: $(STAMP)/apt
 $(STAMP)/apt: Makefile
@@ -49,6 +53,7 @@ integration: setup
 	$(BIN)/pytest tests/integration -q
 
 test: lint
+	$(MAKE) -s -C emulator test
 	$(BIN)/pytest -q --durations=15
 
 bench: setup
@@ -57,6 +62,7 @@ bench: setup
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache demo-results
 	find . -name __pycache__ -prune -exec rm -rf {} +
+	$(MAKE) -s -C emulator clean
 
 distclean: clean
 	rm -rf $(VENV) $(STAMP) src/*.egg-info

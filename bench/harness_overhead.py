@@ -565,6 +565,13 @@ def strip_comments(job_text: str) -> str:
     return "\n".join(line for line in job_text.splitlines() if not line.startswith(";"))
 
 
+def ratio_of(pairs: list[tuple[SideResult, SideResult]]) -> float:
+    """Ratio of the mean per-round IOPS, ssdlab / by hand, over the given pairs."""
+    a = [v for x, _ in pairs for v in x.iops]
+    b = [v for _, y in pairs for v in y.iops]
+    return statistics.fmean(a) / statistics.fmean(b)
+
+
 def summarise(
     args: argparse.Namespace,
     sides: list[SideResult],
@@ -580,6 +587,7 @@ def summarise(
     # delta-method 95% interval of the ratio of means, rounds taken as independent
     rel_se = math.sqrt((a_sd / a_mean) ** 2 / len(a_iops) + (b_sd / b_mean) ** 2 / len(b_iops))
     half = 1.96 * ratio * rel_se
+    clean = [(x, y) for x, y in zip(a, b, strict=True) if not (x.disturbed or y.disturbed)]
     paired = [
         statistics.fmean(x.iops) / statistics.fmean(y.iops) for x, y in zip(a, b, strict=True)
     ]
@@ -619,6 +627,8 @@ def summarise(
         "job_body_identical_in_all_rounds": len(bodies) == 1,
         "measurements_with_foreign_fio": sum(1 for s in sides if s.foreign_fio),
         "disturbed_measurements": sum(1 for s in sides if s.disturbed),
+        "undisturbed_pairs": len(clean),
+        "ratio_undisturbed_pairs": ratio_of(clean) if clean else None,
         "measurements": len(sides),
         "other_cpu_s_ssdlab": sum(s.other_cpu_s for s in a),
         "other_cpu_s_by_hand": sum(s.other_cpu_s for s in b),
@@ -632,7 +642,13 @@ def disturbed_note(s: dict[str, Any]) -> list[str]:
         f"**WARNING: {s['disturbed_measurements']} of {s['measurements']} measurements "
         "were disturbed** by other processes (another fio, or more than "
         f"{DISTURBED_CPU_FRACTION:.0%} of a CPU used outside this benchmark): the result "
-        "is not reliable; run it again on a quiet machine.",
+        "is not reliable; run it again on a quiet machine. "
+        + (
+            f"Over the {s['undisturbed_pairs']} undisturbed repetition(s) alone the ratio "
+            f"is {s['ratio_undisturbed_pairs']:.4f}."
+            if s["undisturbed_pairs"]
+            else "No repetition was undisturbed."
+        ),
         "",
     ]
 
@@ -997,6 +1013,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"WARNING: {s['disturbed_measurements']} of {s['measurements']} measurements were "
             "disturbed by other processes; run again on a quiet machine"
         )
+        if s["undisturbed_pairs"]:
+            print(
+                f"ratio over the {s['undisturbed_pairs']} undisturbed repetition(s): "
+                f"{s['ratio_undisturbed_pairs']:.4f}"
+            )
     print(f"results: {json_path} and {md_path}")
     return 0 if s["verdict"] == "PASS" else 1
 
