@@ -1,0 +1,88 @@
+"""``ssdlab emulator start|stop|status``: the emulated SSD (emulator/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.units import format_bytes, parse_size
+from ssdlab.targets import emulator
+
+
+def register(sub: Any) -> None:
+    emu = sub.add_parser(
+        "emulator",
+        help="start, stop or inspect the emulated SSD",
+        description="The emulated SSD: a FUSE device with a known flash "
+        "translation layer, for trying ssdlab without a spare drive.",
+    )
+    actions = emu.add_subparsers(dest="action", metavar="ACTION", required=True)
+    start = actions.add_parser("start", help="mount a fresh emulated SSD")
+    start.add_argument("--name", default="default", help="emulator name (default: default)")
+    start.add_argument(
+        "--profile",
+        default="enterprise-tlc",
+        choices=emulator.PROFILES,
+        help="drive model (default: enterprise-tlc)",
+    )
+    start.add_argument("--size", default="1GiB", help="user capacity (default 1GiB)")
+    start.add_argument(
+        "--loop",
+        action="store_true",
+        help="also attach a loop device (direct I/O) over the disk file",
+    )
+    start.set_defaults(func=start_command)
+    stop = actions.add_parser("stop", help="stop an emulator, or clean up a crashed one")
+    stop.add_argument("--name", default="default", help="emulator name (default: default)")
+    stop.add_argument("--all", action="store_true", help="stop every emulator")
+    stop.set_defaults(func=stop_command)
+    status = actions.add_parser("status", help="list emulators and their ground truth")
+    status.add_argument("--json", action="store_true", help="print the stats as JSON")
+    status.set_defaults(func=status_command)
+
+
+def start_command(args: argparse.Namespace, argv: list[str]) -> int:
+    try:
+        size = parse_size(args.size)
+    except ValueError as exc:
+        raise UserError(f"--size: {exc}") from None
+    emu = emulator.start(args.name, args.profile, size, loop=args.loop)
+    print(f"emulator {emu.name}: {emu.profile}, {format_bytes(emu.size_bytes)}, pid {emu.pid}")
+    print(f"  target: {emu.target}")
+    print(f"  ground truth: {emu.mountpoint}/stats   commands: {emu.mountpoint}/control")
+    return int(ExitCode.OK)
+
+
+def stop_command(args: argparse.Namespace, argv: list[str]) -> int:
+    names = [s.name for s in emulator.status()] if args.all else [args.name]
+    stopped = [name for name in names if emulator.stop(name)]
+    if not args.all and not stopped:
+        raise UserError(
+            f"no emulator named {args.name} (see `ssdlab emulator status`)", ExitCode.NOT_FOUND
+        )
+    for name in stopped:
+        print(f"emulator {name} stopped")
+    return int(ExitCode.OK)
+
+
+def status_command(args: argparse.Namespace, argv: list[str]) -> int:
+    found = emulator.status()
+    if not found:
+        print("no emulators")
+    for item in found:
+        state = "running" if item.running else "STALE (run `ssdlab emulator stop`)"
+        print(f"{item.name}: {state} at {item.mountpoint}")
+        if item.running and item.emulator is not None:
+            truth = emulator.stats(item.emulator)
+            if args.json:
+                print(json.dumps(truth, indent=2))
+            else:
+                counters = truth.get("counters", {})
+                waf = counters.get("write_amplification") if isinstance(counters, dict) else None
+                print(
+                    f"  target {item.emulator.target}, profile {item.emulator.profile}, "
+                    f"write amplification {waf}"
+                )
+    return int(ExitCode.OK)

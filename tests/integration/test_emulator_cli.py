@@ -1,0 +1,100 @@
+"""`ssdlab emulator start|stop|status` against the real ssdlab-emu daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ssdlab.errors import EnvironmentProblem
+from ssdlab.targets.emulator import binary
+from tests.support.cli import one_line_error, ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+
+@pytest.fixture
+def run_dir(shm_dir: Path) -> dict[str, str]:
+    try:
+        binary()
+    except EnvironmentProblem:
+        pytest.skip("the emulator is not built")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    env = {"SSDLAB_EMU_RUN_DIR": str(shm_dir / "emus")}
+    yield env
+    ssdlab("emulator", "stop", "--all", env=env)
+
+
+def _state(env: dict[str, str], name: str = "default") -> dict:
+    return json.loads(Path(env["SSDLAB_EMU_RUN_DIR"], f"{name}.json").read_text())
+
+
+def _mounted(path: str) -> bool:
+    lines = Path("/proc/self/mounts").read_text().splitlines()
+    return any(line.split()[1] == path for line in lines)
+
+
+def test_start_write_stats_stop(run_dir: dict[str, str]) -> None:
+    started = ssdlab("emulator", "start", "--size", "256MiB", "--loop", env=run_dir)
+    assert started.returncode == 0, started.stderr
+    state = _state(run_dir)
+    loop, mnt = state["loop_device"], state["mountpoint"]
+    assert loop.startswith("/dev/loop") and _mounted(mnt)
+    fio = subprocess.run(
+        [
+            "fio",
+            "--name=w",
+            f"--filename={loop}",
+            "--rw=randwrite",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=8",
+            "--size=16m",
+            "--output-format=json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    written = json.loads(fio.stdout)["jobs"][0]["write"]["io_bytes"]
+    truth = json.loads(Path(mnt, "stats").read_text())
+    assert truth["counters"]["host_write_bytes"] == written
+    shown = ssdlab("emulator", "status", env=run_dir)
+    assert "default: running" in shown.stdout
+    stopped = ssdlab("emulator", "stop", env=run_dir)
+    assert stopped.returncode == 0 and stopped.stderr == ""
+    assert not _mounted(mnt)
+    assert (
+        Path(f"/sys/block/{Path(loop).name}/loop/backing_file").exists() is False
+        or Path(f"/sys/block/{Path(loop).name}/loop/backing_file").read_text().strip()
+        != f"{mnt}/disk"
+    )
+    assert "no emulators" in ssdlab("emulator", "status", env=run_dir).stdout
+
+
+def test_a_crashed_emulator_is_reported_stale_and_cleaned_up(run_dir: dict[str, str]) -> None:
+    assert ssdlab("emulator", "start", "--size", "128MiB", env=run_dir).returncode == 0
+    state = _state(run_dir)
+    os.kill(state["pid"], signal.SIGKILL)
+    time.sleep(0.5)
+    shown = ssdlab("emulator", "status", env=run_dir)
+    assert "STALE" in shown.stdout
+    assert ssdlab("emulator", "stop", env=run_dir).returncode == 0
+    assert not _mounted(state["mountpoint"])
+    assert "no emulators" in ssdlab("emulator", "status", env=run_dir).stdout
+
+
+def test_bad_input(run_dir: dict[str, str]) -> None:
+    bad = ssdlab("emulator", "start", "--size", "lots", env=run_dir)
+    assert bad.returncode == 2
+    assert "--size" in one_line_error(bad)
+    missing = ssdlab("emulator", "stop", "--name", "nosuch", env=run_dir)
+    assert missing.returncode == 5
+    one_line_error(missing)
