@@ -98,3 +98,38 @@ def test_bad_input(run_dir: dict[str, str]) -> None:
     missing = ssdlab("emulator", "stop", "--name", "nosuch", env=run_dir)
     assert missing.returncode == 5
     one_line_error(missing)
+
+
+def test_a_run_on_the_emulator_records_its_ground_truth(
+    run_dir: dict[str, str], tmp_path: Path
+) -> None:
+    assert ssdlab("emulator", "start", "--size", "256MiB", "--loop", env=run_dir).returncode == 0
+    loop = _state(run_dir)["loop_device"]
+    store = str(tmp_path / "s.sqlite")
+    run = ssdlab(
+        "run",
+        "pts",
+        "--target",
+        loop,
+        "--destroy-data",
+        "--profile",
+        "quick",
+        "--tests",
+        "latency",
+        "--round-seconds",
+        "0.2",
+        "--max-rounds",
+        "5",
+        "--store",
+        store,
+        env=run_dir,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "emulated SSD default" in run.stdout
+    doc = json.loads(ssdlab("export", "last", "--store", store).stdout)
+    truths = [e for e in doc["events"] if e["kind"] == "emulator-stats"]
+    rounds = len(doc["tests"][0]["rounds"])
+    assert len(truths) == 1 + 1 + rounds  # start, purge, every round
+    written = [t["detail"]["counters"]["host_write_bytes"] for t in truths]
+    assert written == sorted(written) and written[-1] > written[1]  # preconditioning wrote
+    assert truths[-1]["detail"]["counters"]["write_amplification"] >= 1.0

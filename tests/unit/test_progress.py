@@ -13,10 +13,23 @@ import pytest
 from ssdlab.plan.pts import PtsTest
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.run import progress as progress_module
-from ssdlab.run.progress import Progress, tracking_text
+from ssdlab.run.progress import Progress, round_estimate, tracking_text
 
 STAMP = r"\d\d:\d\d:\d\d"
 ETA = re.compile(r"ETA (\d+(?::\d\d){1,2})-(\d+(?::\d\d){1,2}) \(\+ preconditioning\)")
+
+
+@pytest.fixture(autouse=True)
+def _no_fio_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ETA arithmetic below is checked without fio's pause between cells..."""
+    monkeypatch.setattr(progress_module, "FIO_CELL_GAP_S", 0.0)
+
+
+def test_round_estimate_adds_fios_pause_per_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """...which this test checks on its own."""
+    monkeypatch.setattr(progress_module, "FIO_CELL_GAP_S", 0.3)
+    test = make_test("iops", 56, 0.5)
+    assert round_estimate(test) == pytest.approx(56 * 0.5 + 56 * 0.3)
 
 
 def make_test(name: str, cells: int, seconds: float) -> PtsTest:

@@ -1,7 +1,9 @@
 """``ssdlab demo``: the quick PTS suite on an embedded default target.
 
-Until the emulated SSD exists, the default target is a 1 GiB test file that ssdlab
-creates in RAM (/dev/shm), so the demo never writes to the machine's own disk.
+The default target is the emulated SSD (enterprise-tlc, 1 GiB, a loop device over its
+FUSE disk file), started for the demo and stopped after it. Where the emulator cannot run
+(not built, no FUSE), the demo says so and uses a 1 GiB test file in RAM (/dev/shm)
+instead. Either way it never writes to the machine's own disk.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ from typing import Any
 
 from ssdlab.cli.common import add_store_option, open_store
 from ssdlab.cli.run_cmd import execute
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
 from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.units import parse_size
 from ssdlab.report.terminal import render_run
 from ssdlab.run.prepare import RunRequest
 from ssdlab.store.export import write_export
+from ssdlab.targets import emulator
 from ssdlab.targets.filetarget import remove_file_target
 
 DEFAULT_DIR = "/dev/shm"
 DEFAULT_NAME = "ssdlab-demo.img"
+DEMO_EMULATOR = "demo"
 
 
 def register(sub: Any) -> None:
@@ -39,9 +43,35 @@ def register(sub: Any) -> None:
         default=Path("demo-results"),
         help="where the JSON export goes (default ./demo-results)",
     )
-    demo.add_argument("--keep-target", action="store_true", help="keep the demo test file")
+    demo.add_argument(
+        "--keep-target", action="store_true", help="keep the demo test file (file fallback only)"
+    )
     add_store_option(demo)
     demo.set_defaults(func=demo_command, dry_run=False, fio="fio")
+
+
+def _run_on_emulator(size: int, args: argparse.Namespace, argv: list[str]) -> str:
+    emu = emulator.start(DEMO_EMULATOR, "enterprise-tlc", size, loop=True)
+    print(f"demo target: emulated SSD {emu.name} (enterprise-tlc) at {emu.target}")
+    try:
+        request = RunRequest(
+            target=emu.target, size_bytes=None, destroy_data=True, args=PtsArgs(profile="quick")
+        )
+        return execute(request, args, ["demo", *argv])
+    finally:
+        emulator.stop(DEMO_EMULATOR)
+
+
+def _run_on_file(size: int, args: argparse.Namespace, argv: list[str]) -> str:
+    target = os.path.join(DEFAULT_DIR, DEFAULT_NAME)
+    request = RunRequest(
+        target=target, size_bytes=size, destroy_data=False, args=PtsArgs(profile="quick")
+    )
+    try:
+        return execute(request, args, ["demo", *argv])
+    finally:
+        if not args.keep_target and os.path.exists(target):
+            remove_file_target(target)
 
 
 def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -51,15 +81,14 @@ def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
         raise UserError(f"--size: {exc}") from None
     if not os.path.isdir(DEFAULT_DIR):
         raise UserError(f"{DEFAULT_DIR} is missing; the demo keeps its target in RAM there")
-    target = os.path.join(DEFAULT_DIR, DEFAULT_NAME)
-    request = RunRequest(
-        target=target, size_bytes=size, destroy_data=False, args=PtsArgs(profile="quick")
-    )
     try:
-        run_id = execute(request, args, ["demo", *argv])
-    finally:
-        if not args.keep_target and os.path.exists(target):
-            remove_file_target(target)
+        run_id = _run_on_emulator(size, args, argv)
+    except EnvironmentProblem as exc:
+        print(
+            f"note: the emulated SSD is not available ({exc.message}); "
+            f"using a test file in {DEFAULT_DIR} instead"
+        )
+        run_id = _run_on_file(size, args, argv)
     with open_store(args) as store:
         run = store.load(run_id)
     print(render_run(run))

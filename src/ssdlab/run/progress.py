@@ -31,6 +31,15 @@ def tracking_text(name: str, value: float) -> str:
     return f"{value:,.0f}"
 
 
+#: fio's pause between stonewalled cells, measured at about 0.3 s (docs/architecture.md)
+FIO_CELL_GAP_S = 0.3
+
+
+def round_estimate(test: PtsTest) -> float:
+    """Expected wall time of one round: the cells plus fio's pauses between them."""
+    return test.round_seconds + FIO_CELL_GAP_S * len(test.round_cells)
+
+
 class Progress:
     """Reports a run as it goes. ``live`` redraws one status line (for terminals)."""
 
@@ -110,11 +119,11 @@ class Progress:
         if state.test is not None and state.phase == "round":
             done = state.round_no - 1
             left_now = max(0.0, (state.planned_s or 0.0) - state.elapsed_s)
-            low += left_now + max(0, self.window - state.round_no) * state.test.round_seconds
-            high += left_now + max(0, self.max_rounds - done - 1) * state.test.round_seconds
+            low += left_now + max(0, self.window - state.round_no) * round_estimate(state.test)
+            high += left_now + max(0, self.max_rounds - done - 1) * round_estimate(state.test)
         for test in state.remaining_tests:
-            low += self.window * test.round_seconds
-            high += self.max_rounds * test.round_seconds
+            low += self.window * round_estimate(test)
+            high += self.max_rounds * round_estimate(test)
         return f"{format_duration(low)}-{format_duration(high)} (+ preconditioning)"
 
     def _draw(self, force: bool = False) -> None:

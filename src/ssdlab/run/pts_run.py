@@ -22,6 +22,8 @@ from ssdlab.run.prepare import Prepared
 from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store
 from ssdlab.store.records import FioRecord
+from ssdlab.targets.emulator import emulator_of
+from ssdlab.targets.emulator import stats as emulator_stats
 from ssdlab.targets.filetarget import create_file_target, recreate_file_target
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.purge import PurgeOutcome, purge_block
@@ -106,6 +108,7 @@ class PtsRun:
         self.progress = progress
         self.info: TargetInfo = prepared.info
         self.run_id = ""
+        self.emulator = emulator_of(self.info.path, self.info.details)
 
     # -- the whole run ---------------------------------------------------------------
     def execute(self, argv: list[str]) -> str:
@@ -122,6 +125,12 @@ class PtsRun:
             argv=argv,
         )
         self.progress.line(f"run {self.run_id} on {self.info.path} (results in {self.store.path})")
+        if self.emulator is not None:
+            self.progress.line(
+                f"target is emulated SSD {self.emulator.name} "
+                f"({self.emulator.profile}); its ground truth is recorded"
+            )
+        self._ground_truth(None, "start")
         try:
             with self._hold():
                 failed = self._run_tests()
@@ -188,6 +197,7 @@ class PtsRun:
             rng = test.round_cells[0]
             outcome = purge_block(self.info, self.p.options.purge, rng.offset_bytes, rng.size_bytes)
         self.store.add_step(self.run_id, test.name, "purge", outcome.to_dict(), None)
+        self._ground_truth(test.name, "purge")
         verdict = "ok" if outcome.ok else f"FAILED ({outcome.detail})"
         self.progress.line(
             f"{test.name}: purge by {outcome.method}: {verdict} in {outcome.seconds:.1f} s"
@@ -201,6 +211,21 @@ class PtsRun:
                 "from a state that is not fresh-out-of-box",
                 outcome.to_dict(),
             )
+
+    def _ground_truth(self, test: str | None, when: str) -> None:
+        """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
+        if self.emulator is None:
+            return
+        truth = emulator_stats(self.emulator)
+        counters = truth.get("counters")
+        waf = counters.get("write_amplification") if isinstance(counters, dict) else None
+        self.store.add_event(
+            self.run_id,
+            test,
+            "emulator-stats",
+            f"emulator ground truth after {when}: write amplification {waf}",
+            truth,
+        )
 
     def _precondition(self, test: PtsTest, cell: CellSpec) -> None:
         text = job_text(self.p, (cell,), f"{test.name} workload-independent preconditioning")
@@ -262,6 +287,7 @@ class PtsRun:
                 started_at=run.started_at,
                 ended_at=run.ended_at,
             )
+            self._ground_truth(test.name, f"round {round_no}")
             if not complete:
                 raise TestFailed(f"round {round_no}: {run.error or 'fio reported fewer cells'}")
             history.append(tracking)

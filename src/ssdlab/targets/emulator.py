@@ -219,3 +219,15 @@ def status() -> list[EmulatorStatus]:
         running = emu is not None and _alive(emu.pid) and _mounted(mountpoint)
         result.append(EmulatorStatus(name, mountpoint, running, not running, emu))
     return result
+
+
+def emulator_of(path: str, details: dict[str, object]) -> Emulator | None:
+    """The running emulator behind a target: its loop device or its disk file."""
+    backing = str(details.get("backing_file") or path)
+    if os.path.basename(backing) != "disk":
+        return None
+    for item in status():
+        emu = item.emulator
+        if item.running and emu is not None and emu.disk == backing:
+            return emu
+    return None
