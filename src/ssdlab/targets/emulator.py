@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem, UserError
+from ssdlab.targets.identity import read_mountinfo
 
 RUN_DIR = Path(os.environ.get("SSDLAB_EMU_RUN_DIR", "/run/ssdlab/emulators"))
 PROFILES = ("enterprise-tlc", "client-slc", "max-op")
@@ -64,8 +65,7 @@ def _state_file(name: str) -> Path:
 
 
 def _mounted(mountpoint: str) -> bool:
-    with open("/proc/self/mounts", encoding="utf-8") as fh:
-        return any(line.split()[1] == mountpoint for line in fh if len(line.split()) > 2)
+    return any(entry.mount_point == mountpoint for entry in read_mountinfo())
 
 
 def _alive(pid: int) -> bool:
@@ -207,11 +207,9 @@ class EmulatorStatus:
 def status() -> list[EmulatorStatus]:
     """Every emulator ssdlab knows of, running or left behind."""
     names = {p.stem for p in RUN_DIR.glob("*.json")} if RUN_DIR.is_dir() else set()
-    with open("/proc/self/mounts", encoding="utf-8") as fh:
-        for line in fh:
-            fields = line.split()
-            if len(fields) > 2 and fields[2] == FSTYPE and fields[1].startswith(f"{RUN_DIR}/"):
-                names.add(os.path.basename(fields[1]))
+    for entry in read_mountinfo():
+        if entry.fs_type == FSTYPE and entry.mount_point.startswith(f"{RUN_DIR}/"):
+            names.add(os.path.basename(entry.mount_point))
     result = []
     for name in sorted(names):
         emu = load(name)
