@@ -58,6 +58,7 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/harness_overhead.py
+	$(BIN)/python bench/emulator_ceiling.py
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache demo-results

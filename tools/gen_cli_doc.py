@@ -26,14 +26,19 @@ def _help(parser: argparse.ArgumentParser) -> str:
     return out.getvalue()
 
 
+def _sections(parser: argparse.ArgumentParser, title: str, level: int) -> list[str]:
+    """This command's help, then each subcommand's, one heading level deeper."""
+    parts = [f"{'#' * level} {title}\n", "```text", _help(parser).rstrip(), "```\n"]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                parts += _sections(child, f"{title} {name}", min(level + 1, 4))
+    return parts
+
+
 def render() -> str:
     os.environ["COLUMNS"] = "100"
-    parser = build_parser()
-    parts = [INTRO, "## ssdlab\n", "```text", _help(parser).rstrip(), "```\n"]
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, child in sub.choices.items():
-        parts += [f"## ssdlab {name}\n", "```text", _help(child).rstrip(), "```\n"]
-    return "\n".join(parts)
+    return "\n".join([INTRO, *_sections(build_parser(), "ssdlab", 2)])
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """``ssdlab demo``: the quick PTS suite on an embedded default target.
 
-The default target is the emulated SSD (enterprise-tlc, 1 GiB, a loop device over its
-FUSE disk file), started for the demo and stopped after it. Where the emulator cannot run
-(not built, no FUSE), the demo says so and uses a 1 GiB test file in RAM (/dev/shm)
-instead. Either way it never writes to the machine's own disk.
+The default target is the emulated SSD (1 GiB, enterprise-tlc unless ``--drive`` says
+otherwise, a loop device over its FUSE disk file), started for the demo and stopped
+after it. Where the emulator cannot run (not built, no FUSE), the demo says so and uses a
+1 GiB test file in RAM (/dev/shm) instead. Either way it never writes to the machine's own disk.
 """
 
 from __future__ import annotations
@@ -33,10 +33,19 @@ def register(sub: Any) -> None:
     demo = sub.add_parser(
         "demo",
         help="run the quick PTS suite on a built-in target and show the results",
-        description="Creates a 1 GiB test file in RAM (/dev/shm), runs the quick PTS suite "
-        "on it, prints the result tables, exports JSON and removes the test file.",
+        description="Starts an emulated SSD (1 GiB, enterprise-tlc, through a loop device), "
+        "runs the quick PTS suite on it, prints the result tables, exports JSON and stops "
+        "the emulator. Where the emulator cannot run (not built, no FUSE) it uses a 1 GiB "
+        "test file in RAM (/dev/shm) instead and removes it afterwards.",
     )
     demo.add_argument("--size", default="1GiB", help="size of the demo target (default 1GiB)")
+    demo.add_argument(
+        "--drive",
+        choices=emulator.PROFILES,
+        default="enterprise-tlc",
+        help="the emulated drive's profile (default: enterprise-tlc; see "
+        "`ssdlab emulator start --help`)",
+    )
     demo.add_argument(
         "--output-dir",
         type=Path,
@@ -51,8 +60,8 @@ def register(sub: Any) -> None:
 
 
 def _run_on_emulator(size: int, args: argparse.Namespace, argv: list[str]) -> str:
-    emu = emulator.start(DEMO_EMULATOR, "enterprise-tlc", size, loop=True)
-    print(f"demo target: emulated SSD {emu.name} (enterprise-tlc) at {emu.target}")
+    emu = emulator.start(DEMO_EMULATOR, args.drive, size, loop=True)
+    print(f"demo target: emulated SSD {emu.name} ({args.drive}) at {emu.target}")
     try:
         request = RunRequest(
             target=emu.target, size_bytes=None, destroy_data=True, args=PtsArgs(profile="quick")

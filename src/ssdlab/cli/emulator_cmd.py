@@ -29,6 +29,17 @@ def register(sub: Any) -> None:
     )
     start.add_argument("--size", default="1GiB", help="user capacity (default 1GiB)")
     start.add_argument(
+        "--op",
+        metavar="PERCENT",
+        help="over-provisioning in %% of user capacity, 0-100 "
+        "(default: the profile's, 7 or 28)",
+    )
+    start.add_argument(
+        "--idle-gc",
+        choices=("on", "off"),
+        help="background garbage collection when the host is idle (default: on)",
+    )
+    start.add_argument(
         "--loop",
         action="store_true",
         help="also attach a loop device (direct I/O) over the disk file",
@@ -48,11 +59,26 @@ def start_command(args: argparse.Namespace, argv: list[str]) -> int:
         size = parse_size(args.size)
     except ValueError as exc:
         raise UserError(f"--size: {exc}") from None
-    emu = emulator.start(args.name, args.profile, size, loop=args.loop)
+    options = []
+    if args.op is not None:
+        options += ["--op", str(_op_fraction(args.op))]
+    if args.idle_gc is not None:
+        options += ["--idle-gc", args.idle_gc]
+    emu = emulator.start(args.name, args.profile, size, loop=args.loop, options=options)
     print(f"emulator {emu.name}: {emu.profile}, {format_bytes(emu.size_bytes)}, pid {emu.pid}")
     print(f"  target: {emu.target}")
     print(f"  ground truth: {emu.mountpoint}/stats   commands: {emu.mountpoint}/control")
     return int(ExitCode.OK)
+
+
+def _op_fraction(text: str) -> float:
+    try:
+        percent = float(text.strip().removesuffix("%"))
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent <= 100:
+        raise UserError(f"--op {text!r}: give a percentage from 0 to 100, e.g. 28")
+    return percent / 100
 
 
 def stop_command(args: argparse.Namespace, argv: list[str]) -> int:

@@ -16,7 +16,8 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem, UserError
@@ -36,6 +37,7 @@ class Emulator:
     profile: str
     size_bytes: int
     loop_device: str | None
+    options: list[str] = field(default_factory=list)  # extra ssdlab-emu options
 
     @property
     def disk(self) -> str:
@@ -88,8 +90,19 @@ def load(name: str) -> Emulator | None:
     return Emulator(**json.loads(path.read_text()))
 
 
-def start(name: str, profile: str, size_bytes: int, *, loop: bool = False) -> Emulator:
-    """Mount a fresh emulator; with ``loop`` also a loop device (direct I/O) over its disk."""
+def start(
+    name: str,
+    profile: str,
+    size_bytes: int,
+    *,
+    loop: bool = False,
+    options: Sequence[str] = (),
+) -> Emulator:
+    """Mount a fresh emulator; with ``loop`` also a loop device (direct I/O) over its disk.
+
+    ``options`` are passed to ssdlab-emu after the profile and override it (``--op 0.28``,
+    ``--idle-gc off``, ``--pages-per-block 16``...; see ``ssdlab-emu --help``).
+    """
     _check_name(name)
     if profile not in PROFILES:
         raise UserError(f"--profile {profile!r} is not one of: {', '.join(PROFILES)}")
@@ -110,6 +123,7 @@ def start(name: str, profile: str, size_bytes: int, *, loop: bool = False) -> Em
         profile,
         "--size",
         str(size_bytes),
+        *options,
         "--pid-file",
         str(pid_file),
         str(mountpoint),
@@ -117,9 +131,8 @@ def start(name: str, profile: str, size_bytes: int, *, loop: bool = False) -> Em
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise EnvironmentProblem(f"ssdlab-emu did not start: {done.stderr.strip()[:300]}")
-    emu = Emulator(
-        name, str(mountpoint), int(pid_file.read_text().strip()), profile, size_bytes, None
-    )
+    pid = int(pid_file.read_text().strip())
+    emu = Emulator(name, str(mountpoint), pid, profile, size_bytes, None, list(options))
     if loop:
         emu = Emulator(**{**asdict(emu), "loop_device": _attach_loop(emu)})
     _state_file(name).write_text(json.dumps(asdict(emu)))
