@@ -1,38 +1,31 @@
-"""The core issue's acceptance run: quick PTS with real fio on a 1 GiB loop device."""
+"""The core issue's acceptance run: quick PTS with real fio on a loop device.
+
+The loop device sits over the emulated SSD's disk file (direct I/O): the run is the
+session's shared quick PTS (tests/integration/conftest.py), which the report tests
+render too.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import QuickPts
 from tests.support.cli import ssdlab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow]
 
-GIB = 1024**3
 
 
 def _test(doc: dict, name: str) -> dict:
     return next(t for t in doc["tests"] if t["name"] == name)
 
 
-def test_quick_pts_on_a_loop_device_exports_every_cell(loop_device, tmp_path: Path) -> None:
-    device = loop_device(GIB)
-    store = tmp_path / "results.sqlite"
-    run = ssdlab(
-        "run",
-        "pts",
-        "--target",
-        device,
-        "--profile",
-        "quick",
-        "--destroy-data",
-        "--store",
-        str(store),
-    )
+def test_quick_pts_on_a_loop_device_exports_every_cell(quick_pts: QuickPts) -> None:
+    run, store = quick_pts.result, quick_pts.store
     assert run.returncode == 0, run.stderr + run.stdout[-3000:]
+    assert quick_pts.run_id and "emulated SSD pts" in run.stdout
     assert run.stderr == ""
     assert "[QUICK]" in run.stdout
 
@@ -72,7 +65,8 @@ def test_quick_pts_on_a_loop_device_exports_every_cell(loop_device, tmp_path: Pa
         assert purge["detail"]["method"] == "blkdiscard" and purge["detail"]["ok"] is True
 
     target, host = doc["target"], doc["host"]
-    assert target["capacity_bytes"] == GIB and target["logical_sector_bytes"] == 512
+    assert target["capacity_bytes"] == quick_pts.size_bytes
+    assert target["logical_sector_bytes"] == 512
     assert {"model", "serial", "firmware", "rotational", "numa_node", "scheduler"} <= set(target)
     assert {"cpu_model", "cpu_count", "memory_bytes", "kernel"} <= set(host)
     assert doc["versions"]["fio"].startswith("3.")

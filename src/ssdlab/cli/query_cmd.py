@@ -12,6 +12,7 @@ from ssdlab.cli.common import add_store_option, open_existing_store, store_path
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.report.terminal import render_run
 from ssdlab.store.export import write_export
+from ssdlab.store.records import RunSummary
 
 
 def register(sub: Any) -> None:
@@ -52,19 +53,28 @@ def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
     if not runs:
         print(f"no runs yet in {store.path}")
         return int(ExitCode.OK)
+    suite_w = max(6, *(len(r.suite) for r in runs))  # "published" is longer than "pts"
+    profile_w = max(8, *(len(r.profile) + r.quick for r in runs))
     print(
-        f"{'RUN':22} {'STARTED (UTC)':16} {'SUITE':6} {'PROFILE':8} {'STATUS':11} "
-        f"{'TESTS':28} TARGET"
+        f"{'RUN':22} {'STARTED (UTC)':16} {'SUITE':{suite_w}} {'PROFILE':{profile_w}} "
+        f"{'STATUS':11} {'TESTS':28} TARGET"
     )
     for r in runs:
         print(
-            f"{r.run_id:22} {_when(r.created_at):16} {r.suite:6} "
-            f"{r.profile + ('*' if r.quick else ''):8} {r.status:11} "
-            f"{','.join(r.tests)[:28]:28} {r.target_path}"
+            f"{r.run_id:22} {_when(r.created_at):16} {r.suite:{suite_w}} "
+            f"{r.profile + ('*' if r.quick else ''):{profile_w}} {r.status:11} "
+            f"{','.join(r.tests)[:28]:28} {_target(r)}"
         )
     if any(r.quick for r in runs):
         print("* quick profile: not a valid PTS result")
     return int(ExitCode.OK)
+
+
+def _target(run: RunSummary) -> str:
+    """The target path; for a read-only reference run, the device and its source first."""
+    if run.read_only:
+        return f"{run.target_model} [{run.target_path}]"
+    return run.target_path
 
 
 def show_command(args: argparse.Namespace, argv: list[str]) -> int:

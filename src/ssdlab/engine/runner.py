@@ -7,7 +7,6 @@ The :class:`Executor` protocol is the engine boundary: a job file goes in, a
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ssdlab.children import die_with_parent
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 
@@ -26,16 +26,6 @@ WATCHDOG_FACTOR = 1.5
 WATCHDOG_MARGIN_S = 30.0
 KILL_GRACE_S = 5.0
 TICK_S = 0.5
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the fio child: let the kernel kill fio if ssdlab itself is killed (Linux)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the watchdog still bounds a run
-        pass
 
 
 def watchdog_seconds(planned_s: float) -> float:
@@ -137,7 +127,7 @@ class FioExecutor:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         stdout, stderr, timed_out = self._wait(proc, job_text, started, timeout_s, on_tick)
         ended = time.time()

@@ -97,9 +97,21 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _reference_lines(run: RunData) -> list[str]:
+    """Where an imported reference run's figures come from (it has no host, no fio)."""
+    t, p = run.target, run.plan
+    return [
+        f"READ-ONLY REFERENCE: figures published in {p.get('source_document')}, imported "
+        f"from {p.get('source_file')} ({p.get('imported_rows')} rows) on {_when(run.created_at)}",
+        f"device {t.get('model') or '-'}, {_num(t.get('capacity_bytes'))} bytes as published",
+    ]
+
+
 def header_lines(run: RunData) -> list[str]:
     t, h = run.target, run.host
     lines = [f"run {run.run_id}  suite {run.suite}  profile {run.profile}  status {run.status}"]
+    if run.read_only:
+        return lines + _reference_lines(run)
     if run.quick:
         lines.append(f"*** {QUICK_BANNER} ***")
     if run.message:
@@ -135,25 +147,68 @@ def _params_line(test: TestData) -> str:
     )
 
 
+def _published_lines(test: TestData) -> list[str]:
+    """Load and notes of a test imported from published results, and figures no table shows."""
+    p, r = test.params, test.result
+    load = []
+    if p.get("threads") or p.get("iodepth"):
+        load.append(f"threads {p.get('threads') or '-'} x QD {p.get('iodepth') or '-'}")
+    if p.get("active_range_pct"):
+        load.append(f"active range {_num(p.get('active_range_pct'))} %")
+    lines = [f"  as published: {', '.join(load)}"] if load else []
+    lines += [f"  note: {note}" for note in p.get("notes", [])]
+    if "iops_fob" in r or "iops_steady" in r:
+        lines.append(
+            f"  IOPS fresh out of box {_num(r.get('iops_fob'))}, "
+            f"saturated {_num(r.get('iops_steady'))}"
+        )
+    rows = [row for row in r.get("rows", []) if isinstance(row, dict)]
+    if rows:
+        lines += _published_rows_table(rows)
+    return lines
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value == int(value) else f"{value:,}"
+    return str(value)
+
+
+def _published_rows_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Published figures no ssdlab test holds, one per row, notes at the end of the line."""
+    keys = ("value", "block_kib", "read_pct", "threads", "queue_depth")
+    header = ["test: metric", "value", "block KiB", "read %", "threads", "QD"]
+    body = [
+        [f"{row.get('test')}: {row.get('metric')}", *[_plain(row.get(k)) for k in keys]]
+        for row in rows
+    ]
+    table = _table(header, body)
+    notes = ["notes", "-----", *[str(row.get("notes") or "") for row in rows]]
+    return [f"{line}  {note}".rstrip() for line, note in zip(table, notes, strict=True)]
+
+
 def render_run(run: RunData) -> str:
     lines = header_lines(run)
     throughput = [t for t in run.tests if t.name.startswith("throughput")]
     for test in run.tests:
         state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
-        lines += [
-            "",
-            f"== {test.params.get('title', test.name)} [{state}]",
-            _params_line(test),
-            f"  verdict: {_verdict_line(test)}",
-        ]
+        published = isinstance(test.result, dict) and bool(test.result.get("published"))
+        lines += ["", f"== {test.params.get('title', test.name)} [{state}]"]
+        if published:
+            lines += _published_lines(test)
+        else:
+            lines += [_params_line(test), f"  verdict: {_verdict_line(test)}"]
         for skipped in test.result.get("skipped", []) if isinstance(test.result, dict) else []:
             lines.append(f"  skipped {skipped['cell']}: {skipped['reason']}")
+        how = "as published" if published else "window average"
         if test.name == "iops" and _cells(test):
-            lines += ["  IOPS (window average):", *iops_table(test)]
+            lines += [f"  IOPS ({how}):", *iops_table(test)]
         elif test.name == "latency" and _cells(test):
             lines += ["  latency (window average; max over window):", *latency_table(test)]
         elif test is (throughput[-1] if throughput else None):
-            lines += ["  throughput (window average):", *throughput_table(throughput)]
+            lines += [f"  throughput ({how}):", *throughput_table(throughput)]
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"

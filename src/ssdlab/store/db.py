@@ -27,6 +27,9 @@ _SUMMARY_COLS = (
     " target_model, message, read_only"
 )
 
+#: One test of an imported reference run: (name, status, params, verdicts, result).
+ReferenceTestRow = tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
+
 
 def default_store_path() -> Path:
     """``$SSDLAB_STORE``, else ``$XDG_DATA_HOME/ssdlab/results.sqlite``, else ~/.local/share."""
@@ -220,6 +223,69 @@ class Store:
                 (status, message, time.time(), run_id),
             )
 
+    def import_reference_run(
+        self,
+        *,
+        suite: str,
+        profile: str,
+        status: str,
+        target: dict[str, Any],
+        host: dict[str, Any],
+        plan: dict[str, Any],
+        versions: dict[str, Any],
+        argv: list[str],
+        tests: list[ReferenceTestRow],
+    ) -> str:
+        """Record a finished read-only reference run and its tests in one transaction.
+
+        ``tests`` are ``(name, status, params, verdicts, result)`` in order. The run is
+        never writable afterwards (see :meth:`_writable`); a crash leaves nothing of it.
+        """
+        names = [t[0] for t in tests]
+        if len(set(names)) != len(names):
+            raise ValueError(f"test names of a reference run must be unique: {names}")
+        model = target.get("model")
+        blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
+        rows = [(n, s, rec.dumps(p), rec.dumps(v), rec.dumps(r)) for n, s, p, v, r in tests]
+        now = time.time()
+        with self._tx() as c:
+            run_id = _new_run_id(now)
+            while c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+                run_id = _new_run_id(now)  # the same id in the same second: draw again
+            c.execute(
+                "INSERT INTO runs (id, created_at, finished_at, suite, profile, quick, status,"
+                " target_path, target_model, read_only, target_json, host_json, plan_json,"
+                " versions_json, argv_json) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    now,
+                    now,
+                    suite,
+                    profile,
+                    status,
+                    str(target.get("path", "")),
+                    model if isinstance(model, str) else None,
+                    *blobs,
+                ),
+            )
+            c.executemany(
+                "INSERT INTO tests (run_id, name, status, params_json, verdicts_json,"
+                " result_json, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, *row, now) for row in rows],
+            )
+        return run_id
+
+    def find_reference_run(self, content_sha256: str) -> str | None:
+        """The read-only run whose plan records ``content_sha256``, if one was imported."""
+        rows = self._conn.execute(
+            "SELECT id, plan_json FROM runs WHERE read_only = 1 ORDER BY created_at, id"
+        )
+        for run_id, plan_json in rows:
+            plan = rec.loads(plan_json)
+            if isinstance(plan, dict) and plan.get("content_sha256") == content_sha256:
+                return str(run_id)
+        return None
+
     def _writable(self, c: sqlite3.Connection, run_id: str) -> None:
         row = c.execute("SELECT read_only FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
@@ -264,11 +330,12 @@ class Store:
         return found[0]
 
     def _newest(self) -> str:
+        """The newest measured run: imported reference runs are never "last"."""
         row = self._conn.execute(
-            "SELECT id FROM runs ORDER BY created_at DESC, id DESC LIMIT 1"
+            "SELECT id FROM runs WHERE read_only = 0 ORDER BY created_at DESC, id DESC LIMIT 1"
         ).fetchone()
         if row is None:
-            raise RunNotFound(f"no runs yet in {self.path}")
+            raise RunNotFound(f"no measured runs yet in {self.path}")
         return str(row[0])
 
     def _by_prefix(self, prefix: str) -> list[str]:

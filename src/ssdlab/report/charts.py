@@ -1,0 +1,483 @@
+"""Charts as inline SVG: line charts, grouped bars and a 3D bar chart.
+
+Every chart is a self-contained ``<svg>`` string: vector graphics that print as vector
+in the PDF, with text as text. For the HTML report the elements carry the hooks the
+report's script uses: each data mark has ``class="pt"`` and a ``data-tip`` (the hover
+value; no ``<title>`` per mark, which would double what the PDF printer lays out); each
+series is a ``<g class="series" data-series="k">`` and each legend entry a
+``<g class="legend-item" data-series="k">`` that toggles it. Colours are the Okabe-Ito
+colour-blind-safe palette; series past the palette also differ by dash and marker.
+Axes carry units in their labels; a value axis switches to log scale when the data
+spans decades (:func:`ssdlab.report.scales.wants_log`) unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ssdlab.report.scales import Scale, fmt_axis, fmt_value, value_scale
+
+#: Okabe & Ito (2008), ordered for contrast on white; yellow last (drawn with an outline).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
+DASHES = ("", "6 3", "2 3", "9 3 2 3")
+FONT = "font-family:system-ui,'DejaVu Sans',Arial,sans-serif"
+
+
+def colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _f(value: float) -> str:
+    return f"{value:.1f}"
+
+
+@dataclass(frozen=True)
+class Series:
+    """One named series. ``y`` may hold None for a gap; ``tips`` override hover texts."""
+
+    name: str
+    x: tuple[float, ...]
+    y: tuple[float | None, ...]
+    style: str = "line+markers"  # "line+markers" | "line" | "markers" | "dashed"
+    colour_index: int | None = None
+    tips: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Band:
+    """A shaded horizontal band from ``lo`` to ``hi`` (e.g. +-20 % of an average)."""
+
+    lo: float
+    hi: float
+    label: str
+    opacity: float = 0.12
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A horizontal reference line at ``y``."""
+
+    y: float
+    label: str
+    dash: str = "4 3"
+
+
+@dataclass(frozen=True)
+class Frame:
+    width: int = 640
+    height: int = 300
+    left: int = 66
+    right: int = 150  # the legend column
+    top: int = 30
+    bottom: int = 46
+
+    @property
+    def x0(self) -> float:
+        return float(self.left)
+
+    @property
+    def x1(self) -> float:
+        return float(self.width - self.right)
+
+    @property
+    def y0(self) -> float:
+        return float(self.height - self.bottom)
+
+    @property
+    def y1(self) -> float:
+        return float(self.top)
+
+
+def _open(kind: str, title: str, frame: Frame, chart_id: str) -> list[str]:
+    return [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{kind}" '
+        f'id="{_esc(chart_id)}" role="img" aria-label="{_esc(title)}" '
+        f'viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
+        f'height="{frame.height}" style="{FONT}">',
+        f'<text x="{frame.width / 2:.0f}" y="17" text-anchor="middle" font-size="13" '
+        f'font-weight="600">{_esc(title)}</text>',
+    ]
+
+
+def _y_axis(scale: Scale, frame: Frame, label: str) -> list[str]:
+    out = []
+    for tick in scale.ticks():
+        y = scale(tick)
+        out.append(
+            f'<line x1="{_f(frame.x0)}" x2="{_f(frame.x1)}" y1="{_f(y)}" y2="{_f(y)}" '
+            f'stroke="#ddd" stroke-width="0.6"/>'
+            f'<text x="{_f(frame.x0 - 5)}" y="{_f(y + 3.5)}" text-anchor="end" '
+            f'font-size="10">{_esc(fmt_axis(tick))}</text>'
+        )
+    mid = (frame.y0 + frame.y1) / 2
+    scale_note = " (log)" if scale.log else ""
+    out.append(
+        f'<text transform="translate(13 {_f(mid)}) rotate(-90)" text-anchor="middle" '
+        f'font-size="11">{_esc(label + scale_note)}</text>'
+    )
+    return out
+
+
+def _x_axis_numeric(scale: Scale, frame: Frame, label: str, integer: bool) -> list[str]:
+    out = []
+    ticks = scale.ticks(8)
+    if integer:
+        ticks = [t for t in ticks if abs(t - round(t)) < 1e-9]
+    for tick in ticks:
+        x = scale(tick)
+        out.append(
+            f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(frame.y0)}" y2="{_f(frame.y0 + 4)}" '
+            f'stroke="#555"/><text x="{_f(x)}" y="{_f(frame.y0 + 15)}" text-anchor="middle" '
+            f'font-size="10">{_esc(fmt_axis(tick))}</text>'
+        )
+    return [*out, _x_label(frame, label)]
+
+
+def _x_label(frame: Frame, label: str) -> str:
+    return (
+        f'<text x="{_f((frame.x0 + frame.x1) / 2)}" y="{frame.height - 6}" '
+        f'text-anchor="middle" font-size="11">{_esc(label)}</text>'
+    )
+
+
+def _x_axis_categories(categories: Sequence[str], frame: Frame, label: str) -> list[str]:
+    """Category names under the axis; wrapped onto two lines where they would collide."""
+    out = []
+    step = (frame.x1 - frame.x0) / max(len(categories), 1)
+    for i, name in enumerate(categories):
+        x = _category_x(i, len(categories), frame)
+        lines = [name]
+        if len(name) * 5.6 > step and " " in name:
+            words = name.split(" ")
+            half = max(1, len(words) // 2)
+            lines = [" ".join(words[:half]), " ".join(words[half:])]
+        spans = "".join(
+            f'<tspan x="{_f(x)}" dy="{0 if n == 0 else 11}">{_esc(line)}</tspan>'
+            for n, line in enumerate(lines)
+        )
+        out.append(
+            f'<text x="{_f(x)}" y="{_f(frame.y0 + 14)}" text-anchor="middle" '
+            f'font-size="{10 if len(lines) == 1 else 9}">{spans}</text>'
+        )
+    return [*out, _x_label(frame, label)]
+
+
+def _category_x(index: int, count: int, frame: Frame) -> float:
+    step = (frame.x1 - frame.x0) / max(count, 1)
+    return frame.x0 + step * (index + 0.5)
+
+
+def _frame_box(frame: Frame) -> str:
+    return (
+        f'<rect x="{_f(frame.x0)}" y="{_f(frame.y1)}" width="{_f(frame.x1 - frame.x0)}" '
+        f'height="{_f(frame.y0 - frame.y1)}" fill="none" stroke="#888" stroke-width="0.8"/>'
+    )
+
+
+def _marker(kind: int, x: float, y: float, fill: str, tip: str) -> str:
+    attrs = f'class="pt" data-tip="{_esc(tip)}" fill="{fill}" stroke="#fff" stroke-width="0.8"'
+    shape = kind % 4
+    if shape == 0:
+        return f'<circle cx="{_f(x)}" cy="{_f(y)}" r="3.4" {attrs}/>'
+    if shape == 1:
+        return f'<rect x="{_f(x - 3)}" y="{_f(y - 3)}" width="6" height="6" {attrs}/>'
+    if shape == 2:
+        pts = f"{_f(x)},{_f(y - 4)} {_f(x + 3.8)},{_f(y + 3)} {_f(x - 3.8)},{_f(y + 3)}"
+        return f'<polygon points="{pts}" {attrs}/>'
+    pts = f"{_f(x)},{_f(y - 4)} {_f(x + 4)},{_f(y)} {_f(x)},{_f(y + 4)} {_f(x - 4)},{_f(y)}"
+    return f'<polygon points="{pts}" {attrs}/>'
+
+
+def _legend(names: Sequence[tuple[int, str, str]], frame: Frame) -> list[str]:
+    """Legend entries (series index, name, style) in the right-hand column."""
+    out = []
+    x = frame.x1 + 12
+    for row, (k, name, style) in enumerate(names):
+        y = frame.y1 + 8 + row * 16
+        if y > frame.height - 10:
+            out.append(f'<text x="{_f(x)}" y="{_f(y)}" font-size="10">... {len(names) - row} '
+                       "more</text>")
+            break
+        dash = DASHES[2] if style == "dashed" else DASHES[(k // len(PALETTE)) % len(DASHES)]
+        shown = name if len(name) <= 22 else name[:21] + "\u2026"
+        out.append(
+            f'<g class="legend-item" data-series="{k}" tabindex="0" role="button" '
+            f'style="cursor:pointer"><title>{_esc(name)}: click to show or hide</title>'
+            f'<line x1="{_f(x)}" x2="{_f(x + 18)}" y1="{_f(y - 3)}" y2="{_f(y - 3)}" '
+            f'stroke="{colour(k)}" stroke-width="2.2" stroke-dasharray="{dash}"/>'
+            f'<text x="{_f(x + 23)}" y="{_f(y)}" font-size="10">{_esc(shown)}</text></g>'
+        )
+    return out
+
+
+def line_chart(
+    chart_id: str,
+    title: str,
+    series: Sequence[Series],
+    *,
+    x_label: str,
+    y_label: str,
+    y_unit: str = "",
+    x_categories: Sequence[str] | None = None,
+    y_log: bool | None = None,
+    y_include_zero: bool = True,
+    bands: Sequence[Band] = (),
+    rules: Sequence[Rule] = (),
+    frame: Frame | None = None,
+) -> str:
+    """Lines over a numeric x axis (rounds) or over ``x_categories`` (x = index)."""
+    frame = frame or Frame()
+    ys = [y for s in series for y in s.y if y is not None]
+    extra = [v for b in bands for v in (b.lo, b.hi)] + [r.y for r in rules]
+    yscale = value_scale([*ys, *extra], frame.y0, frame.y1, log=y_log,
+                         include_zero=y_include_zero)
+    out = _open("line", title, frame, chart_id)
+    out += _y_axis(yscale, frame, y_label)
+    xpos: Callable[[float], float]
+    if x_categories is not None:
+        categories = x_categories
+
+        def xpos(v: float) -> float:
+            return _category_x(int(v), len(categories), frame)
+
+        out += _x_axis_categories(x_categories, frame, x_label)
+    else:
+        xs = [x for s in series for x in s.x] or [0.0, 1.0]
+        lo, hi = min(xs), max(xs)
+        pad = 0.5 if hi - lo < 20 else 0.0
+        xscale = Scale(lo - pad, hi + pad, frame.x0, frame.x1)
+        xpos = xscale.__call__
+        integer = all(abs(x - round(x)) < 1e-9 for x in xs)
+        out += _x_axis_numeric(xscale, frame, x_label, integer)
+    for band in bands:
+        top, bottom = yscale(band.hi), yscale(band.lo)
+        out.append(
+            f'<rect class="band" x="{_f(frame.x0)}" y="{_f(top)}" width="{_f(frame.x1 - frame.x0)}"'
+            f' height="{_f(max(bottom - top, 0.5))}" fill="#0072B2" opacity="{band.opacity}">'
+            f"<title>{_esc(band.label)}</title></rect>"
+        )
+    for rule in rules:
+        y = yscale(rule.y)
+        out.append(
+            f'<line x1="{_f(frame.x0)}" x2="{_f(frame.x1)}" y1="{_f(y)}" y2="{_f(y)}" '
+            f'stroke="#333" stroke-width="1" stroke-dasharray="{rule.dash}"/>'
+            f'<text x="{_f(frame.x1 - 3)}" y="{_f(y - 3)}" text-anchor="end" font-size="9" '
+            f'fill="#333">{_esc(rule.label)}</text>'
+        )
+    out.append(_frame_box(frame))
+    legend = []
+    for idx, s in enumerate(series):
+        k = s.colour_index if s.colour_index is not None else idx
+        legend.append((k, s.name, s.style))
+        out.append(_series_marks(s, k, xpos, yscale, y_unit, x_categories))
+    out += _legend(legend, frame)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _series_marks(
+    s: Series,
+    k: int,
+    xpos: Callable[[float], float],
+    yscale: Scale,
+    y_unit: str,
+    x_categories: Sequence[str] | None,
+) -> str:
+    col = colour(k)
+    dash = DASHES[2] if s.style == "dashed" else DASHES[(k // len(PALETTE)) % len(DASHES)]
+    parts = [f'<g class="series" data-series="{k}">']
+    segments: list[list[tuple[float, float]]] = [[]]
+    for x, y in zip(s.x, s.y, strict=True):
+        if y is None or not math.isfinite(y):
+            segments.append([])
+            continue
+        segments[-1].append((xpos(x), yscale(y)))
+    if s.style != "markers":
+        for seg in segments:
+            if len(seg) > 1:
+                pts = " ".join(f"{_f(a)},{_f(b)}" for a, b in seg)
+                parts.append(
+                    f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1.8" '
+                    f'stroke-dasharray="{dash}"/>'
+                )
+    if s.style in ("line+markers", "markers"):
+        for i, (x, y) in enumerate(zip(s.x, s.y, strict=True)):
+            if y is None or not math.isfinite(y):
+                continue
+            if s.tips is not None:
+                tip = s.tips[i]
+            else:
+                xs = x_categories[int(x)] if x_categories is not None else (
+                    str(int(x)) if x == int(x) else fmt_value(x))
+                tip = f"{s.name}: {xs}: {fmt_value(y)} {y_unit}".rstrip()
+            parts.append(_marker(k // len(PALETTE) + k, xpos(x), yscale(y), col, tip))
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def bar_chart(
+    chart_id: str,
+    title: str,
+    categories: Sequence[str],
+    series: Sequence[Series],
+    *,
+    x_label: str,
+    y_label: str,
+    y_unit: str = "",
+    y_log: bool | None = None,
+    frame: Frame | None = None,
+) -> str:
+    """Grouped vertical bars: one group per category, one bar per series (y[i])."""
+    frame = frame or Frame()
+    ys = [y for s in series for y in s.y if y is not None and math.isfinite(y)]
+    yscale = value_scale(ys, frame.y0, frame.y1, log=y_log)
+    out = _open("bar", title, frame, chart_id)
+    out += _y_axis(yscale, frame, y_label)
+    out += _x_axis_categories(categories, frame, x_label)
+    out.append(_frame_box(frame))
+    group = (frame.x1 - frame.x0) / max(len(categories), 1)
+    width = group * 0.8 / max(len(series), 1)
+    base = frame.y0
+    legend = []
+    for idx, s in enumerate(series):
+        k = s.colour_index if s.colour_index is not None else idx
+        legend.append((k, s.name, s.style))
+        out.append(f'<g class="series" data-series="{k}">')
+        for i, y in enumerate(s.y):
+            if y is None or not math.isfinite(y) or (yscale.log and y <= 0):
+                continue
+            x = frame.x0 + group * i + group * 0.1 + width * idx
+            top = yscale(y)
+            tip = s.tips[i] if s.tips else f"{s.name}: {categories[i]}: {fmt_value(y)} {y_unit}"
+            out.append(
+                f'<rect class="pt" x="{_f(x)}" y="{_f(top)}" width="{_f(max(width - 1, 1))}" '
+                f'height="{_f(max(base - top, 0.5))}" fill="{colour(k)}" '
+                f'data-tip="{_esc(tip.rstrip())}"></rect>'
+            )
+        out.append("</g>")
+    out += _legend(legend, frame)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _shade(hex_colour: str, factor: float) -> str:
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+    return "#{:02x}{:02x}{:02x}".format(*(min(255, int(c * factor)) for c in (r, g, b)))
+
+
+def bars_3d(
+    chart_id: str,
+    title: str,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    values: Sequence[Sequence[float | None]],
+    *,
+    row_label: str,
+    col_label: str,
+    z_label: str,
+    z_unit: str = "",
+    z_log: bool | None = None,
+    width: int = 640,
+    height: int = 420,
+) -> str:
+    """A 3D bar chart (oblique projection) of ``values[row][col]``, as the SNIA IOPS page.
+
+    Rows recede into the page (the first row at the back, so put the tallest row first),
+    columns run left to right; bar height is the value (log scale when the data spans
+    decades). The value axis is on the left wall, its grid lines run along the left and
+    back walls; bars are drawn back to front so nearer bars cover farther ones. Each
+    column has its palette colour (black skipped: it hides the shading).
+    """
+    flat = [v for row in values for v in row if v is not None and math.isfinite(v) and v > 0]
+    n_rows, n_cols = len(rows), len(cols)
+    depth_dx, depth_dy = 26.0, -17.0  # one row further back moves up and right
+    cell = 46.0
+    x_origin = 78.0
+    y_origin = height - 46.0  # the front-left floor corner
+    top_room = 36.0 + n_rows * abs(depth_dy)
+    z_scale = value_scale(flat, 0.0, y_origin - top_room, log=z_log)
+    colours = [c for c in PALETTE if c != "#000000"]
+
+    def floor_pt(r: float, c: float) -> tuple[float, float]:
+        back = n_rows - r  # row 0 is at the back, the front edge is at r = n_rows
+        return x_origin + c * cell + back * depth_dx, y_origin + back * depth_dy
+
+    def lift(v: float) -> float:
+        return z_scale(max(v, z_scale.lo)) if z_scale.log else z_scale(v)
+
+    out = _open("bar3d", title, Frame(width=width, height=height), chart_id)
+    fx0, fy0 = floor_pt(n_rows, 0)  # front-left
+    bx0, by0 = floor_pt(0, 0)  # back-left
+    bx1, by1 = floor_pt(0, n_cols)  # back-right
+    top = lift(z_scale.hi)
+    walls = (
+        f"{_f(fx0)},{_f(fy0)} {_f(bx0)},{_f(by0)} {_f(bx1)},{_f(by1)} "
+        f"{_f(bx1)},{_f(by1 - top)} {_f(bx0)},{_f(by0 - top)} {_f(fx0)},{_f(fy0 - top)}"
+    )
+    out.append(f'<polygon points="{walls}" fill="#f7f7f7" stroke="#bbb" stroke-width="0.6"/>')
+    for tick in z_scale.ticks():
+        h = lift(tick)
+        out.append(
+            f'<polyline points="{_f(fx0)},{_f(fy0 - h)} {_f(bx0)},{_f(by0 - h)} '
+            f'{_f(bx1)},{_f(by1 - h)}" fill="none" stroke="#d0d0d0" stroke-width="0.6"/>'
+            f'<text x="{_f(fx0 - 5)}" y="{_f(fy0 - h + 3)}" text-anchor="end" '
+            f'font-size="9">{_esc(fmt_axis(tick))}</text>'
+        )
+    out.append(
+        f'<text transform="translate(14 {_f(fy0 - top / 2)}) rotate(-90)" '
+        f'text-anchor="middle" font-size="11">'
+        f'{_esc(z_label + (" (log)" if z_scale.log else ""))}</text>'
+    )
+    for r in range(n_rows):
+        gx, gy = floor_pt(r + 0.5, n_cols)
+        out.append(
+            f'<text x="{_f(gx + 4)}" y="{_f(gy + 4)}" font-size="10">{_esc(rows[r])}</text>'
+        )
+    for c in range(n_cols):
+        gx, gy = floor_pt(n_rows, c + 0.5)
+        out.append(
+            f'<text x="{_f(gx)}" y="{_f(gy + 15)}" text-anchor="middle" '
+            f'font-size="10">{_esc(cols[c])}</text>'
+        )
+    out.append(
+        f'<text x="{_f(x_origin + n_cols * cell / 2)}" y="{height - 8}" text-anchor="middle" '
+        f'font-size="11">{_esc(col_label)}</text>'
+    )
+    rx, ry = floor_pt(n_rows / 2, n_cols)
+    out.append(
+        f'<text x="{_f(rx + 62)}" y="{_f(ry + 6)}" font-size="11">{_esc(row_label)}</text>'
+    )
+    bar = cell * 0.56
+    dx, dy = depth_dx * 0.5, depth_dy * 0.5
+    for r in range(n_rows):  # back row first
+        for c in range(n_cols):
+            v = values[r][c]
+            if v is None or not math.isfinite(v) or v <= 0:
+                continue
+            x, y = floor_pt(r + 0.75, c)
+            x += (cell - bar) / 2
+            h = lift(v)
+            base = colours[c % len(colours)]
+            tip = f"{rows[r]}, {cols[c]}: {fmt_value(v)} {z_unit}".rstrip()
+            front = (f"{_f(x)},{_f(y)} {_f(x + bar)},{_f(y)} {_f(x + bar)},{_f(y - h)} "
+                     f"{_f(x)},{_f(y - h)}")
+            side = (f"{_f(x + bar)},{_f(y)} {_f(x + bar + dx)},{_f(y + dy)} "
+                    f"{_f(x + bar + dx)},{_f(y + dy - h)} {_f(x + bar)},{_f(y - h)}")
+            lid = (f"{_f(x)},{_f(y - h)} {_f(x + bar)},{_f(y - h)} "
+                   f"{_f(x + bar + dx)},{_f(y + dy - h)} {_f(x + dx)},{_f(y + dy - h)}")
+            out.append(
+                f'<g class="pt bar3d" data-tip="{_esc(tip)}">'
+                f'<polygon points="{side}" fill="{_shade(base, 0.68)}" stroke="#fff" '
+                f'stroke-width="0.4"/><polygon points="{front}" fill="{base}" stroke="#fff" '
+                f'stroke-width="0.4"/><polygon points="{lid}" fill="{_shade(base, 1.22)}" '
+                f'stroke="#fff" stroke-width="0.4"/></g>'
+            )
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,202 @@
+"""The HTML report from stored runs (made with the fake fio): pages, banners, comparisons.
+
+The browser and PDF checks are in tests/integration/test_report_browser.py; here the
+report's content is checked as text, fast.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import random
+import re
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ssdlab.plan.options import PtsArgs
+from ssdlab.report.build import ReportRequest, render, write_report
+from ssdlab.run.progress import Progress
+from ssdlab.run.pts_run import PtsRun
+from ssdlab.store.db import Store
+from tests.support.cli import one_line_error, ssdlab
+from tests.support.fake_fio import FakeFio
+from tests.support.prepared import make_prepared
+
+QUICK_ALL = PtsArgs(profile="quick", purge="none", precondition=False)
+
+
+def noisy(level: float, seed: int, spread: float = 0.02) -> Callable[[str, int], float]:
+    def model(name: str, round_no: int) -> float:
+        rng = random.Random(f"{seed}-{name}-{round_no}")
+        return level * (1 + rng.uniform(-spread, spread))
+
+    return model
+
+
+def oscillating(name: str, round_no: int) -> float:
+    return 10_000.0 * (1.4 if round_no % 2 else 0.6)
+
+
+def stored_run(store: Store, tmp_path: Path, model: Callable[[str, int], float],
+               args: PtsArgs = QUICK_ALL) -> str:
+    prepared = make_prepared(tmp_path, args)
+    runner = PtsRun(prepared, store, FakeFio(model), Progress(io.StringIO(), live=False,
+                                                              quick=args.profile == "quick"))
+    return runner.execute(["test"])
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.open(tmp_path / "store.sqlite")
+
+
+class _Checker(HTMLParser):
+    """Counts tags and collects external references."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: dict[str, int] = {}
+        self.closed: dict[str, int] = {}
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.opened[tag] = self.opened.get(tag, 0) + 1
+        self.refs += [v or "" for k, v in attrs if k in ("src", "href") and v]
+
+    def handle_endtag(self, tag: str) -> None:
+        self.closed[tag] = self.closed.get(tag, 0) + 1
+
+
+def check(html_text: str) -> _Checker:
+    checker = _Checker()
+    checker.feed(html_text)
+    for tag in ("section", "svg", "table", "div", "figure"):
+        assert checker.opened.get(tag, 0) == checker.closed.get(tag, 0), tag
+    assert all(r.startswith("#") for r in checker.refs), "only in-page links: works offline"
+    assert "cdn" not in html_text.lower() and "<link" not in html_text
+    return checker
+
+
+def test_one_quick_run_has_the_snia_pages_marked_quick_everywhere(
+    store: Store, tmp_path: Path
+) -> None:
+    run_id = stored_run(store, tmp_path, noisy(10_000, 1))
+    text, sections = render([store.load(run_id)])
+    checker = check(text)
+    for title in ("IOPS: steady state convergence", "IOPS: steady state verification",
+                  "IOPS: results", "Throughput 1024 KiB: steady state convergence",
+                  "Throughput 128 KiB: results", "Latency: steady state verification",
+                  "Latency: results", "Measurement window", "IOPS, 3D view",
+                  "IOPS by block size and read/write mix", "Device under test",
+                  "Test parameters"):
+        assert title in text, title
+    assert checker.opened["section"] == sections
+    pages_of_run = sections - 1  # all but the cover
+    assert text.count('<div class="banner quick">') == pages_of_run + 1  # + the cover's
+    assert checker.opened["svg"] >= 7 + 3 + 1 + 2 * 3 + 2  # convergence, verif., results
+    assert "STEADY STATE NOT REACHED" not in text
+    assert "verdict: steady: rounds 1-5" in text
+
+
+def test_a_test_that_never_settles_says_so_on_each_of_its_pages(
+    store: Store, tmp_path: Path
+) -> None:
+    args = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                   max_rounds=7)
+    run_id = stored_run(store, tmp_path, oscillating, args)
+    text, _ = render([store.load(run_id)])
+    pages = re.findall(r'<section class="page" id="run0-t0-[a-z]+">.*?</section>', text, re.S)
+    assert len(pages) == 3
+    for page in pages:
+        assert '<div class="banner not-steady">STEADY STATE NOT REACHED' in page
+    assert "results are from the last window, rounds 3-7" in text
+    assert '<td class="fail">FAIL</td>' in text
+
+
+def _ratio_classes(text: str) -> list[str]:
+    return re.findall(r'<td class="(sig-up|sig-down|noise)( num)?">', text)
+
+
+def test_comparison_says_which_differences_are_larger_than_the_noise(
+    store: Store, tmp_path: Path
+) -> None:
+    args = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                   block_sizes="4,64", mixes="100/0,0/100")
+    base = stored_run(store, tmp_path, noisy(10_000, 1), args)
+    same = stored_run(store, tmp_path, noisy(10_000, 2), args)
+    faster = stored_run(store, tmp_path, noisy(12_500, 3), args)
+    runs = [store.load(r) for r in (base, same, faster)]
+    text, _ = render(runs)
+    check(text)
+    for title in ("Comparison: runs and parameters", "Comparison: all runs on one chart",
+                  "Comparison: ratios to the baseline", "Leaderboards per workload"):
+        assert title in text
+    table = text[text.index('id="compare-ratios-0"'):]
+    table = table[: table.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
+    assert len(rows) == 2 * 2  # 2 block sizes x 2 mixes
+    for row in rows:
+        classes = re.findall(r'<td class="(sig-up|sig-down|noise)', row)
+        assert classes == ["noise", "sig-up"], row  # same level: noise; +25 %: better
+        assert re.search(r"1\.2[0-9]x, significant", row)
+    assert "Runs differ in parameters" not in text
+
+
+def test_runs_with_different_parameters_are_flagged(store: Store, tmp_path: Path) -> None:
+    a = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                block_sizes="4", mixes="100/0")
+    b = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                block_sizes="4", mixes="100/0", threads=4, iodepth=8)
+    runs = [store.load(stored_run(store, tmp_path, noisy(1000, s), args))
+            for s, args in ((1, a), (2, b))]
+    text, _ = render(runs)
+    assert "iops: threads x QD differ: 2 x QD 32, 4 x QD 8" in text
+    assert "Runs differ in parameters for iops" in text
+    assert '<tr class="flag">' in text
+
+
+def test_cli_writes_html_and_reports_bad_input_without_writing(
+    store: Store, tmp_path: Path
+) -> None:
+    args = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                   block_sizes="4", mixes="100/0,0/100")
+    run_id = stored_run(store, tmp_path, noisy(1000, 1), args)
+    other = stored_run(store, tmp_path, noisy(1000, 2), args)
+    db = str(tmp_path / "store.sqlite")
+    out = tmp_path / "out"
+    ok = ssdlab("report", run_id, other, "--baseline", other, "--claims", f"{run_id}=SN640",
+                "-o", str(out), "--no-pdf", "--store", db)
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    html_text = html.unescape((out / "report.html").read_text())
+    assert "measured against claimed" in html_text and "Ultrastar DC SN640" in html_text
+    assert "chosen by the user ('SN640')" in html_text
+    assert (out / "report.html").stat().st_mode & 0o044 == 0o044  # readable by others
+    assert not (out / "report.pdf").exists()
+
+    bad = tmp_path / "bad"
+    cases = [
+        (("report", "nosuchrun", "-o", str(bad)), 5, "no run matches"),
+        (("report", run_id, "--baseline", "nosuch", "-o", str(bad)), 5, "no run matches"),
+        (("report", run_id, "--claims", "nonsense", "-o", str(bad)), 2, "RUN=SPEC"),
+        (("report", run_id, "--claims", f"{run_id}=Acme 9000", "-o", str(bad)), 2, "Acme"),
+        (("report", run_id, "--claims", f"{other}=SN640", "-o", str(bad)), 2, "not in the"),
+        (("report", run_id, run_id, "-o", str(bad)), 2, "given twice"),
+        (("report", run_id, "-o", str(out / "report.html")), 2, "not a directory"),
+    ]
+    for argv, code, words in cases:
+        result = ssdlab(*argv, "--no-pdf", "--store", db)
+        assert result.returncode == code, (argv, result.stderr)
+        assert words in one_line_error(result), (argv, result.stderr)
+        assert not bad.exists()
+
+
+def test_write_report_times_and_counts(store: Store, tmp_path: Path) -> None:
+    args = PtsArgs(profile="quick", tests="latency", purge="none", precondition=False)
+    run_id = stored_run(store, tmp_path, noisy(5000, 1), args)
+    files = write_report(store, ReportRequest((run_id,), tmp_path / "r", pdf=False))
+    assert files.html.exists() and files.pdf is None
+    assert files.pages == 1 + 1 + 3  # cover, title page, three latency pages
+    assert files.seconds_html < 5
