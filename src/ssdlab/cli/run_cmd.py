@@ -29,6 +29,10 @@ def _size(text: str) -> int:
     return size
 
 
+#: the other suites register themselves here (``register(suites)``), after ``pts``
+SUITE_MODULES: list[Any] = []
+
+
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "run",
@@ -36,16 +40,29 @@ def register(sub: Any) -> None:
         description="Run a suite on a block device or a test file. Block devices are "
         "overwritten: ssdlab refuses unless --destroy-data is given.",
     )
-    parser.add_argument(
-        "suite",
-        choices=["pts"],
-        help="pts: SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
+    suites = parser.add_subparsers(
+        dest="suite", metavar="SUITE", required=True, parser_class=type(parser)
     )
-    add_run_options(parser)
-    parser.set_defaults(func=run_command)
+    pts = suites.add_parser(
+        "pts",
+        help="SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
+        description="The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and "
+        "1024 KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity "
+        "preconditioning, in rounds until steady state (docs/pts.md).",
+    )
+    add_run_options(pts)
+    pts.set_defaults(func=run_command)
+    for module in SUITE_MODULES:
+        module.register(suites)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
+    add_target_options(parser)
+    add_test_options(parser)
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    """--target, --size, --destroy-data, --dry-run, --store, --fio: every suite has them."""
     t = parser.add_argument_group("target")
     t.add_argument(
         "--target",
@@ -72,7 +89,6 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     add_store_option(parser)
     t.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
-    add_test_options(parser)
 
 
 def add_test_options(parser: argparse.ArgumentParser) -> None:

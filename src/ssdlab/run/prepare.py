@@ -156,17 +156,38 @@ def _check_purge(info: TargetInfo, options: PtsOptions) -> None:
         )
 
 
+@dataclass(frozen=True)
+class PreparedTarget:
+    """What every suite checks first: fio, the target (refused or accepted), the host."""
+
+    info: TargetInfo
+    create_file: bool  # the file target does not exist yet and will be created by the run
+    host: dict[str, object]
+    versions: dict[str, str]
+
+    @property
+    def cpus(self) -> int:
+        return int(str(self.host.get("cpu_count") or os.cpu_count() or 1))
+
+
+def prepare_target(
+    target: str, size_bytes: int | None, destroy_data: bool, fio: str = "fio"
+) -> PreparedTarget:
+    """fio version, target identity and safety: UserError (one line) before any I/O."""
+    version = fio_version(fio)
+    check_fio_version(version)
+    info, create = resolve_target(RunRequest(target, size_bytes, destroy_data, PtsArgs(), fio))
+    return PreparedTarget(info, create, host_info(), {"ssdlab": __version__, "fio": version})
+
+
 def prepare(request: RunRequest) -> Prepared:
     """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
-    version = fio_version(request.fio)
-    check_fio_version(version)
-    info, create = resolve_target(request)
-    host = host_info()
-    cpus = int(str(host.get("cpu_count") or os.cpu_count() or 1))
+    base = prepare_target(request.target, request.size_bytes, request.destroy_data, request.fio)
+    info, create, host = base.info, base.create_file, base.host
+    cpus = base.cpus
     options = build_options(request.args, info.device_class, cpus)
     _check_purge(info, options)
     _check_size(info, options)
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
     _check_slices(tests)
-    versions = {"ssdlab": __version__, "fio": version}
-    return Prepared(request, info, options, tests, host, versions, create)
+    return Prepared(request, info, options, tests, host, base.versions, create)

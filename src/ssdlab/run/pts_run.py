@@ -6,81 +6,39 @@ round 7 (Ctrl-C, crash, power loss) keeps rounds 1-6.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
-from ssdlab.engine.jobfile import render
-from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seconds
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.plan.pts import PtsTest, TrackingVar
-from ssdlab.plan.specs import CellSpec, FioJob
+from ssdlab.plan.specs import CellSpec
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
 from ssdlab.run.prepare import Prepared
 from ssdlab.run.progress import Progress
+from ssdlab.run.session import (
+    FioSetup,
+    RunInterrupted,
+    RunSession,
+    TestFailed,
+    fio_record,
+    timeout_for,
+)
 from ssdlab.store.db import Store
-from ssdlab.store.records import FioRecord
-from ssdlab.targets.emulator import emulator_of
-from ssdlab.targets.emulator import stats as emulator_stats
-from ssdlab.targets.filetarget import create_file_target, recreate_file_target
-from ssdlab.targets.identity import TargetInfo
-from ssdlab.targets.purge import PurgeOutcome, purge_block
-from ssdlab.targets.safety import ExclusiveHold
+from ssdlab.targets.filetarget import create_file_target
 
-#: size-based fio runs (preconditioning) are presumed stuck below this rate
-MIN_PRECONDITION_BYTES_PER_S = 2 * 1024 * 1024
-#: fio spends about 0.3 s between stonewalled cells; the watchdog allows 1 s
-FIO_CELL_OVERHEAD_S = 1.0
+__all__ = ["PtsRun", "RunInterrupted", "TestFailed", "job_text", "plan_dict", "test_params"]
 
 
-class RunInterrupted(UserError):
-    """Ctrl-C: the run is marked interrupted; every completed round is kept."""
-
-    exit_code = ExitCode.INTERRUPTED
-
-
-class TestFailed(Exception):
-    """fio failed inside a test; the test is marked failed and the run goes on."""
-
-
-def fio_job(prepared: Prepared, cells: tuple[CellSpec, ...]) -> FioJob:
-    return FioJob(
-        target_path=prepared.info.path,
-        cells=cells,
-        ioengine=prepared.options.ioengine,
-        json_plus=True,
+def fio_setup(prepared: Prepared) -> FioSetup:
+    return FioSetup(
+        prepared.info.path, prepared.options.ioengine, prepared.versions["ssdlab"],
+        prepared.info.device_class, prepared.options.profile,
     )
 
 
 def job_text(prepared: Prepared, cells: tuple[CellSpec, ...], what: str) -> str:
-    header = (
-        f"ssdlab {prepared.versions['ssdlab']}: {what}\n"
-        f"target {prepared.info.path} ({prepared.info.device_class}), "
-        f"profile {prepared.options.profile}"
-    )
-    return render(fio_job(prepared, cells), header)
-
-
-def _timeout(cells: tuple[CellSpec, ...]) -> float:
-    planned = sum(c.planned_seconds or 0.0 for c in cells)
-    sized = sum(c.io_bytes or 0 for c in cells)
-    startup = FIO_CELL_OVERHEAD_S * len(cells)
-    return watchdog_seconds(planned + startup + sized / MIN_PRECONDITION_BYTES_PER_S)
-
-
-def _record(run: FioRun, phase: str) -> FioRecord:
-    return FioRecord(
-        phase,
-        run.job_text,
-        run.command,
-        run.stdout,
-        run.stderr,
-        run.returncode,
-        run.started_at,
-        run.ended_at,
-    )
+    return fio_setup(prepared).job_text(cells, what)
 
 
 def _verdicts(test: PtsTest, rounds: list[dict[str, float]], rule_name: str) -> dict[str, Verdict]:
@@ -106,53 +64,29 @@ class PtsRun:
         self.store = store
         self.executor = executor
         self.progress = progress
-        self.info: TargetInfo = prepared.info
-        self.run_id = ""
-        self.emulator = emulator_of(self.info.path, self.info.details)
+        self.session = RunSession(prepared.info, store, executor, progress, fio_setup(prepared))
+
+    @property
+    def run_id(self) -> str:
+        return self.session.run_id
 
     # -- the whole run ---------------------------------------------------------------
     def execute(self, argv: list[str]) -> str:
         if self.p.create_file:
-            self.info = create_file_target(self.info.path, self.info.capacity_bytes)
-        self.run_id = self.store.new_run(
+            self.session.info = create_file_target(self.p.info.path, self.p.info.capacity_bytes)
+        self.session.open(
             suite="pts",
             profile=self.p.options.profile,
             quick=self.p.options.quick,
-            target=self.info.to_dict(),
             host=self.p.host,
             plan=plan_dict(self.p),
             versions=dict(self.p.versions),
             argv=argv,
         )
-        self.progress.line(f"run {self.run_id} on {self.info.path} (results in {self.store.path})")
-        if self.emulator is not None:
-            self.progress.line(
-                f"target is emulated SSD {self.emulator.name} "
-                f"({self.emulator.profile}); its ground truth is recorded"
-            )
-        self._ground_truth(None, "start")
-        try:
-            with self._hold():
-                failed = self._run_tests()
-        except (FioInterrupted, KeyboardInterrupt):
-            self.store.finish_run(self.run_id, "interrupted", "stopped by Ctrl-C")
-            raise RunInterrupted(
-                f"run {self.run_id} interrupted; completed rounds are kept in {self.store.path}"
-            ) from None
-        except BaseException as exc:
-            self.store.finish_run(self.run_id, "failed", str(exc).splitlines()[0][:300])
-            raise
-        status_message = f"{len(failed)} test(s) failed: {', '.join(failed)}" if failed else ""
-        self.store.finish_run(self.run_id, "complete", status_message)
+        with self.session.running():
+            failed = self._run_tests()
+        self.session.finish(failed)
         return self.run_id
-
-    @contextlib.contextmanager
-    def _hold(self) -> Iterator[None]:
-        if self.info.kind == "block":
-            with ExclusiveHold(self.info.path):
-                yield
-        else:
-            yield
 
     def _run_tests(self) -> list[str]:
         self.progress.start(self.p.tests)
@@ -174,9 +108,11 @@ class PtsRun:
         )
         try:
             if test.purge and self.p.options.purge != "none":
-                self._purge(test)
+                rng = test.round_cells[0]
+                self.session.purge(test.name, self.p.options.purge, rng.offset_bytes,
+                                   rng.size_bytes)
             if test.wipc is not None:
-                self._precondition(test, test.wipc)
+                self.session.precondition(test.name, test.wipc)
             self._rounds(test, params)
         except TestFailed as exc:
             self.store.set_test(
@@ -189,73 +125,11 @@ class PtsRun:
             )
             raise
 
-    def _purge(self, test: PtsTest) -> None:
-        self.progress.phase("purge")
-        if self.info.kind == "file":
-            outcome: PurgeOutcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
-        else:
-            rng = test.round_cells[0]
-            outcome = purge_block(self.info, self.p.options.purge, rng.offset_bytes, rng.size_bytes)
-        self.store.add_step(self.run_id, test.name, "purge", outcome.to_dict(), None)
-        self._ground_truth(test.name, "purge")
-        verdict = "ok" if outcome.ok else f"FAILED ({outcome.detail})"
-        self.progress.line(
-            f"{test.name}: purge by {outcome.method}: {verdict} in {outcome.seconds:.1f} s"
-        )
-        if not outcome.ok:
-            self.store.add_event(
-                self.run_id,
-                test.name,
-                "warning",
-                f"purge by {outcome.method} failed; the test starts "
-                "from a state that is not fresh-out-of-box",
-                outcome.to_dict(),
-            )
-
-    def _ground_truth(self, test: str | None, when: str) -> None:
-        """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
-        if self.emulator is None:
-            return
-        truth = emulator_stats(self.emulator)
-        counters = truth.get("counters")
-        waf = counters.get("write_amplification") if isinstance(counters, dict) else None
-        self.store.add_event(
-            self.run_id,
-            test,
-            "emulator-stats",
-            f"emulator ground truth after {when}: write amplification {waf}",
-            truth,
-        )
-
-    def _precondition(self, test: PtsTest, cell: CellSpec) -> None:
-        text = job_text(self.p, (cell,), f"{test.name} workload-independent preconditioning")
-        self.progress.phase("preconditioning")
-        run = self.executor.run(
-            text, _timeout((cell,)), json_plus=False, on_tick=self.progress.tick
-        )
-        detail: dict[str, object] = {
-            "io_bytes": cell.io_bytes,
-            "block_bytes": cell.block_bytes,
-            "ok": run.ok,
-            "error": run.error,
-            "seconds": run.ended_at - run.started_at,
-        }
-        self.store.add_step(
-            self.run_id, test.name, "precondition", detail, _record(run, "precondition")
-        )
-        if not run.ok:
-            raise TestFailed(f"preconditioning failed: {run.error}")
-        self.progress.line(
-            f"{test.name}: preconditioned with "
-            f"{(cell.io_bytes or 0) / 2**30:.3g} GiB of 128 KiB sequential "
-            f"writes in {run.ended_at - run.started_at:.1f} s"
-        )
-
     def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:
         text = job_text(self.p, test.round_cells, f"{test.name} round {round_no}")
         self.progress.phase("round", round_no, test.round_seconds)
         run = self.executor.run(
-            text, _timeout(test.round_cells), json_plus=True, on_tick=self.progress.tick
+            text, timeout_for(test.round_cells), json_plus=True, on_tick=self.progress.tick
         )
         cells: list[Cell] = []
         if run.output is not None:
@@ -283,11 +157,11 @@ class PtsRun:
                 status="ok" if complete else "failed",
                 tracking=tracking,
                 cells=cells,
-                fio=_record(run, "round"),
+                fio=fio_record(run, "round"),
                 started_at=run.started_at,
                 ended_at=run.ended_at,
             )
-            self._ground_truth(test.name, f"round {round_no}")
+            self.session.ground_truth(test.name, f"round {round_no}")
             if not complete:
                 raise TestFailed(f"round {round_no}: {run.error or 'fio reported fewer cells'}")
             history.append(tracking)

@@ -286,6 +286,23 @@ class Store:
                 return str(run_id)
         return None
 
+    def reopen_run(self, run_id: str, argv: list[str]) -> None:
+        """Mark a stopped run "running" again (``ssdlab resume``), with an event saying so."""
+        with self._tx() as c:
+            self._writable(c, run_id)
+            row = c.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+            c.execute(
+                "UPDATE runs SET status = 'running', message = '', finished_at = NULL"
+                " WHERE id = ?",
+                (run_id,),
+            )
+            c.execute(
+                "INSERT INTO events (run_id, test, kind, message, detail_json, created_at)"
+                " VALUES (?, NULL, 'resumed', ?, ?, ?)",
+                (run_id, f"resumed (the run was {row[0]})",
+                 rec.dumps({"argv": list(argv), "previous_status": row[0]}), time.time()),
+            )
+
     def _writable(self, c: sqlite3.Connection, run_id: str) -> None:
         row = c.execute("SELECT read_only FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:

@@ -1,0 +1,223 @@
+"""What every suite's run shares: its record in the store, the exclusive hold on the
+target, purge, workload-independent preconditioning, the emulator's ground truth, and
+how it ends (complete, failed, or interrupted with every completed round kept).
+
+A suite's runner (``PtsRun``, ``SaturationRun`` ...) owns a :class:`RunSession` and
+decides what to run; the session does the bookkeeping the same way for all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ssdlab.engine.jobfile import render
+from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seconds
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.specs import CellSpec, FioJob
+from ssdlab.run.progress import Progress
+from ssdlab.store.db import Store
+from ssdlab.store.records import FioRecord
+from ssdlab.targets.emulator import Emulator, emulator_of
+from ssdlab.targets.emulator import stats as emulator_stats
+from ssdlab.targets.filetarget import recreate_file_target
+from ssdlab.targets.identity import TargetInfo
+from ssdlab.targets.purge import PurgeOutcome, purge_block
+from ssdlab.targets.safety import ExclusiveHold
+
+#: size-based fio runs (preconditioning) are presumed stuck below this rate
+MIN_PRECONDITION_BYTES_PER_S = 2 * 1024 * 1024
+#: fio spends about 0.3 s between stonewalled cells; the watchdog allows 1 s
+FIO_CELL_OVERHEAD_S = 1.0
+
+
+class RunInterrupted(UserError):
+    """Ctrl-C: the run is marked interrupted; every completed round is kept."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+class TestFailed(Exception):
+    """fio failed inside a test; the test is marked failed and the run goes on."""
+
+
+@dataclass(frozen=True)
+class FioSetup:
+    """How this run invokes fio: the target, the engine, and what heads each job file."""
+
+    target_path: str
+    ioengine: str
+    ssdlab_version: str
+    device_class: str
+    profile: str
+
+    def job(self, cells: tuple[CellSpec, ...], extra: tuple[tuple[str, str], ...] = ()) -> FioJob:
+        return FioJob(self.target_path, cells, self.ioengine, json_plus=True, extra_global=extra)
+
+    def job_text(
+        self, cells: tuple[CellSpec, ...], what: str, extra: tuple[tuple[str, str], ...] = ()
+    ) -> str:
+        header = (
+            f"ssdlab {self.ssdlab_version}: {what}\n"
+            f"target {self.target_path} ({self.device_class}), profile {self.profile}"
+        )
+        return render(self.job(cells, extra), header)
+
+
+def timeout_for(cells: tuple[CellSpec, ...], extra_s: float = 0.0) -> float:
+    """Watchdog for one fio invocation of ``cells`` (time- or size-based)."""
+    planned = sum(c.planned_seconds or 0.0 for c in cells) + extra_s
+    sized = sum(c.io_bytes or 0 for c in cells)
+    startup = FIO_CELL_OVERHEAD_S * len(cells)
+    return watchdog_seconds(planned + startup + sized / MIN_PRECONDITION_BYTES_PER_S)
+
+
+def fio_record(run: FioRun, phase: str) -> FioRecord:
+    return FioRecord(
+        phase, run.job_text, run.command, run.stdout, run.stderr, run.returncode,
+        run.started_at, run.ended_at,
+    )
+
+
+class RunSession:
+    """One run of one suite on one target, journaled to ``store``."""
+
+    def __init__(
+        self,
+        info: TargetInfo,
+        store: Store,
+        executor: Executor,
+        progress: Progress,
+        fio: FioSetup,
+    ) -> None:
+        self.info = info
+        self.store = store
+        self.executor = executor
+        self.progress = progress
+        self.fio = fio
+        self.run_id = ""
+        self.emulator: Emulator | None = emulator_of(info.path, info.details)
+
+    def open(
+        self,
+        *,
+        suite: str,
+        profile: str,
+        quick: bool,
+        host: dict[str, Any],
+        plan: dict[str, Any],
+        versions: dict[str, Any],
+        argv: list[str],
+    ) -> str:
+        self.run_id = self.store.new_run(
+            suite=suite, profile=profile, quick=quick, target=self.info.to_dict(), host=host,
+            plan=plan, versions=versions, argv=argv,
+        )
+        self.announce()
+        self.ground_truth(None, "start")
+        return self.run_id
+
+    def reopen(self, run_id: str, argv: list[str]) -> None:
+        """Continue a stored run (``ssdlab resume``): it is running again."""
+        self.run_id = run_id
+        self.store.reopen_run(run_id, argv)
+        self.announce(resumed=True)
+        self.ground_truth(None, "resume")
+
+    def announce(self, resumed: bool = False) -> None:
+        verb = "resuming run" if resumed else "run"
+        self.progress.line(f"{verb} {self.run_id} on {self.info.path} "
+                           f"(results in {self.store.path})")
+        if self.emulator is not None:
+            self.progress.line(
+                f"target is emulated SSD {self.emulator.name} "
+                f"({self.emulator.profile}); its ground truth is recorded"
+            )
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Hold the target for the run; record how the run ended."""
+        try:
+            with self._hold():
+                yield
+        except (FioInterrupted, KeyboardInterrupt):
+            self.store.finish_run(self.run_id, "interrupted", "stopped by Ctrl-C")
+            raise RunInterrupted(
+                f"run {self.run_id} interrupted; completed rounds are kept in {self.store.path}"
+                f" (continue it with `ssdlab resume {self.run_id}`)"
+            ) from None
+        except BaseException as exc:
+            self.store.finish_run(self.run_id, "failed", str(exc).splitlines()[0][:300])
+            raise
+
+    def finish(self, failed: list[str]) -> None:
+        message = f"{len(failed)} test(s) failed: {', '.join(failed)}" if failed else ""
+        self.store.finish_run(self.run_id, "complete", message)
+
+    @contextlib.contextmanager
+    def _hold(self) -> Iterator[None]:
+        if self.info.kind == "block":
+            with ExclusiveHold(self.info.path):
+                yield
+        else:
+            yield
+
+    def purge(self, test: str, method: str, offset_bytes: int, size_bytes: int) -> PurgeOutcome:
+        """Return the target (its active range) to fresh-out-of-box; recorded as a step."""
+        self.progress.phase("purge")
+        if self.info.kind == "file":
+            outcome: PurgeOutcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
+        else:
+            outcome = purge_block(self.info, method, offset_bytes, size_bytes)
+        self.store.add_step(self.run_id, test, "purge", outcome.to_dict(), None)
+        self.ground_truth(test, "purge")
+        verdict = "ok" if outcome.ok else f"FAILED ({outcome.detail})"
+        self.progress.line(f"{test}: purge by {outcome.method}: {verdict} in "
+                           f"{outcome.seconds:.1f} s")
+        if not outcome.ok:
+            self.store.add_event(
+                self.run_id, test, "warning",
+                f"purge by {outcome.method} failed; the test starts "
+                "from a state that is not fresh-out-of-box",
+                outcome.to_dict(),
+            )
+        return outcome
+
+    def ground_truth(self, test: str | None, when: str) -> dict[str, Any] | None:
+        """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
+        if self.emulator is None:
+            return None
+        truth = emulator_stats(self.emulator)
+        counters = truth.get("counters")
+        waf = counters.get("write_amplification") if isinstance(counters, dict) else None
+        self.store.add_event(
+            self.run_id, test, "emulator-stats",
+            f"emulator ground truth after {when}: write amplification {waf}", truth,
+        )
+        return truth
+
+    def precondition(self, test: str, cell: CellSpec) -> None:
+        """Workload-independent preconditioning (one size-based fio run), recorded."""
+        text = self.fio.job_text((cell,), f"{test} workload-independent preconditioning")
+        self.progress.phase("preconditioning")
+        run = self.executor.run(
+            text, timeout_for((cell,)), json_plus=False, on_tick=self.progress.tick
+        )
+        detail: dict[str, object] = {
+            "io_bytes": cell.io_bytes,
+            "block_bytes": cell.block_bytes,
+            "ok": run.ok,
+            "error": run.error,
+            "seconds": run.ended_at - run.started_at,
+        }
+        self.store.add_step(self.run_id, test, "precondition", detail,
+                            fio_record(run, "precondition"))
+        if not run.ok:
+            raise TestFailed(f"preconditioning failed: {run.error}")
+        self.progress.line(
+            f"{test}: preconditioned with "
+            f"{(cell.io_bytes or 0) / 2**30:.3g} GiB of {cell.block_bytes // 1024} KiB "
+            f"sequential writes in {run.ended_at - run.started_at:.1f} s"
+        )
