@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ssdlab.analysis.steady import rule_by_name
+from ssdlab.cli import suites as suite_modules
 from ssdlab.cli.common import add_store_option, open_store
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
@@ -29,10 +30,6 @@ def _size(text: str) -> int:
     return size
 
 
-#: the other suites register themselves here (``register(suites)``), after ``pts``
-SUITE_MODULES: list[Any] = []
-
-
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "run",
@@ -52,7 +49,7 @@ def register(sub: Any) -> None:
     )
     add_run_options(pts)
     pts.set_defaults(func=run_command)
-    for module in SUITE_MODULES:
+    for module in suite_modules.MODULES:
         module.register(suites)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
@@ -445,6 +445,10 @@ def latency_results_body(test: TestData, cid: str) -> str:
     )
 
 
+PageMaker = Callable[[RunData, TestData, str], list[Page]]
+#: test kind -> the pages of a test of another suite (filled by ``report/suites.py``)
+SUITE_PAGES: dict[str, PageMaker] = {}
+
 RESULT_BODIES = {
     "iops": iops_results_body,
     "throughput": throughput_results_body,
@@ -507,7 +511,9 @@ def run_pages(run: RunData, index: int) -> list[Page]:
     pages = [title_page(run, base)]
     for n, test in enumerate(run.tests):
         anchor = f"{base}-t{n}"
-        if test_kind(test.name) in RESULT_BODIES:
+        if test_kind(test.name) in SUITE_PAGES:
+            pages += SUITE_PAGES[test_kind(test.name)](run, test, anchor)
+        elif test_kind(test.name) in RESULT_BODIES:
             pages += test_pages(run, test, anchor)
         elif is_reference(run):
             page = other_results_page(run, test, anchor)

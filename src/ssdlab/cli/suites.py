@@ -1,0 +1,11 @@
+"""The suites of ``ssdlab run`` besides ``pts``, in the order ``--help`` lists them.
+
+Each module has ``register(suites)`` (adds its ``ssdlab run SUITE`` parser) and, if its
+runs can be continued, ``resume(run, args, argv) -> str``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODULES: list[Any] = []
