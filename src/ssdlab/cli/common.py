@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ssdlab.errors import RunNotFound
+from ssdlab.plan.units import parse_size
 from ssdlab.store.db import Store, default_store_path
 
 
@@ -37,3 +38,43 @@ def open_existing_store(args: argparse.Namespace) -> Store:
             "`ssdlab demo` first, or pass --store"
         )
     return Store.open(path)
+
+
+def _size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return size
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    """--target, --size, --destroy-data, --dry-run, --store, --fio: every suite has them."""
+    t = parser.add_argument_group("target")
+    t.add_argument(
+        "--target",
+        required=True,
+        metavar="PATH",
+        help="a block device (/dev/...) or a test file path; a new file is created "
+        "and fully allocated at --size",
+    )
+    t.add_argument(
+        "--size",
+        type=_size,
+        metavar="SIZE",
+        help="size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)",
+    )
+    t.add_argument(
+        "--destroy-data",
+        action="store_true",
+        help="allow writing to a block device; everything on it is destroyed",
+    )
+    t.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and every fio job file; touch nothing",
+    )
+    add_store_option(parser)
+    t.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")

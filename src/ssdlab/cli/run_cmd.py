@@ -8,26 +8,15 @@ from typing import Any
 
 from ssdlab.analysis.steady import rule_by_name
 from ssdlab.cli import suites as suite_modules
-from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.cli.common import add_target_options, open_store
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PROFILES, PURGE_METHODS, VARIANTS, PtsArgs
 from ssdlab.plan.pts import TEST_NAMES, TRACKING_SETS
-from ssdlab.plan.units import parse_size
 from ssdlab.run.dry_run import describe
 from ssdlab.run.prepare import RunRequest, prepare
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
-
-
-def _size(text: str) -> int:
-    try:
-        size = parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return size
 
 
 def register(sub: Any) -> None:
@@ -56,36 +45,6 @@ def register(sub: Any) -> None:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_target_options(parser)
     add_test_options(parser)
-
-
-def add_target_options(parser: argparse.ArgumentParser) -> None:
-    """--target, --size, --destroy-data, --dry-run, --store, --fio: every suite has them."""
-    t = parser.add_argument_group("target")
-    t.add_argument(
-        "--target",
-        required=True,
-        metavar="PATH",
-        help="a block device (/dev/...) or a test file path; a new file is created "
-        "and fully allocated at --size",
-    )
-    t.add_argument(
-        "--size",
-        type=_size,
-        metavar="SIZE",
-        help="size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)",
-    )
-    t.add_argument(
-        "--destroy-data",
-        action="store_true",
-        help="allow writing to a block device; everything on it is destroyed",
-    )
-    t.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the plan and every fio job file; touch nothing",
-    )
-    add_store_option(parser)
-    t.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
 
 
 def add_test_options(parser: argparse.ArgumentParser) -> None:
