@@ -419,6 +419,16 @@ static char *stats_json(size_t *len)
 	sb_printf(&b, "    \"gc_fg_blocks\": %" PRIu64 ",\n", st.gc_fg_blocks);
 	sb_printf(&b, "    \"gc_bg_blocks\": %" PRIu64 ",\n", st.gc_bg_blocks);
 	sb_printf(&b, "    \"gc_emergency\": %" PRIu64 ",\n", st.gc_emergency);
+	/* ground truth of "GC started" (null until the first foreground victim
+	   since the last format/sanitize or reset-stats); ns since daemon start */
+	if (st.gc_started)
+		sb_printf(&b, "    \"gc_start_host_write_bytes\": %" PRIu64 ",\n"
+			  "    \"gc_start_ns\": %" PRIu64 ",\n",
+			  st.gc_start_host_write_bytes,
+			  st.gc_start_ns > G.start_ns ? st.gc_start_ns - G.start_ns : 0);
+	else
+		sb_printf(&b, "    \"gc_start_host_write_bytes\": null,\n"
+			  "    \"gc_start_ns\": null,\n");
 	sb_printf(&b, "    \"pages_relocated\": %" PRIu64 ",\n", st.pages_relocated);
 	sb_printf(&b, "    \"blocks_erased\": %" PRIu64 ",\n", st.blocks_erased);
 	sb_printf(&b, "    \"slc_fold_pages\": %" PRIu64 ",\n", st.slc_fold_pages);

@@ -378,6 +378,17 @@ static int gc_collect_block(struct ftl *f, uint32_t d, uint64_t *t)
 	return 0;
 }
 
+/* a foreground victim was selected: count it, and note when GC first started */
+static void note_fg_victim(struct ftl *f, uint64_t t)
+{
+	f->st.gc_fg_blocks++;
+	if (!f->st.gc_started) {
+		f->st.gc_started = 1;
+		f->st.gc_start_host_write_bytes = f->st.host_write_bytes;
+		f->st.gc_start_ns = t;
+	}
+}
+
 /*
  * Foreground GC step for one host page on die d: start a victim when the
  * free pool is below the low watermark, move credit-worth pages, and fall
@@ -389,7 +400,7 @@ static void fg_gc(struct ftl *f, uint32_t d, uint64_t *t)
 	uint32_t lw = f->cfg.gc_low_wm;
 	if (D->victim == NO_BLOCK && D->fq_count < lw) {
 		if (gc_start(f, d, *t) == 0)
-			f->st.gc_fg_blocks++;
+			note_fg_victim(f, *t);
 	}
 	if (D->victim != NO_BLOCK) {
 		/* v/(P-v) moves per host page balance consumption and reclaim;
@@ -414,11 +425,12 @@ static void fg_gc(struct ftl *f, uint32_t d, uint64_t *t)
 	int host_needs_block = hb == NO_BLOCK || blk_of(f, d, hb)->wp >= f->ppb;
 	while (host_needs_block && D->fq_count < 2) {
 		int had = D->victim != NO_BLOCK;
+		uint64_t selected_at = *t;
 		if (gc_collect_block(f, d, t) < 0)
 			break;
 		f->st.gc_emergency++;
 		if (!had)
-			f->st.gc_fg_blocks++;
+			note_fg_victim(f, selected_at);
 	}
 }
 
@@ -796,6 +808,10 @@ uint64_t ftl_format(struct ftl *f, uint64_t now)
 	}
 	reset_layout(f);
 	f->st.formats++;
+	/* fresh out of box again: GC has not started */
+	f->st.gc_started = 0;
+	f->st.gc_start_host_write_bytes = 0;
+	f->st.gc_start_ns = 0;
 	/* the format itself is modelled as instantaneous */
 	uint64_t done = ctrl_admit(f, now);
 	end_cmd(f, done);

@@ -105,6 +105,17 @@ struct ftl_stats {
 	uint64_t slc_fold_pages;
 	uint64_t trimmed_bytes;
 	uint64_t formats;
+	/*
+	 * Ground truth for "GC started": set when the first foreground GC victim
+	 * is selected after creation, the last ftl_format or ftl_reset_stats.
+	 * gc_start_host_write_bytes is host_write_bytes at that moment (the
+	 * bytes of every host write command before the one whose page triggered
+	 * it); gc_start_ns the model time (the caller's clock) of that command.
+	 * Both 0 while gc_started is 0.
+	 */
+	int gc_started;
+	uint64_t gc_start_host_write_bytes;
+	uint64_t gc_start_ns;
 	/* current state */
 	uint64_t free_blocks;
 	uint64_t total_blocks;

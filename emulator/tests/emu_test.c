@@ -252,6 +252,8 @@ static void test_files_and_stats(void)
 	CHECK(j && len > 500 && j[0] == '{' && strstr(j, "\"schema\": 1"), "stats json");
 	CHECK(j && strstr(j, "\"user_bytes\": 67108864"), "user_bytes");
 	CHECK(j && strstr(j, "\"profile\": \"enterprise-tlc\""), "profile");
+	CHECK(j && strstr(j, "\"gc_start_host_write_bytes\": null") &&
+	      strstr(j, "\"gc_start_ns\": null"), "GC start null on a fresh device");
 	free(j);
 	CHECK(open(path("stats"), O_WRONLY) < 0, "stats writable");
 	CHECK(open(path("control"), O_RDONLY) < 0, "control readable");
@@ -371,11 +373,37 @@ static void test_control_format(void)
 	CHECK(stat_num("lifetime_erases") > erased, "wear after format");
 	CHECK(pread(fd, b, 65536, 0) == 65536 && all_zero(b, 65536), "zeros after format");
 	CHECK(stat_num("host_write_bytes") > 0, "format kept WA counters");
+	j = slurp(path("stats"), NULL);
+	CHECK(j && strstr(j, "\"gc_start_host_write_bytes\": null"), "GC start null after format");
+	free(j);
 	CHECK(control("sanitize") == 0, "sanitize");
 	CHECK(control("reset-stats") == 0, "reset-stats");
 	CHECK(stat_num("host_write_bytes") == 0 && stat_num("write_amplification") == 0,
 	      "counters after reset");
 	CHECK(stat_num("lifetime_erases") > 0, "lifetime wear survives reset");
+
+	/* GC start ground truth: from FOB, sequential 64 KiB writes start foreground
+	   GC once the physical capacity minus the reserve (gc_low_wm blocks per die)
+	   is written; the counter is the host bytes before the triggering command */
+	CHECK(control("idle-gc off; format; reset-stats") == 0, "format for GC start");
+	double user = stat_num("user_bytes"), phys = stat_num("physical_bytes");
+	double lo = phys - stat_num("dies") * stat_num("gc_low_wm") * stat_num("block_bytes");
+	double start = 0;
+	for (uint64_t done = 0; done < 3 * (uint64_t)user && start <= 0; done += 65536) {
+		fill_pattern(b, 65536, done);
+		if (pwrite(fd, b, 65536, (off_t)(done % (uint64_t)user)) != 65536)
+			break;
+		if (done % (4u << 20) == 0)
+			start = stat_num("gc_start_host_write_bytes");
+	}
+	start = stat_num("gc_start_host_write_bytes");
+	double start_ns = stat_num("gc_start_ns");
+	printf("    GC started after %.0f bytes (physical %.0f - reserve = %.0f), at %.3f s\n",
+	       start, phys, lo, start_ns / 1e9);
+	CHECK(start >= lo - 65536 && start <= lo + stat_num("dies") * 4096, "GC start %.0f vs %.0f",
+	      start, lo);
+	CHECK(start_ns > 0 && start_ns <= stat_num("uptime_s") * 1e9, "gc_start_ns %.0f", start_ns);
+	CHECK(control("idle-gc on") == 0, "idle-gc on again");
 	close(fd);
 	free(b);
 }

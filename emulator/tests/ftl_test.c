@@ -287,6 +287,105 @@ static void test_fob_cliff(void)
 	ftl_destroy(f);
 }
 
+/*
+ * Ground truth of "GC started": from FOB, host pages are striped round-robin
+ * over the dies from die 0 and every host page consumes a fresh page whatever
+ * it overwrites, so die 0 is the first whose free pool drops below gc_low_wm:
+ * when it opens its (blocks - low_wm + 1)th block.  Its next host page
+ * selects the first victim, after exactly
+ *     ndies * ((blocks_per_die - gc_low_wm) * pages_per_block + 1)
+ * single-page host writes: the physical capacity minus the GC reserve
+ * (gc_low_wm blocks per die), plus one page per die.
+ */
+static void test_gc_start(void)
+{
+	struct ftl_config c;
+	small_cfg(&c, 0.07);
+	struct ftl *f = mk(&c);
+	const struct ftl_config *ec = ftl_get_config(f);
+	const struct ftl_geometry *g = ftl_get_geometry(f);
+	uint64_t ps = ec->page_size;
+	uint64_t reserve = (uint64_t)g->ndies * ec->gc_low_wm * ec->pages_per_block * ps;
+	uint64_t lo = g->phys_bytes - reserve;
+	uint64_t hi = lo + (uint64_t)g->ndies * ps;
+	struct ftl_stats st;
+	ftl_stats(f, &st);
+	CHECK(!st.gc_started && st.gc_start_host_write_bytes == 0 && st.gc_start_ns == 0,
+	      "GC started on a new device");
+
+	/* uniform random single-page writes at QD 32 until the first fg victim */
+	struct host h;
+	host_init(&h, 32, SEC);
+	rng_seed(11);
+	uint64_t written = 0, issued_at = 0, done_at = 0;
+	while (written < 2 * g->phys_bytes) {
+		uint64_t t;
+		int s = host_next(&h, &t);
+		uint64_t done = ftl_write(f, rng() % g->user_pages, 1, t);
+		host_done(&h, s, done);
+		ftl_stats(f, &st);
+		if (st.gc_started) {
+			issued_at = t;
+			done_at = done;
+			break;
+		}
+		written += ps;
+	}
+	printf("    GC started after %llu bytes written: physical %llu - reserve %llu = %llu"
+	       " (%.4f x user capacity)\n",
+	       (unsigned long long)st.gc_start_host_write_bytes,
+	       (unsigned long long)g->phys_bytes, (unsigned long long)reserve,
+	       (unsigned long long)lo, (double)st.gc_start_host_write_bytes / g->user_bytes);
+	CHECK(st.gc_started && st.gc_fg_blocks == 1, "first victim: fg %llu",
+	      (unsigned long long)st.gc_fg_blocks);
+	/* the counter before the command that triggered it */
+	CHECK(st.gc_start_host_write_bytes == written, "start %llu vs written before %llu",
+	      (unsigned long long)st.gc_start_host_write_bytes, (unsigned long long)written);
+	CHECK(st.gc_start_host_write_bytes >= lo && st.gc_start_host_write_bytes <= hi,
+	      "start %llu outside [%llu, %llu]", (unsigned long long)st.gc_start_host_write_bytes,
+	      (unsigned long long)lo, (unsigned long long)hi);
+	CHECK(st.gc_start_ns >= issued_at && st.gc_start_ns <= done_at,
+	      "start time %llu outside the command [%llu, %llu]",
+	      (unsigned long long)st.gc_start_ns, (unsigned long long)issued_at,
+	      (unsigned long long)done_at);
+
+	/* later victims do not move it */
+	struct ftl_stats first = st;
+	run_writes(f, &h, g->user_pages, 1, RANDOM, NULL);
+	ftl_stats(f, &st);
+	CHECK(st.gc_fg_blocks > 100 && st.gc_start_host_write_bytes == first.gc_start_host_write_bytes &&
+	      st.gc_start_ns == first.gc_start_ns, "GC start moved");
+
+	/* format: FOB again, not started; the host byte counter is kept, so the
+	   next start is the same distance past the counter at the format */
+	ftl_format(f, host_drain(&h));
+	ftl_stats(f, &st);
+	CHECK(!st.gc_started && st.gc_start_host_write_bytes == 0 && st.gc_start_ns == 0,
+	      "GC start not reset by format");
+	uint64_t at_format = st.host_write_bytes;
+	host_init(&h, 32, host_drain(&h) + SEC);
+	while (!st.gc_started && st.host_write_bytes - at_format < 2 * g->phys_bytes) {
+		run_writes(f, &h, 64, 1, RANDOM, NULL);
+		ftl_stats(f, &st);
+	}
+	uint64_t again = st.gc_start_host_write_bytes - at_format;
+	CHECK(st.gc_started && again >= lo && again <= hi, "after format: %llu",
+	      (unsigned long long)again);
+	CHECK(st.gc_start_ns > first.gc_start_ns, "start time after format");
+
+	/* reset-stats: not started (counters zeroed); GC is due at once in
+	   steady state, so the next victim is the start */
+	run_writes(f, &h, g->user_pages, 1, RANDOM, NULL);
+	ftl_reset_stats(f);
+	ftl_stats(f, &st);
+	CHECK(!st.gc_started && st.gc_start_host_write_bytes == 0, "reset-stats");
+	run_writes(f, &h, 64, 1, RANDOM, NULL);
+	ftl_stats(f, &st);
+	CHECK(st.gc_started && st.gc_start_host_write_bytes < 64 * ps,
+	      "steady state after reset-stats: start %llu", (unsigned long long)st.gc_start_host_write_bytes);
+	ftl_destroy(f);
+}
+
 static void test_seq_wa_one(void)
 {
 	struct ftl_config c;
@@ -819,6 +918,7 @@ int main(int argc, char **argv)
 		{ "geometry", test_geometry },
 		{ "die_parallelism_and_latency", test_die_parallelism_and_latency },
 		{ "fob_cliff", test_fob_cliff },
+		{ "gc_start", test_gc_start },
 		{ "seq_wa_one", test_seq_wa_one },
 		{ "random_wa_vs_analytic", test_random_wa_vs_analytic },
 		{ "op_monotonic", test_op_monotonic },

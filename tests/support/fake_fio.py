@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioInterrupted, FioRun, TickFn
+from ssdlab.targets.topology import StatSnapshot, parse_proc_stat
 
 #: (cell name, round index starting at 1) -> IOPS
 Model = Callable[[str, int], float]
@@ -122,3 +123,107 @@ class FakeFio:
         return FioRun(
             job_text, ("fake-fio",), stdout, "", 0, now, now, False, parse_fio_output(stdout), None
         )
+
+
+# -- latency against queue depth (latency-vs-IOPS ladders) ----------------------------
+
+
+@dataclass(frozen=True)
+class QueueDevice:
+    """A device whose latency grows with the outstanding I/O (Little's law, one ceiling).
+
+    Up to ``max_iops * base_us / 1e6`` outstanding I/Os every I/O takes ``base_us``; past
+    that IOPS stays at ``max_iops`` and the mean latency is ``outstanding / max_iops``.
+    """
+
+    base_us: float = 100.0
+    max_iops: float = 50_000.0
+
+    def iops(self, outstanding: int) -> float:
+        return min(self.max_iops, outstanding * 1e6 / self.base_us)
+
+    def latency_us(self, outstanding: int) -> float:
+        return outstanding * 1e6 / self.iops(outstanding)
+
+
+def _queue_job(section: dict[str, str], device: QueueDevice) -> dict[str, object]:
+    threads = int(section.get("numjobs", "1"))
+    outstanding = threads * int(section.get("iodepth", "1"))
+    job = _job(section, device.iops(outstanding))
+    lat_us = device.latency_us(outstanding)
+    block = int(section.get("bs", "4096"))
+    for direction in ("read", "write"):
+        stats = job[direction]
+        assert isinstance(stats, dict)
+        job[direction] = _direction(float(stats["iops"]), block, lat_us)
+    return job
+
+
+@dataclass
+class QueueFakeFio:
+    """An executor for ladder tests: each job's IOPS and latency from a QueueDevice.
+
+    ``fail_calls`` and ``interrupt_call`` count every invocation from 1 (preconditioning
+    included); ``points`` records (threads, iodepth) of each time-based job run.
+    """
+
+    device: QueueDevice = field(default_factory=QueueDevice)
+    fail_calls: set[int] = field(default_factory=set)
+    interrupt_call: int | None = None
+    calls: list[str] = field(default_factory=list)
+    points: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def outstanding(self) -> int:
+        """Outstanding I/O of the job running now (or last)."""
+        return self.points[-1][0] * self.points[-1][1] if self.points else 0
+
+    def run(
+        self,
+        job_text: str,
+        timeout_s: float,
+        *,
+        json_plus: bool = False,
+        on_tick: TickFn | None = None,
+    ) -> FioRun:
+        self.calls.append(job_text)
+        sections = _sections(job_text)
+        for s in sections:
+            if "runtime" in s:
+                self.points.append((int(s.get("numjobs", "1")), int(s.get("iodepth", "1"))))
+        call = len(self.calls)
+        if call == self.interrupt_call:
+            raise FioInterrupted()
+        now = time.time()
+        if call in self.fail_calls:
+            return FioRun(job_text, ("fake-fio",), "", "fio: io_u error on file: EIO", 1, now,
+                          now, False, None, "fio exited with status 1: fio: io_u error")
+        doc = {"fio version": "fio-3.33",
+               "jobs": [_queue_job(s, self.device) for s in sections]}
+        stdout = json.dumps(doc)
+        return FioRun(job_text, ("fake-fio",), stdout, "", 0, now, now, False,
+                      parse_fio_output(stdout), None)
+
+
+class FakeProcStat:
+    """``/proc/stat`` readings of a host whose busy share is ``busy_pct()`` at each reading.
+
+    Every reading advances the clock by 100 ticks per CPU, ``busy_pct()`` percent of them
+    busy (two thirds user, one third system).
+    """
+
+    def __init__(self, busy_pct: Callable[[], float], cpus: int = 2) -> None:
+        self.busy_pct = busy_pct
+        self.cpus = cpus
+        self.times = [[0] * 8 for _ in range(cpus)]
+
+    def __call__(self) -> StatSnapshot:
+        busy = round(self.busy_pct())
+        for t in self.times:
+            t[0] += busy * 2 // 3
+            t[2] += busy - busy * 2 // 3
+            t[3] += 100 - busy
+        total = [sum(col) for col in zip(*self.times, strict=True)]
+        lines = ["cpu " + " ".join(map(str, total))]
+        lines += [f"cpu{i} " + " ".join(map(str, t)) for i, t in enumerate(self.times)]
+        return parse_proc_stat("\n".join(lines))

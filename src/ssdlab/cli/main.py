@@ -9,7 +9,15 @@ import sys
 from collections.abc import Sequence
 
 from ssdlab import __version__
-from ssdlab.cli import demo_cmd, emulator_cmd, query_cmd, reference_cmd, report_cmd, run_cmd
+from ssdlab.cli import (
+    demo_cmd,
+    emulator_cmd,
+    query_cmd,
+    reference_cmd,
+    report_cmd,
+    resume_cmd,
+    run_cmd,
+)
 from ssdlab.errors import ExitCode, UserError
 
 EPILOG = """exit codes:
@@ -46,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cmd.register(sub)
     query_cmd.register(sub)
     report_cmd.register(sub)
+    resume_cmd.register(sub)
     emulator_cmd.register(sub)
     reference_cmd.register(sub)
     return parser

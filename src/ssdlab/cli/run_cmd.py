@@ -14,7 +14,7 @@ from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PROFILES, PURGE_METHODS, VARIANTS, PtsArgs
 from ssdlab.plan.pts import TEST_NAMES, TRACKING_SETS
 from ssdlab.run.dry_run import describe
-from ssdlab.run.prepare import RunRequest, prepare
+from ssdlab.run.prepare import Prepared, RunRequest, prepare
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
 
@@ -163,17 +163,21 @@ def request_of(args: argparse.Namespace) -> RunRequest:
     )
 
 
+def run_progress(prepared: Prepared) -> Progress:
+    return Progress(
+        quick=prepared.options.quick,
+        window=rule_by_name(prepared.options.rule).window,
+        max_rounds=prepared.options.max_rounds,
+    )
+
+
 def execute(request: RunRequest, args: argparse.Namespace, argv: list[str]) -> str:
     """Prepare and execute; returns the run id. Shared by ``run`` and ``demo``."""
     prepared = prepare(request)
     if args.dry_run:
         sys.stdout.write(describe(prepared))
         return ""
-    progress = Progress(
-        quick=prepared.options.quick,
-        window=rule_by_name(prepared.options.rule).window,
-        max_rounds=prepared.options.max_rounds,
-    )
+    progress = run_progress(prepared)
     with open_store(args) as store:
         try:
             return PtsRun(prepared, store, FioExecutor(request.fio), progress).execute(argv)

@@ -8,4 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-MODULES: list[Any] = []
+from ssdlab.cli import latency_iops_cmd, op_sweep_cmd, saturation_cmd, slc_probe_cmd
+
+MODULES: list[Any] = [latency_iops_cmd, op_sweep_cmd, saturation_cmd, slc_probe_cmd]

@@ -230,9 +230,15 @@ def line_chart(
     y_include_zero: bool = True,
     bands: Sequence[Band] = (),
     rules: Sequence[Rule] = (),
+    x_rules: Sequence[Rule] = (),
+    x_from_zero: bool = False,
     frame: Frame | None = None,
 ) -> str:
-    """Lines over a numeric x axis (rounds) or over ``x_categories`` (x = index)."""
+    """Lines over a numeric x axis (rounds) or over ``x_categories`` (x = index).
+
+    ``rules`` are horizontal reference lines at a y value; ``x_rules`` vertical ones at an
+    x value (``Rule.y`` holds the x), labelled at the top.
+    """
     frame = frame or Frame()
     ys = [y for s in series for y in s.y if y is not None]
     extra = [v for b in bands for v in (b.lo, b.hi)] + [r.y for r in rules]
@@ -249,9 +255,11 @@ def line_chart(
 
         out += _x_axis_categories(x_categories, frame, x_label)
     else:
-        xs = [x for s in series for x in s.x] or [0.0, 1.0]
+        xs = [x for s in series for x in s.x] + [r.y for r in x_rules] or [0.0, 1.0]
         lo, hi = min(xs), max(xs)
-        pad = 0.5 if hi - lo < 20 else 0.0
+        if x_from_zero:
+            lo = min(lo, 0.0)
+        pad = 0.5 if hi - lo < 20 and not x_from_zero else 0.0
         xscale = Scale(lo - pad, hi + pad, frame.x0, frame.x1)
         xpos = xscale.__call__
         integer = all(abs(x - round(x)) < 1e-9 for x in xs)
@@ -269,6 +277,14 @@ def line_chart(
             f'<line x1="{_f(frame.x0)}" x2="{_f(frame.x1)}" y1="{_f(y)}" y2="{_f(y)}" '
             f'stroke="#333" stroke-width="1" stroke-dasharray="{rule.dash}"/>'
             f'<text x="{_f(frame.x1 - 3)}" y="{_f(y - 3)}" text-anchor="end" font-size="9" '
+            f'fill="#333">{_esc(rule.label)}</text>'
+        )
+    for rule in x_rules:
+        x = xpos(rule.y)
+        out.append(
+            f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(frame.y1)}" y2="{_f(frame.y0)}" '
+            f'stroke="#333" stroke-width="1" stroke-dasharray="{rule.dash}"/>'
+            f'<text x="{_f(x + 3)}" y="{_f(frame.y1 + 10)}" font-size="9" '
             f'fill="#333">{_esc(rule.label)}</text>'
         )
     out.append(_frame_box(frame))

@@ -151,6 +151,17 @@ def _status_text(test: TestData) -> str:
     return test.status
 
 
+def _outcome(test: TestData) -> str:
+    result = test.result if isinstance(test.result, dict) else {}
+    transition = result.get("transition")
+    if isinstance(transition, dict) and transition.get("message"):
+        return str(transition["message"])
+    primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
+    if isinstance(primary, dict) and primary.get("message"):
+        return str(primary["message"])
+    return str(result.get("message") or result.get("error") or "")
+
+
 def title_page(run: RunData, anchor: str) -> Page:
     parts = []
     if is_reference(run):
@@ -167,12 +178,19 @@ def title_page(run: RunData, anchor: str) -> Page:
                  f"{kv_table(_identity(run))}</div><div><h3>Host and software</h3>"
                  f"{kv_table(_host(run))}</div></div>")
     parts.append(f"<h3>Test parameters</h3>{kv_table(_plan(run))}")
-    tests = [t for t in run.tests if t.rounds]
+    tests = [t for t in run.tests if t.rounds and test_kind(t.name) in RESULT_BODIES]
     if tests:
         parts.append("<h3>Tests</h3>" + table(
             ("test", "steady-state rule", "tracking", "threads x QD", "per round",
              "purge", "preconditioning", "outcome"),
             [_test_params(t) for t in tests],
+        ))
+    others = [t for t in run.tests if test_kind(t.name) in SUITE_PAGES]
+    if others:
+        parts.append("<h3>Tests</h3>" + table(
+            ("test", "status", "rounds", "outcome"),
+            [[esc(t.params.get("title", t.name)), esc(t.status), str(len(t.rounds)),
+              esc(_outcome(t))] for t in others],
         ))
     warnings = [e for e in run.events if e.kind in ("warning", "error", "skipped")]
     if warnings:

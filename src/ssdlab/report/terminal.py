@@ -131,14 +131,30 @@ def header_lines(run: RunData) -> list[str]:
 
 def _verdict_line(test: TestData) -> str:
     primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
-    if isinstance(primary, dict):
+    transition = test.result.get("transition") if isinstance(test.result, dict) else None
+    if isinstance(transition, dict) and transition.get("message"):
+        extra = str(primary.get("message", "")) if isinstance(primary, dict) else ""
+        return f"{transition['message']}" + (f"; {extra}" if extra else "")
+    if isinstance(primary, dict) and primary.get("message"):
         return str(primary.get("message", ""))
+    if isinstance(test.result, dict) and test.result.get("message"):
+        return str(test.result["message"])
     return str(test.result.get("error", test.status)) if isinstance(test.result, dict) else ""
+
+
+#: parameters worth a line for tests of the other suites, in this order
+SUITE_PARAMS = ("round_seconds", "max_rounds", "threads", "iodepth", "block_bytes",
+                "waits_s", "bursts", "burst_seconds", "target_latency_us", "op_pcts",
+                "amount_bytes", "purge")
 
 
 def _params_line(test: TestData) -> str:
     p = test.params
     cells = p.get("cells") or [{}]
+    if "rule" not in p or "tracking_set" not in p:  # not a PTS test
+        shown = [f"{k.replace('_', ' ')} {p[k]}" for k in SUITE_PARAMS
+                 if p.get(k) not in (None, "", [])]
+        return "  " + ", ".join(shown) if shown else "  (parameters: see ssdlab export)"
     return (
         f"  rule {p.get('rule')} ({p.get('window')}-round window), tracking "
         f"{p.get('tracking_set')}, threads {cells[0].get('threads')} x QD "

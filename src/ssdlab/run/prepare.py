@@ -12,6 +12,7 @@ from ssdlab.plan.options import PtsArgs, build_options
 from ssdlab.plan.pts import PtsOptions, PtsTest, active_range, build_pts_tests
 from ssdlab.plan.specs import Pattern
 from ssdlab.plan.units import format_bytes
+from ssdlab.store.records import RunData
 from ssdlab.targets.filetarget import is_ssdlab_file
 from ssdlab.targets.identity import (
     TargetInfo,
@@ -191,3 +192,38 @@ def prepare(request: RunRequest) -> Prepared:
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
     _check_slices(tests)
     return Prepared(request, info, options, tests, host, base.versions, create)
+
+
+def check_same_target(run: RunData, now: PreparedTarget) -> None:
+    """``resume`` refuses a target whose identity changed since the run (serial, size)."""
+    then, info = run.target, now.info
+    for key, current in (("serial", info.serial), ("model", info.model),
+                         ("capacity_bytes", info.capacity_bytes), ("kind", info.kind)):
+        if then.get(key) != current:
+            raise TargetError(
+                f"refusing to resume run {run.run_id}: {info.path} is not the same target "
+                f"({key} was {then.get(key)!r}, is {current!r})"
+            )
+
+
+def _options_from(stored: dict[str, object]) -> PtsOptions:
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()
+              if k != "quick"}
+    return PtsOptions(**values)  # type: ignore[arg-type]
+
+
+def prepare_resume(run: RunData, destroy_data: bool, fio: str = "fio") -> Prepared:
+    """A stored PTS run's plan, re-validated against the target as it is now."""
+    stored = run.plan.get("options")
+    if not isinstance(stored, dict):
+        raise UserError(f"run {run.run_id} has no stored PTS options to resume from")
+    base = prepare_target(str(run.target.get("path")), None, destroy_data, fio)
+    check_same_target(run, base)
+    try:
+        options = _options_from(stored)
+    except TypeError as exc:
+        raise UserError(f"run {run.run_id} was made by another ssdlab version and cannot be "
+                        f"resumed by this one ({exc})") from None
+    tests = build_pts_tests(options, base.info.capacity_bytes, base.info.logical_sector_bytes)
+    request = RunRequest(base.info.path, None, destroy_data, PtsArgs(), fio)
+    return Prepared(request, base.info, options, tests, base.host, base.versions, False)

@@ -7,6 +7,7 @@ round 7 (Ctrl-C, crash, power loss) keeps rounds 1-6.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
@@ -25,7 +26,11 @@ from ssdlab.run.session import (
     timeout_for,
 )
 from ssdlab.store.db import Store
+from ssdlab.store.records import RoundData, RunData, TestData
 from ssdlab.targets.filetarget import create_file_target
+
+#: a test with one of these statuses is not run again when a run is resumed
+FINISHED_TESTS = ("steady", "not_steady", "failed", "skipped")
 
 __all__ = ["PtsRun", "RunInterrupted", "TestFailed", "job_text", "plan_dict", "test_params"]
 
@@ -88,24 +93,54 @@ class PtsRun:
         self.session.finish(failed)
         return self.run_id
 
-    def _run_tests(self) -> list[str]:
+    def resume(self, run: RunData, argv: list[str]) -> str:
+        """Continue a stopped run: finished tests stay, the current one goes on from its
+        last completed round (no new purge or preconditioning), the rest run as planned."""
+        self.session.reopen(run.run_id, argv)
+        stored = {t.name: t for t in run.tests}
+        with self.session.running():
+            failed = self._run_tests(stored)
+        self.session.finish(failed)
+        return self.run_id
+
+    def _run_tests(self, stored: dict[str, TestData] | None = None) -> list[str]:
+        stored = stored or {}
         self.progress.start(self.p.tests)
         failed: list[str] = []
         for test in self.p.tests:
+            before = stored.get(test.name)
+            if before is not None and before.status in FINISHED_TESTS:
+                if before.status == "failed":
+                    failed.append(test.name)
+                continue
             self.progress.test_started(test)
             try:
-                self.run_test(test)
+                self.run_test(test, before)
             except TestFailed as exc:
                 failed.append(test.name)
                 self.progress.line(f"{test.name}: FAILED: {exc}")
         return failed
 
     # -- one test ----------------------------------------------------------------------
-    def run_test(self, test: PtsTest) -> None:
+    def run_test(self, test: PtsTest, before: TestData | None = None) -> None:
         params = test_params(test, self.p)
         self.store.set_test(
             self.run_id, test.name, status="running", params=params, verdicts={}, result={}
         )
+        previous = [r for r in before.rounds if r.status == "ok"] if before else []
+        if previous:
+            self.store.add_event(
+                self.run_id, test.name, "warning",
+                f"resumed after round {previous[-1].round_no}: the drive was idle "
+                f"{time.time() - previous[-1].ended_at:,.0f} s while the run was stopped",
+                {"after_round": previous[-1].round_no},
+            )
+            try:
+                self._rounds(test, params, previous)
+            except TestFailed as exc:
+                self._failed(test, params, exc)
+                raise
+            return
         try:
             if test.purge and self.p.options.purge != "none":
                 rng = test.round_cells[0]
@@ -115,15 +150,14 @@ class PtsRun:
                 self.session.precondition(test.name, test.wipc)
             self._rounds(test, params)
         except TestFailed as exc:
-            self.store.set_test(
-                self.run_id,
-                test.name,
-                status="failed",
-                params=params,
-                verdicts={},
-                result={"error": str(exc)},
-            )
+            self._failed(test, params, exc)
             raise
+
+    def _failed(self, test: PtsTest, params: dict[str, Any], exc: TestFailed) -> None:
+        self.store.set_test(
+            self.run_id, test.name, status="failed", params=params, verdicts={},
+            result={"error": str(exc)},
+        )
 
     def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:
         text = job_text(self.p, test.round_cells, f"{test.name} round {round_no}")
@@ -141,12 +175,20 @@ class PtsRun:
             ]
         return run, cells
 
-    def _rounds(self, test: PtsTest, params: dict[str, Any]) -> None:
+    def _rounds(
+        self, test: PtsTest, params: dict[str, Any], previous: list[RoundData] | None = None
+    ) -> None:
         variables = list({v.name: v for _, vs in test.tracking_sets for v in vs}.values())
-        history: list[dict[str, float]] = []
-        all_cells: list[list[Cell]] = []
-        verdicts: dict[str, Verdict] = {}
-        for round_no in range(1, self.p.options.max_rounds + 1):
+        done = sorted((r for r in previous or [] if r.status == "ok"), key=lambda r: r.round_no)
+        history: list[dict[str, float]] = [dict(r.tracking) for r in done]
+        all_cells: list[list[Cell]] = [list(r.cells) for r in done]
+        verdicts: dict[str, Verdict] = (
+            _verdicts(test, history, self.p.options.rule) if history else {}
+        )
+        if verdicts and verdicts[test.primary_set].attained:  # stopped right after it settled
+            self._finish_test(test, params, verdicts, all_cells)
+            return
+        for round_no in range(len(done) + 1, self.p.options.max_rounds + 1):
             run, cells = self._round(test, round_no)
             tracking = _tracking(variables, cells)
             complete = run.ok and len(cells) == len(test.round_cells)
@@ -173,6 +215,8 @@ class PtsRun:
             )
             if primary.attained:
                 break
+        if not verdicts:
+            raise TestFailed("no round completed")
         self._finish_test(test, params, verdicts, all_cells)
 
     def _finish_test(

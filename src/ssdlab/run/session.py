@@ -9,6 +9,8 @@ decides what to run; the session does the bookkeeping the same way for all of th
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +76,15 @@ def timeout_for(cells: tuple[CellSpec, ...], extra_s: float = 0.0) -> float:
     return watchdog_seconds(planned + startup + sized / MIN_PRECONDITION_BYTES_PER_S)
 
 
+def boot_id() -> str:
+    """This boot of this machine (a pid is only meaningful within one)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
 def fio_record(run: FioRun, phase: str) -> FioRecord:
     return FioRecord(
         phase, run.job_text, run.command, run.stdout, run.stderr, run.returncode,
@@ -116,6 +127,7 @@ class RunSession:
             plan=plan, versions=versions, argv=argv,
         )
         self.announce()
+        self._process_event()
         self.ground_truth(None, "start")
         return self.run_id
 
@@ -124,7 +136,14 @@ class RunSession:
         self.run_id = run_id
         self.store.reopen_run(run_id, argv)
         self.announce(resumed=True)
+        self._process_event()
         self.ground_truth(None, "resume")
+
+    def _process_event(self) -> None:
+        """Which process runs this run now: ``resume`` refuses while it is alive."""
+        self.store.add_event(self.run_id, None, "process", f"running in process {os.getpid()}",
+                             {"pid": os.getpid(), "host": socket.gethostname(),
+                              "boot_id": boot_id()})
 
     def announce(self, resumed: bool = False) -> None:
         verb = "resuming run" if resumed else "run"

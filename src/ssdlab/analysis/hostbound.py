@@ -1,0 +1,119 @@
+"""Is the host, not the drive, the bottleneck? (methodology 1.9, the CD5/CM5-R lesson)
+
+The CM5-R review's 10-core host could not drive the drive's 750K IOPS: CPU use neared
+100 % while IOPS stopped growing. A point of a latency-vs-IOPS curve is **host-bound**
+when the host-wide CPU busy share during it was at least ``cpu_pct`` (default 90 %) and
+its IOPS rose less than ``max_rise_pct`` (default 5 %) over the previous queue depth of
+the same curve. Such a point measures the host; the drive may well do more.
+
+Pure functions returning a verdict with its reasons.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DEFAULT_CPU_PCT = 90.0
+DEFAULT_MAX_RISE_PCT = 5.0
+
+
+@dataclass(frozen=True)
+class CpuPoint:
+    """One point of a curve, in queue-depth order: its load, IOPS and host CPU."""
+
+    threads: int
+    iodepth: int
+    iops: float
+    host_cpu_pct: float | None  # None: not measured
+
+
+@dataclass(frozen=True)
+class HostBoundRule:
+    cpu_pct: float = DEFAULT_CPU_PCT
+    max_rise_pct: float = DEFAULT_MAX_RISE_PCT
+
+
+@dataclass(frozen=True)
+class HostBoundFinding:
+    curve: str
+    threads: int
+    iodepth: int
+    host_cpu_pct: float
+    iops_rise_pct: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class HostBoundVerdict:
+    host_bound: bool
+    rule: HostBoundRule
+    findings: tuple[HostBoundFinding, ...]
+    #: the busiest point seen: (curve, threads, iodepth, host CPU %), None if none measured
+    peak: tuple[str, int, int, float] | None
+    message: str
+    curves_checked: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["findings"] = [asdict(f) for f in self.findings]
+        data["peak"] = None if self.peak is None else {
+            "curve": self.peak[0], "threads": self.peak[1], "iodepth": self.peak[2],
+            "host_cpu_pct": self.peak[3],
+        }
+        return data
+
+
+def curve_findings(
+    curve: str, points: Sequence[CpuPoint], rule: HostBoundRule
+) -> list[HostBoundFinding]:
+    """The host-bound points of one curve (points in queue-depth order)."""
+    found = []
+    for prev, point in itertools.pairwise(points):
+        cpu = point.host_cpu_pct
+        if cpu is None or prev.iops <= 0 or cpu < rule.cpu_pct:
+            continue
+        rise = (point.iops - prev.iops) / prev.iops * 100
+        if rise >= rule.max_rise_pct:
+            continue
+        found.append(HostBoundFinding(
+            curve, point.threads, point.iodepth, cpu, rise,
+            f"{curve}, {point.threads} x QD {point.iodepth}: host CPU {cpu:.1f} % >= "
+            f"{rule.cpu_pct:g} % and IOPS {rise:+.1f} % over QD {prev.iodepth} "
+            f"(< {rule.max_rise_pct:g} %)",
+        ))
+    return found
+
+
+def _peak(curves: Mapping[str, Sequence[CpuPoint]]) -> tuple[str, int, int, float] | None:
+    best: tuple[str, int, int, float] | None = None
+    for name, points in curves.items():
+        for p in points:
+            if p.host_cpu_pct is not None and (best is None or p.host_cpu_pct > best[3]):
+                best = (name, p.threads, p.iodepth, p.host_cpu_pct)
+    return best
+
+
+def host_bound(
+    curves: Mapping[str, Sequence[CpuPoint]], rule: HostBoundRule = HostBoundRule()
+) -> HostBoundVerdict:
+    """Check every curve (name -> points in queue-depth order)."""
+    findings = tuple(f for name, points in curves.items()
+                     for f in curve_findings(name, points, rule))
+    peak = _peak(curves)
+    if findings:
+        message = (
+            f"HOST-BOUND: {len(findings)} point(s) measured the host, not the drive: "
+            + "; ".join(f.reason for f in findings)
+        )
+    elif peak is None:
+        message = "host CPU was not measured; host-bound points cannot be judged"
+    else:
+        message = (
+            f"not host-bound: host CPU peaked at {peak[3]:.1f} % ({peak[0]}, "
+            f"{peak[1]} x QD {peak[2]}); the rule needs >= {rule.cpu_pct:g} % with IOPS "
+            f"rising < {rule.max_rise_pct:g} %"
+        )
+    return HostBoundVerdict(bool(findings), rule, findings, peak, message, list(curves))

@@ -1,0 +1,184 @@
+"""Write Saturation and Host Idle Recovery verdicts: pure functions over measured series.
+
+**Transition.** Over the fine IOPS series of a saturation run (fio's averaged IOPS log,
+e.g. every second, against elapsed time and bytes written), smoothed by a centred running
+median of ``smooth`` points so that single slow or fast intervals do not decide:
+
+* fresh-out-of-box (FOB) IOPS: the median over the FOB plateau (the first stretch of the
+  run within 80 % of its smoothed peak);
+* saturated IOPS: given by the caller (the average of the last rounds, the SNIA window);
+* the transition **starts** where the smoothed IOPS fall below ``FOB - drop x (FOB -
+  saturated)`` (default 10 % of the way down, or three times the plateau's noise if that
+  is more) and stay there, and **ends** at the first interval within ``drop`` of the way
+  to saturated.
+
+Both are reported in seconds and in bytes written. A drive whose FOB IOPS is within 10 %
+of its saturated IOPS has no transition to find, and the verdict says so.
+
+**Idle recovery.** For each wait state, the bursts' IOPS against the baseline right
+before that group (the saturated rounds for the first, the return-to-baseline rounds for
+the others): their ratio, and whether the difference is larger than the noise (Welch's
+t-test, :mod:`ssdlab.analysis.significance`). Idle time recovers performance when the
+bursts are at least ``ratio`` (default 1.2) times the baseline and significantly so.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ssdlab.analysis.significance import compare
+
+#: a drive whose FOB IOPS are within this factor of saturated has no FOB burst to find
+MIN_FOB_GAIN = 1.1
+#: within this share of the FOB level (or 2 sigma of its noise) a drive is still at FOB
+FOB_BAND = 0.02
+
+
+@dataclass(frozen=True)
+class IopsPoint:
+    elapsed_s: float  # at the end of the interval
+    written_bytes: float  # in total, at the end of the interval
+    iops: float
+
+
+@dataclass(frozen=True)
+class Transition:
+    fob_iops: float
+    saturated_iops: float
+    found: bool
+    start_s: float | None
+    start_bytes: float | None
+    end_s: float | None
+    end_bytes: float | None
+    message: str
+
+
+def running_median(values: Sequence[float], width: int) -> list[float]:
+    """Centred running median; the window shrinks at both ends."""
+    half = max(width, 1) // 2
+    return [
+        statistics.median(values[max(0, i - half) : i + half + 1]) for i in range(len(values))
+    ]
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _plateau(smoothed: Sequence[float], peak: int, share: float = 0.8) -> range:
+    """The first stretch of the run around its peak that stays within ``share`` of it."""
+    level = smoothed[peak] * share
+    start = peak
+    while start > 0 and smoothed[start - 1] >= level:
+        start -= 1
+    end = peak
+    while end + 1 < len(smoothed) and smoothed[end + 1] >= level:
+        end += 1
+    return range(start, end + 1)
+
+
+def find_transition(
+    points: Sequence[IopsPoint], saturated_iops: float, *, smooth: int = 5, drop: float = 0.1
+) -> Transition:
+    """Where a saturation run leaves its fresh-out-of-box level (see the module doc).
+
+    FOB IOPS is the median of the raw IOPS over the plateau (the first stretch within 80 %
+    of the smoothed peak). The transition starts at the first interval after the plateau's
+    start from which the smoothed IOPS stay below ``FOB - max(drop x (FOB - saturated),
+    3 sigma)`` for ``smooth`` intervals in a row (sigma: the noise of the smoothed series on
+    the plateau, from the median absolute deviation, so that noisy drives are not caught
+    by their own noise), walked back to the last interval still within ``max(2 sigma, 2 %)``
+    of FOB: where the fall began. It ends at the first interval within ``drop`` of the way down.
+    """
+    if not points:
+        return Transition(0.0, saturated_iops, False, None, None, None, None,
+                          "no IOPS samples: nothing to find")
+    raw = [p.iops for p in points]
+    smoothed = running_median(raw, smooth)
+    head = max(len(points) // 2, 1)
+    peak = max(range(head), key=lambda i: smoothed[i])
+    plateau = _plateau(smoothed, peak)
+    fob = statistics.median(raw[i] for i in plateau)
+    if fob < saturated_iops * MIN_FOB_GAIN:
+        return Transition(
+            fob, saturated_iops, False, None, None, None, None,
+            f"no fresh-out-of-box burst: IOPS started at {fob:,.0f}, within "
+            f"{(MIN_FOB_GAIN - 1) * 100:.0f} % of the saturated {saturated_iops:,.0f}",
+        )
+    mad = statistics.median(abs(raw[i] - fob) for i in plateau)
+    sigma = 1.4826 * mad / math.sqrt(max(smooth, 1))
+    span = fob - saturated_iops
+    threshold = fob - max(drop * span, 3 * sigma)
+    below = [v < threshold for v in smoothed]
+    start = next((i for i in range(plateau.start, len(points) - smooth + 1)
+                  if all(below[i : i + smooth])), None)
+    if start is None and below[-1] and len(points) < smooth:
+        start = below.index(True)
+    if start is None:
+        return Transition(fob, saturated_iops, False, None, None, None, None,
+                          f"IOPS stayed near FOB ({fob:,.0f}) to the end")
+    crossing = start
+    level = fob - max(2 * sigma, FOB_BAND * fob)
+    while start > plateau.start and smoothed[start - 1] < level:
+        start -= 1  # back to where the fall began: the last interval at the FOB level
+    end = next((i for i in range(crossing, len(points))
+                if smoothed[i] <= saturated_iops + drop * span), None)
+    first = points[start - 1] if start > 0 else IopsPoint(0.0, 0.0, 0.0)
+    message = (f"FOB {fob:,.0f} IOPS -> saturated {saturated_iops:,.0f} IOPS; transition from "
+               f"{first.elapsed_s:,.0f} s ({_fmt_bytes(first.written_bytes)} written)")
+    end_point = points[end] if end is not None else None
+    if end_point is not None:
+        message += (f" to {end_point.elapsed_s:,.0f} s "
+                    f"({_fmt_bytes(end_point.written_bytes)} written)")
+    else:
+        message += ", not yet at the saturated level when the run ended"
+    return Transition(
+        fob, saturated_iops, True, first.elapsed_s, first.written_bytes,
+        end_point.elapsed_s if end_point else None,
+        end_point.written_bytes if end_point else None, message,
+    )
+
+
+@dataclass(frozen=True)
+class WaitState:
+    wait_s: float
+    bursts_iops: tuple[float, ...]
+    baseline_iops: tuple[float, ...]  # the continuous rounds right before this group
+    mean_iops: float
+    baseline_mean: float
+    ratio: float | None
+    p_value: float | None
+    recovered: bool
+    note: str
+
+
+def wait_state(
+    wait_s: float, bursts: Sequence[float], baseline: Sequence[float], ratio: float
+) -> WaitState:
+    mean = statistics.fmean(bursts) if bursts else 0.0
+    base = statistics.fmean(baseline) if baseline else 0.0
+    result = compare(mean, bursts, base, baseline)
+    recovered = bool(result.ratio is not None and result.ratio >= ratio and result.significant)
+    return WaitState(wait_s, tuple(bursts), tuple(baseline), mean, base, result.ratio,
+                     result.p_value, recovered, result.note)
+
+
+def recovery_verdict(states: Sequence[WaitState], ratio: float) -> tuple[bool, str]:
+    """(idle time recovers performance?, one line saying how much and after what idle)."""
+    if not states:
+        return False, "no wait states were run"
+    best = max(states, key=lambda s: s.ratio or 0.0)
+    if any(s.recovered for s in states):
+        first = min((s for s in states if s.recovered), key=lambda s: s.wait_s)
+        return True, (
+            f"idle time recovers performance: bursts after {first.wait_s:g} s idle reach "
+            f"{first.ratio:.2f}x the baseline, up to {best.ratio:.2f}x after "
+            f"{best.wait_s:g} s (threshold {ratio:g}x, Welch p < 0.05)"
+        )
+    return False, (
+        f"no recovery from idle time: the best wait state ({best.wait_s:g} s) reached "
+        f"{(best.ratio or 0):.2f}x the baseline (threshold {ratio:g}x)"
+    )

@@ -1,0 +1,92 @@
+"""``ssdlab resume RUN``: continue a stopped run from its last completed round."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from ssdlab.cli import suites
+from ssdlab.cli.common import add_store_option, open_existing_store, open_store
+from ssdlab.cli.run_cmd import run_progress
+from ssdlab.engine.runner import FioExecutor
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.run.prepare import prepare_resume
+from ssdlab.run.pts_run import PtsRun
+from ssdlab.run.session import boot_id
+from ssdlab.store.records import RunData
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "resume",
+        help="continue a stopped run (Ctrl-C, crash, power loss) from its last completed round",
+        description="Continues a run that did not complete: finished tests stay as they are, "
+        "the test that was running goes on after its last completed round (no new purge or "
+        "preconditioning: the drive keeps its state; the idle time is recorded), the rest "
+        "run as planned. The target must be the same one (path, model, serial, size). "
+        "Works for the pts and saturation suites.",
+    )
+    p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
+    p.add_argument("--destroy-data", action="store_true",
+                   help="needed again to write to a block device")
+    p.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
+    add_store_option(p)
+    p.set_defaults(func=resume_command)
+
+
+def _alive_elsewhere(run: RunData) -> int | None:
+    """The pid of a process still running this run on this machine, if there is one."""
+    events = [e for e in run.events if e.kind == "process" and e.detail]
+    if not events or run.status != "running":
+        return None
+    detail = events[-1].detail or {}
+    pid = int(detail.get("pid", 0))
+    if pid <= 0 or pid == os.getpid() or detail.get("boot_id") != boot_id():
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return None
+    return pid if b"ssdlab" in cmdline else None
+
+
+def check_resumable(run: RunData) -> None:
+    if run.read_only:
+        raise UserError(f"run {run.run_id} is a read-only reference run; nothing to resume")
+    if run.status == "complete":
+        raise UserError(f"run {run.run_id} is complete; nothing to resume")
+    pid = _alive_elsewhere(run)
+    if pid is not None:
+        raise UserError(f"run {run.run_id} is still running in process {pid}; stop it first "
+                        "(Ctrl-C or kill), then resume")
+
+
+def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
+    with open_existing_store(args) as store:
+        run = store.load(store.resolve(args.run))
+    check_resumable(run)
+    if run.suite == "pts":
+        prepared = prepare_resume(run, args.destroy_data, args.fio)
+        progress = run_progress(prepared)
+        with open_store(args) as store:
+            try:
+                PtsRun(prepared, store, FioExecutor(args.fio), progress).resume(run, argv)
+            finally:
+                progress.close()
+    else:
+        module = next((m for m in suites.MODULES if getattr(m, "SUITE", None) == run.suite
+                       and hasattr(m, "resume")), None)
+        if module is None:
+            raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
+        module.resume(run, args, argv)
+    with open_store(args) as store:
+        done = store.load(run.run_id)
+        path = store.path
+    print(f"run {done.run_id} {done.status}; results in {path}")
+    failed = [t.name for t in done.tests if t.status == "failed"]
+    if failed:
+        raise UserError(f"test(s) failed: {', '.join(failed)} (see `ssdlab show {run.run_id}`)",
+                        ExitCode.FAILURE)
+    return int(ExitCode.OK)

@@ -1,0 +1,301 @@
+"""Latency versus IOPS (methodology 1.6) as data: options, validation, the ladders.
+
+For every block size and read/write mix, one curve per thread count: the queue depth
+per thread climbs a ladder (1, 2, 4, 8, 16, 32, extended by doubling up to 128) and each
+step is one fio run of ``warmup_s`` + ``measure_s`` (fio's ramp_time and runtime). A
+curve stops when the mean latency reaches the target or IOPS stops rising
+(:mod:`ssdlab.analysis.ladder`); when the largest thread count ran out of queue depths
+below the target, thread counts double up to ``max_threads``.
+
+Defaults are the reviews' (this test is their extension of the SNIA latency test):
+block sizes 8 and 4 KiB (SNIA's latency test adds 0.5 KiB, which the reviews drop), mixes
+100/0, 70/30 and 0/100 (SNIA's latency test uses 65/35: ``--mixes 100/0,65/35,0/100``),
+threads 1, 2, 4, rounds of 5 s warm-up + 30 s measured. Validation fails with a
+one-line :class:`UserError` before any I/O. Pure: nothing here touches a device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ssdlab.errors import UserError
+from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes, parse_mixes
+from ssdlab.plan.pts import ActiveRange, active_range, cell_label, wipc_cell
+from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern, block_label
+
+TEST = "latency-iops"
+DEFAULT_BLOCKS = (8 * KIB, 4 * KIB)
+DEFAULT_MIXES = (100, 70, 0)
+DEFAULT_THREADS = (1, 2, 4)
+DEFAULT_QDS = (1, 2, 4, 8, 16, 32)
+DEFAULT_MAX_QD = 128
+DEFAULT_TARGET_US = 500.0
+DEFAULT_MIN_RISE_PCT = 3.0
+DEFAULT_HOST_CPU_PCT = 90.0
+DEFAULT_HOST_RISE_PCT = 5.0
+#: more threads than this are never added by default (nor more than the CPUs)
+DEFAULT_THREADS_CAP = 16
+MAX_THREADS = 256
+MAX_QD = 4096
+#: fio's pause between invocations (start-up, job set-up, teardown), for estimates
+POINT_OVERHEAD_S = 0.3
+
+
+@dataclass(frozen=True)
+class LatencyIopsProfile:
+    name: str
+    warmup_s: float
+    measure_s: float
+    description: str
+
+
+PROFILES = {
+    "default": LatencyIopsProfile(
+        "default", 5.0, 30.0, "the reviews' rounds: 5 s warm-up + 30 s measured per point"
+    ),
+    "quick": LatencyIopsProfile(
+        "quick", 0.5, 2.0,
+        "QUICK: 0.5 s warm-up + 2 s measured per point; for demos and tests, not a valid result",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class LatencyIopsArgs:
+    """Raw user input; None means "use the default"."""
+
+    profile: str = "default"
+    block_sizes: str | None = None
+    mixes: str | None = None
+    threads: str | None = None
+    qds: str | None = None
+    max_qd: int | None = None
+    max_threads: int | None = None
+    target_latency_us: float = DEFAULT_TARGET_US
+    min_iops_rise_pct: float = DEFAULT_MIN_RISE_PCT
+    full_ladder: bool = False
+    warmup_s: float | None = None
+    measure_s: float | None = None
+    host_bound_cpu_pct: float = DEFAULT_HOST_CPU_PCT
+    host_bound_rise_pct: float = DEFAULT_HOST_RISE_PCT
+    active_range_pct: float = 100.0
+    purge: str = "auto"
+    precondition: bool = True
+    ioengine: str = "libaio"
+
+
+@dataclass(frozen=True)
+class LatencyIopsOptions:
+    """Everything a latency-vs-IOPS run was asked for, validated."""
+
+    profile: str
+    block_bytes: tuple[int, ...]
+    mixes: tuple[int, ...]
+    threads: tuple[int, ...]
+    qds: tuple[int, ...]  # the base ladder
+    max_qd: int
+    max_threads: int
+    target_latency_us: float
+    min_iops_rise_pct: float
+    full_ladder: bool
+    warmup_s: float
+    measure_s: float
+    host_bound_cpu_pct: float
+    host_bound_rise_pct: float
+    active_range_pct: float
+    purge: str
+    precondition: bool
+    ioengine: str
+
+    @property
+    def quick(self) -> bool:
+        return self.profile == "quick"
+
+    @property
+    def qd_ladder(self) -> tuple[int, ...]:
+        """The base ladder, then doubling from its last step up to ``max_qd``."""
+        ladder = list(self.qds)
+        while ladder[-1] * 2 <= self.max_qd:
+            ladder.append(ladder[-1] * 2)
+        if ladder[-1] < self.max_qd:
+            ladder.append(self.max_qd)
+        return tuple(ladder)
+
+    @property
+    def extra_threads(self) -> tuple[int, ...]:
+        """Thread counts added, in order, while the largest one stays below the target."""
+        extra = []
+        count = self.threads[-1] * 2
+        while count <= self.max_threads:
+            extra.append(count)
+            count *= 2
+        return tuple(extra)
+
+    @property
+    def point_seconds(self) -> float:
+        return self.warmup_s + self.measure_s
+
+
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
+    return value
+
+
+def parse_counts(option: str, text: str, upper: int) -> tuple[int, ...]:
+    """``1,2,4`` -> (1, 2, 4): whole numbers 1..upper, each once, ascending."""
+    values: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit() or not 1 <= int(part) <= upper:
+            raise UserError(f"{option}: {part!r} is not a whole number from 1 to {upper}")
+        values.append(int(part))
+    if len(set(values)) != len(values):
+        raise UserError(f"{option}: {text!r} lists a value twice")
+    if values != sorted(values):
+        raise UserError(f"{option}: {text!r} must be in ascending order")
+    return tuple(values)
+
+
+def _range(option: str, value: float, low: float, high: float, *, low_open: bool = True) -> None:
+    ok = math.isfinite(value) and (low < value if low_open else low <= value) and value <= high
+    if not ok:
+        bound = "greater than" if low_open else "at least"
+        raise UserError(f"{option} {value:g} must be {bound} {low:g} and at most {high:g}")
+
+
+def _seconds(option: str, value: float, minimum: float) -> None:
+    _range(option, value, minimum, 3600, low_open=False)
+    if abs(value * 1000 - round(value * 1000)) > 1e-6:
+        raise UserError(f"{option} {value:g} must be a whole number of milliseconds")
+
+
+def _check_numbers(args: LatencyIopsArgs) -> None:
+    _range("--target-latency-us", args.target_latency_us, 0, 10_000_000)
+    _range("--min-iops-rise", args.min_iops_rise_pct, 0, 100, low_open=False)
+    _range("--host-bound-cpu", args.host_bound_cpu_pct, 0, 100)
+    _range("--host-bound-rise", args.host_bound_rise_pct, 0, 100, low_open=False)
+    _range("--active-range", args.active_range_pct, 0, 100)
+    if args.warmup_s is not None:
+        _seconds("--warmup-seconds", args.warmup_s, 0.0)
+    if args.measure_s is not None:
+        _seconds("--measure-seconds", args.measure_s, 0.1)
+
+
+def default_max_threads(threads: tuple[int, ...], cpus: int) -> int:
+    """More threads only where the CPUs can run them: at most 16, at least the given ones."""
+    return max(threads[-1], min(DEFAULT_THREADS_CAP, cpus))
+
+
+def build_options(args: LatencyIopsArgs, cpus: int) -> LatencyIopsOptions:
+    """Validate ``args``; a one-line UserError on the first bad value."""
+    profile = PROFILES[_choice("--profile", args.profile, tuple(PROFILES))]
+    _choice("--purge", args.purge, PURGE_METHODS)
+    _choice("--ioengine", args.ioengine, IOENGINES)
+    _check_numbers(args)
+    blocks = (parse_block_sizes("--block-sizes", args.block_sizes) if args.block_sizes
+              else DEFAULT_BLOCKS)
+    mixes = parse_mixes("--mixes", args.mixes) if args.mixes else DEFAULT_MIXES
+    threads = parse_counts("--threads", args.threads, MAX_THREADS) if args.threads else (
+        DEFAULT_THREADS)
+    qds = parse_counts("--qd", args.qds, MAX_QD) if args.qds else DEFAULT_QDS
+    max_qd = DEFAULT_MAX_QD if args.max_qd is None else args.max_qd
+    if args.max_qd is None:
+        max_qd = max(max_qd, qds[-1])
+    elif not qds[-1] <= args.max_qd <= MAX_QD:
+        raise UserError(f"--max-qd {args.max_qd} must be at least the ladder's last queue "
+                        f"depth ({qds[-1]}) and at most {MAX_QD}")
+    max_threads = default_max_threads(threads, cpus) if args.max_threads is None else (
+        args.max_threads)
+    if not threads[-1] <= max_threads <= MAX_THREADS:
+        raise UserError(f"--max-threads {max_threads} must be at least the largest of "
+                        f"--threads ({threads[-1]}) and at most {MAX_THREADS}")
+    return LatencyIopsOptions(
+        profile=profile.name, block_bytes=blocks, mixes=mixes, threads=threads, qds=qds,
+        max_qd=max_qd, max_threads=max_threads, target_latency_us=args.target_latency_us,
+        min_iops_rise_pct=args.min_iops_rise_pct, full_ladder=args.full_ladder,
+        warmup_s=profile.warmup_s if args.warmup_s is None else args.warmup_s,
+        measure_s=profile.measure_s if args.measure_s is None else args.measure_s,
+        host_bound_cpu_pct=args.host_bound_cpu_pct,
+        host_bound_rise_pct=args.host_bound_rise_pct,
+        active_range_pct=args.active_range_pct, purge=args.purge,
+        precondition=args.precondition, ioengine=args.ioengine,
+    )
+
+
+@dataclass(frozen=True)
+class CurveKey:
+    """One curve: a block size and mix at one thread count."""
+
+    block_bytes: int
+    read_pct: int
+    threads: int
+
+    @property
+    def workload(self) -> str:
+        return cell_label(self.block_bytes, self.read_pct)
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload}, {self.threads} thread{'s' if self.threads > 1 else ''}"
+
+
+@dataclass(frozen=True)
+class LatencyIopsPlan:
+    options: LatencyIopsOptions
+    range: ActiveRange
+    block_bytes: tuple[int, ...]  # those the device's sector allows
+    skipped: tuple[tuple[str, str], ...]  # (workload label, reason)
+    wipc: CellSpec | None
+
+    @property
+    def workloads(self) -> tuple[tuple[int, int], ...]:
+        """(block size, read %) in run order: block sizes as given, reads before writes."""
+        return tuple((b, m) for b in self.block_bytes for m in self.options.mixes)
+
+    def point(self, key: CurveKey, iodepth: int) -> CellSpec:
+        """The fio cell of one point: warm-up as ramp_time, the measured time as runtime."""
+        opts = self.options
+        return CellSpec(
+            name=point_name(key, iodepth),
+            pattern=Pattern.RANDOM,
+            block_bytes=key.block_bytes,
+            mix=Mix(key.read_pct),
+            threads=key.threads,
+            iodepth=iodepth,
+            offset_bytes=self.range.offset_bytes,
+            size_bytes=self.range.size_bytes,
+            runtime_s=opts.measure_s,
+            ramp_s=opts.warmup_s,
+        )
+
+    def max_points(self) -> int:
+        per_workload = (len(self.options.threads) + len(self.options.extra_threads)) * len(
+            self.options.qd_ladder)
+        return per_workload * len(self.workloads)
+
+    def min_points(self) -> int:
+        return len(self.options.threads) * len(self.workloads)
+
+
+def point_name(key: CurveKey, iodepth: int) -> str:
+    return f"latiops_bs{key.block_bytes}_r{key.read_pct}_t{key.threads}_qd{iodepth}"
+
+
+def build_plan(
+    options: LatencyIopsOptions, capacity_bytes: int, logical_sector: int
+) -> LatencyIopsPlan:
+    rng = active_range(capacity_bytes, options.active_range_pct)
+    kept = tuple(b for b in options.block_bytes if b % logical_sector == 0)
+    skipped = tuple(
+        (cell_label(b, m), f"{block_label(b)} is smaller than or not a multiple of the "
+         f"device's {logical_sector}-byte logical sector")
+        for b in options.block_bytes if b % logical_sector for m in options.mixes
+    )
+    if not kept:
+        raise UserError(
+            f"--block-sizes: none of {', '.join(block_label(b) for b in options.block_bytes)} "
+            f"fits the device's {logical_sector}-byte logical sector"
+        )
+    return LatencyIopsPlan(options, rng, kept, skipped,
+                           wipc_cell(rng) if options.precondition else None)

@@ -1,0 +1,253 @@
+"""The over-provisioning sweep (methodology 4) as data.
+
+**OP here is the share of the capacity left unused** (the NAS review's meaning): at
+``OP 20 %`` ssdlab writes only the first 80 % of the target (the active range) and never
+touches the rest, which the purge has trimmed, so the drive can use it as spare. This is
+*extra* OP on top of whatever the drive keeps for itself, and it is a share of the
+capacity, not of the used part: 20 % unused is 25 % spare per byte used
+(``op / (100 - op)``), the convention vendors use for "28 % OP".
+
+For each setting: purge the WHOLE target (discard), precondition the active range only
+(2x its size in 128 KiB sequential writes), then 4 KiB random writes on the active range
+in rounds until steady state (SNIA rule by default). Pure: nothing here touches a device.
+
+NVMe namespaces: a smaller namespace is the cleanest way to give a drive extra OP, but
+creating one deletes every namespace's data and changes the drive's layout beyond the
+test; ssdlab does not manage namespaces. It detects whether the drive could (``nvme
+id-ctrl``: OACS bit 3, namespace management) and says so in the plan, and uses the active
+range, which gives the same spare to the drive once the rest is trimmed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ssdlab.analysis.steady import RULES
+from ssdlab.errors import UserError
+from ssdlab.plan.options import IOENGINES
+from ssdlab.plan.pts import ActiveRange, TrackingVar, active_range, wipc_cell
+from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern
+from ssdlab.plan.units import format_bytes
+
+TEST = "op-sweep"
+BLOCK_BYTES = 4 * KIB
+DEFAULT_OPS = (0.0, 7.0, 14.0, 20.0, 28.0, 40.0, 50.0, 60.0)
+QUICK_OPS = (0.0, 20.0, 40.0)
+MAX_OP = 90.0
+#: the recommendation's threshold: % more IOPS per percentage point of capacity given up
+MIN_GAIN_PCT = 1.0
+#: whole-target purges only: the unused part must be trimmed to become spare
+PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize")
+TRACKING_NAME = "IOPS 4 KiB random write"
+#: NVMe Identify Controller, Optional Admin Command Support bit 3: namespace management
+OACS_NS_MANAGEMENT = 1 << 3
+
+
+@dataclass(frozen=True)
+class OpProfile:
+    round_seconds: float
+    max_rounds: int
+    ops: tuple[float, ...]
+    description: str
+
+
+PROFILES = {
+    "default": OpProfile(60.0, 25, DEFAULT_OPS,
+                         "SNIA timing: 1-minute rounds, at most 25 per setting; OP 0, 7, 14, "
+                         "20, 28, 40, 50, 60 %"),
+    "quick": OpProfile(1.0, 10, QUICK_OPS,
+                       "QUICK: 1-second rounds, at most 10 per setting; OP 0, 20, 40 %; for "
+                       "demos and tests, not a valid PTS result"),
+}
+
+
+@dataclass(frozen=True)
+class OpSweepArgs:
+    """Raw user input; None means "the profile's default"."""
+
+    profile: str = "default"
+    ops: str | None = None  # "0,20,40"
+    round_seconds: float | None = None
+    max_rounds: int | None = None
+    rule: str = "snia"
+    threads: int | None = None
+    iodepth: int | None = None
+    min_gain_pct: float = MIN_GAIN_PCT
+    purge: str = "auto"
+    ioengine: str = "libaio"
+
+
+@dataclass(frozen=True)
+class OpSetting:
+    """One OP setting: the share left unused and the active range that is written."""
+
+    op_pct: float
+    range: ActiveRange
+    capacity_bytes: int
+
+    @property
+    def usable_fraction(self) -> float:
+        return self.range.size_bytes / self.capacity_bytes
+
+    @property
+    def actual_op_pct(self) -> float:
+        """The share actually left unused (the range is aligned down to 1 MiB)."""
+        return (1 - self.usable_fraction) * 100
+
+    @property
+    def label(self) -> str:
+        return f"OP {self.op_pct:g} %"
+
+    @property
+    def key(self) -> str:
+        return f"op{self.op_pct:g}".replace(".", "_")
+
+
+@dataclass(frozen=True)
+class OpSweepOptions:
+    profile: str
+    ops: tuple[float, ...]
+    round_seconds: float
+    max_rounds: int
+    rule: str
+    threads: int
+    iodepth: int
+    min_gain_pct: float
+    purge: str
+    ioengine: str
+    block_bytes: int = BLOCK_BYTES
+
+    @property
+    def quick(self) -> bool:
+        return self.profile == "quick"
+
+
+@dataclass(frozen=True)
+class OpSweepPlan:
+    options: OpSweepOptions
+    capacity_bytes: int
+    settings: tuple[OpSetting, ...]
+    namespace_note: str
+
+    def round_cell(self, setting: OpSetting) -> CellSpec:
+        o = self.options
+        return CellSpec(
+            name=f"op_sweep_{setting.key}_rnd4k_write",
+            pattern=Pattern.RANDOM,
+            block_bytes=o.block_bytes,
+            mix=Mix(0),
+            threads=o.threads,
+            iodepth=o.iodepth,
+            offset_bytes=setting.range.offset_bytes,
+            size_bytes=setting.range.size_bytes,
+            runtime_s=o.round_seconds,
+        )
+
+    @staticmethod
+    def precondition_cell(setting: OpSetting) -> CellSpec:
+        return wipc_cell(setting.range)
+
+    def tracking(self, setting: OpSetting) -> TrackingVar:
+        return TrackingVar(TRACKING_NAME, self.round_cell(setting).name, "iops")
+
+
+def parse_ops(text: str) -> tuple[float, ...]:
+    """``"0,20,40"`` -> (0.0, 20.0, 40.0), sorted; UserError naming what is allowed."""
+    values: list[float] = []
+    for part in (p.strip().rstrip("%").strip() for p in text.split(",")):
+        try:
+            value = float(part)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not 0 <= value <= MAX_OP:
+            raise UserError(f"--op {text!r}: {part!r} is not a percentage from 0 to {MAX_OP:g} "
+                            "(give a comma list, e.g. 0,20,40)")
+        values.append(value)
+    if len(set(values)) != len(values):
+        raise UserError(f"--op {text!r} lists a setting twice")
+    return tuple(sorted(values))
+
+
+def _positive(option: str, value: float | None, upper: float, integer: bool = False) -> None:
+    if value is None:
+        return
+    if not (math.isfinite(value) and 0 < value <= upper) or (integer and value != int(value)):
+        kind = "a whole number" if integer else "a number"
+        raise UserError(f"{option} {value:g}: give {kind} greater than 0 and at most {upper:g}")
+
+
+def build_options(args: OpSweepArgs, default_load: tuple[int, int]) -> OpSweepOptions:
+    """Validate ``args``; UserError (one line) on the first bad value. ``default_load`` is
+    (threads, QD) for the device class (:func:`ssdlab.plan.options.default_load`)."""
+    for option, value, allowed in (
+        ("--profile", args.profile, tuple(PROFILES)), ("--rule", args.rule, tuple(RULES)),
+        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, IOENGINES),
+    ):
+        if value not in allowed:
+            raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
+    prof = PROFILES[args.profile]
+    _positive("--round-seconds", args.round_seconds, 3600)
+    _positive("--max-rounds", args.max_rounds, 1000, integer=True)
+    _positive("--threads", args.threads, 256, integer=True)
+    _positive("--qd", args.iodepth, 4096, integer=True)
+    _positive("--min-gain", args.min_gain_pct, 100)
+    if args.round_seconds is not None and (
+        args.round_seconds < 0.1 or abs(args.round_seconds * 1000 - round(args.round_seconds
+                                                                          * 1000)) > 1e-6):
+        raise UserError(f"--round-seconds {args.round_seconds:g}: give at least 0.1 and a "
+                        "whole number of milliseconds")
+    max_rounds = int(args.max_rounds or prof.max_rounds)
+    window = RULES[args.rule].window
+    if max_rounds < window:
+        raise UserError(f"--max-rounds {max_rounds} is smaller than the {args.rule} rule's "
+                        f"{window}-round window; steady state could never be judged")
+    threads, iodepth = default_load
+    return OpSweepOptions(
+        profile=args.profile,
+        ops=parse_ops(args.ops) if args.ops is not None else prof.ops,
+        round_seconds=args.round_seconds or prof.round_seconds,
+        max_rounds=max_rounds,
+        rule=args.rule,
+        threads=int(args.threads or threads),
+        iodepth=int(args.iodepth or iodepth),
+        min_gain_pct=args.min_gain_pct,
+        purge=args.purge,
+        ioengine=args.ioengine,
+    )
+
+
+def namespace_note(device_class: str, details: dict[str, object]) -> str:
+    """What the plan says about NVMe namespaces (ssdlab never creates them)."""
+    if device_class != "nvme":
+        return (f"not an NVMe drive ({device_class}): OP is given by the active range; the rest "
+                "of the target is trimmed by the purge and never written")
+    ident = details.get("nvme_id_ctrl")
+    oacs = ident.get("oacs") if isinstance(ident, dict) else None
+    if not isinstance(oacs, int):
+        return ("NVMe drive; whether it supports namespace management is unknown (no nvme "
+                "id-ctrl data); ssdlab uses the active range")
+    if oacs & OACS_NS_MANAGEMENT:
+        return ("the drive supports namespace management (OACS bit 3): a smaller namespace "
+                "would also give it extra OP, but ssdlab does not manage namespaces (creating "
+                "one deletes every namespace's data); it uses the active range, with the rest "
+                "trimmed by the purge")
+    return ("the drive does not support namespace management (OACS bit 3 clear); ssdlab uses "
+            "the active range, with the rest trimmed by the purge")
+
+
+def build_plan(
+    options: OpSweepOptions, capacity_bytes: int, min_range_bytes: int, note: str
+) -> OpSweepPlan:
+    """The settings in increasing OP; UserError when a range is too small to test."""
+    settings = []
+    for op in options.ops:
+        rng = active_range(capacity_bytes, 100.0 - op)
+        if rng.size_bytes < min_range_bytes:
+            largest = math.floor((1 - min_range_bytes / capacity_bytes) * 100)
+            raise UserError(
+                f"--op {op:g}: the active range would be {format_bytes(rng.size_bytes)}; "
+                f"ssdlab needs at least {format_bytes(min_range_bytes)} (on this "
+                f"{format_bytes(capacity_bytes)} target: at most {max(largest, 0)} % OP)")
+        settings.append(OpSetting(op, rng, capacity_bytes))
+    return OpSweepPlan(options, capacity_bytes, tuple(settings), note)

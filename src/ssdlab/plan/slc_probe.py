@@ -1,0 +1,245 @@
+"""The SLC-cache probe (methodology 1.4) as data.
+
+From purge (the whole device), ONE sequential write from offset 0, one thread (so the
+write is truly sequential), without preconditioning, with fio's bandwidth logged; the
+throughput plotted against the bytes written steps down where the cache is full.
+
+How the bandwidth is logged (``--log``):
+
+* ``io``: fio's bandwidth log per I/O (``write_bw_log`` without ``log_avg_msec``): every
+  completion with its size, so the bytes are exact and the cliff is resolved to a slice
+  of bytes. One line (~30 bytes) per I/O: fine for up to :data:`PER_IO_LOG_MAX_IOS` I/Os
+  (61 GiB of 128 KiB writes), millions of lines on a real drive.
+* ``bw``: fio's bandwidth log averaged over ``--log-interval`` ms (``log_avg_msec``,
+  default 100): one line per interval whatever the drive's size (a 4 TB drive written at
+  1 GB/s: 40,000 lines). Resolution: rate x interval, e.g. 300 MB at 3 GB/s, 1 % of a
+  30 GB cache.
+* ``auto`` (default): ``io`` when the write is at most :data:`PER_IO_LOG_MAX_IOS` I/Os,
+  else ``bw``.
+
+Pure: nothing here touches a device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ssdlab.errors import UserError
+from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes
+from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern
+from ssdlab.plan.units import format_bytes
+
+TEST = "slc-probe"
+BLOCK_BYTES = 128 * KIB
+#: 32 x 128 KiB = 4 MiB in flight keeps every die of an NVMe drive busy (the same load
+#: as ssdlab's preconditioning); a single thread keeps the write sequential
+IODEPTH = 32
+PER_IO_LOG_MAX_IOS = 500_000
+BW_LOG_MS = 100
+MIN_SLICE_BYTES = MIB
+TARGET_SLICES = 1000
+MIN_DROP_PCT = 30.0
+MAX_WRITE_FACTOR = 4
+MIN_WRITE_BYTES = 16 * MIB
+LOG_KINDS = ("auto", "io", "bw")
+
+
+@dataclass(frozen=True)
+class SlcProfile:
+    write_fraction: float  # of the capacity, when --write-size is not given
+    settle_s: float
+    description: str
+
+
+PROFILES = {
+    "default": SlcProfile(1.0, 10.0, "the whole capacity once, 10 s idle after the purge"),
+    "quick": SlcProfile(
+        0.5, 2.0, "QUICK: half the capacity, 2 s idle after the purge; a cache larger "
+        "than the write shows as no cliff"),
+}
+
+
+@dataclass(frozen=True)
+class SlcProbeArgs:
+    """Raw user input; None means "the profile's default"."""
+
+    profile: str = "default"
+    write_bytes: int | None = None
+    block_size: str | None = None  # "128" (KiB) or "128k"
+    iodepth: int | None = None
+    log: str = "auto"
+    log_interval_ms: int | None = None
+    slice_bytes: int | None = None
+    min_drop_pct: float = MIN_DROP_PCT
+    settle_s: float | None = None
+    repeat_after_s: float | None = None
+    purge: str = "auto"
+    ioengine: str = "libaio"
+
+
+@dataclass(frozen=True)
+class SlcProbeOptions:
+    """A validated SLC probe on a target of ``capacity_bytes``."""
+
+    profile: str
+    capacity_bytes: int  # the region written: the capacity, whole blocks
+    write_bytes: int
+    block_bytes: int
+    iodepth: int
+    log: str  # "io" | "bw"
+    log_interval_ms: int  # 0 for the per-I/O log
+    slice_bytes: int
+    min_drop_pct: float
+    settle_s: float
+    repeat_after_s: float  # 0: no repeat pass
+    purge: str
+    ioengine: str
+
+    @property
+    def quick(self) -> bool:
+        return self.profile == "quick"
+
+    @property
+    def passes(self) -> int:
+        return 2 if self.repeat_after_s > 0 else 1
+
+    @property
+    def min_change(self) -> float:
+        return self.min_drop_pct / 100
+
+    def cell(self, pass_no: int) -> CellSpec:
+        return CellSpec(
+            name=f"slc_probe_pass{pass_no}",
+            pattern=Pattern.SEQUENTIAL,
+            block_bytes=self.block_bytes,
+            mix=Mix(0),
+            threads=1,
+            iodepth=self.iodepth,
+            offset_bytes=0,
+            size_bytes=self.capacity_bytes,
+            io_bytes=self.write_bytes,
+        )
+
+    def log_options(self, prefix: str) -> tuple[tuple[str, str], ...]:
+        """fio global options that write the bandwidth log to ``prefix``_bw.1.log."""
+        if self.log == "io":
+            return (("write_bw_log", prefix),)
+        return (("write_bw_log", prefix), ("log_avg_msec", str(self.log_interval_ms)))
+
+    @staticmethod
+    def log_file(prefix: str) -> str:
+        """The log fio writes for the one job of the write."""
+        return f"{prefix}_bw.1.log"
+
+    def describe_log(self) -> str:
+        if self.log == "io":
+            return "per-I/O bandwidth log (every completion, exact bytes)"
+        return f"bandwidth log averaged over {self.log_interval_ms} ms"
+
+
+def _number(option: str, value: float | None, low: float, high: float, *,
+            integer: bool = False, low_inclusive: bool = True) -> None:
+    if value is None:
+        return
+    bad = not math.isfinite(value) or value > high or (
+        value < low if low_inclusive else value <= low) or (integer and value != int(value))
+    if bad:
+        kind = "a whole number" if integer else "a number"
+        lower = f"at least {low:g}" if low_inclusive else f"above {low:g}"
+        raise UserError(f"{option} {value:g}: give {kind} {lower} and at most {high:g}")
+
+
+def _block(text: str | None) -> int:
+    if text is None:
+        return BLOCK_BYTES
+    sizes = parse_block_sizes("--block-size", text)
+    if len(sizes) != 1:
+        raise UserError(f"--block-size {text!r}: give one block size, e.g. 128 (KiB) or 1m")
+    return sizes[0]
+
+
+def _check_choices(args: SlcProbeArgs, file_target: bool) -> None:
+    for option, value, allowed in (
+        ("--profile", args.profile, tuple(PROFILES)), ("--log", args.log, LOG_KINDS),
+        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, IOENGINES),
+    ):
+        if value not in allowed:
+            raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
+    if file_target and args.purge not in ("auto", "none"):
+        raise UserError(f"--purge {args.purge} applies to block devices; a file target is "
+                        "purged by recreating it (--purge auto) or not at all (--purge none)")
+
+
+def _write_bytes(args: SlcProbeArgs, region: int, block: int) -> int:
+    if args.write_bytes is None:
+        wanted = int(region * PROFILES[args.profile].write_fraction)
+    else:
+        wanted = args.write_bytes
+        if not MIN_WRITE_BYTES <= wanted <= MAX_WRITE_FACTOR * region:
+            raise UserError(
+                f"--write-size {format_bytes(wanted)}: give at least "
+                f"{format_bytes(MIN_WRITE_BYTES)} and at most {MAX_WRITE_FACTOR}x the "
+                f"capacity ({format_bytes(MAX_WRITE_FACTOR * region)})")
+    return wanted - wanted % block
+
+
+def _log(args: SlcProbeArgs, write: int, block: int) -> tuple[str, int]:
+    _number("--log-interval", args.log_interval_ms, 1, 60_000, integer=True)
+    kind = args.log
+    if kind == "io" and args.log_interval_ms is not None:
+        raise UserError("--log-interval applies to the averaged log (--log bw or auto); "
+                        "--log io records every I/O")
+    if kind == "auto":
+        per_io = write // block <= PER_IO_LOG_MAX_IOS and args.log_interval_ms is None
+        kind = "io" if per_io else "bw"
+    interval = 0 if kind == "io" else int(args.log_interval_ms or BW_LOG_MS)
+    return kind, interval
+
+
+def _slice(args: SlcProbeArgs, write: int, block: int) -> int:
+    if args.slice_bytes is None:
+        per = math.ceil(write / TARGET_SLICES / MIB) * MIB
+        return max(MIN_SLICE_BYTES, per)
+    size = args.slice_bytes
+    if size < block or write // size < 8:
+        raise UserError(
+            f"--slice {format_bytes(size)}: give at least the block size "
+            f"({format_bytes(block)}) and at most an eighth of the write "
+            f"({format_bytes(write // 8)}), so a cliff has slices on both sides")
+    return size
+
+
+def build_slc_options(
+    args: SlcProbeArgs, capacity_bytes: int, logical_sector: int, *, file_target: bool = False
+) -> SlcProbeOptions:
+    """Validate ``args`` for a target; UserError (one line) on the first bad value."""
+    _check_choices(args, file_target)
+    block = _block(args.block_size)
+    if block % logical_sector:
+        raise UserError(f"--block-size {format_bytes(block)} is not a multiple of the "
+                        f"device's {logical_sector}-byte logical sector")
+    _number("--qd", args.iodepth, 1, 1024, integer=True)
+    _number("--min-drop", args.min_drop_pct, 0, 100, low_inclusive=False)
+    if args.min_drop_pct >= 100:
+        raise UserError(f"--min-drop {args.min_drop_pct:g}: give a percentage below 100")
+    _number("--settle", args.settle_s, 0, 3600)
+    _number("--repeat-after", args.repeat_after_s, 0, 86_400)
+    region = capacity_bytes - capacity_bytes % block
+    write = _write_bytes(args, region, block)
+    kind, interval = _log(args, write, block)
+    return SlcProbeOptions(
+        profile=args.profile,
+        capacity_bytes=region,
+        write_bytes=write,
+        block_bytes=block,
+        iodepth=int(args.iodepth or IODEPTH),
+        log=kind,
+        log_interval_ms=interval,
+        slice_bytes=_slice(args, write, block),
+        min_drop_pct=args.min_drop_pct,
+        settle_s=PROFILES[args.profile].settle_s if args.settle_s is None else args.settle_s,
+        repeat_after_s=args.repeat_after_s or 0.0,
+        purge=args.purge,
+        ioengine=args.ioengine,
+    )

@@ -1,0 +1,351 @@
+"""Report pages of a latency-vs-IOPS test (methodology 1.6, 1.9), and its comparison
+across runs.
+
+Per run: a summary page (parameters, the HOST-BOUND banner when points measured the
+host, the NUMA statement, and per curve its peak and why it stopped), then per block
+size and mix a page with mean latency against IOPS (one curve per thread count, the
+target as a rule line), p99 and p99.9 against IOPS, and the table of the points.
+Across runs: :func:`latency_iops_overlay` draws each run's curve per block size and mix.
+Everything comes from the stored test result (``result["curves"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ssdlab.plan.specs import Mix, block_label
+from ssdlab.report import charts as ch
+from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
+from ssdlab.report.run_pages import head_left
+from ssdlab.report.scales import fmt_value
+from ssdlab.store.records import RunData, TestData
+
+KIND = "latency-iops"
+WIDE = ch.Frame(width=900, height=330, right=170)
+SMALL = ch.Frame(width=470, height=270, left=58, right=110, top=28, bottom=40)
+#: host-bound points are overdrawn with black markers
+HOST_BOUND_COLOUR = 6
+METRICS = (("lat_mean_us", "mean"), ("lat_p99_us", "p99"), ("lat_p99_9_us", "p99.9"))
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def curves_of(test: TestData) -> list[dict[str, Any]]:
+    result = test.result if isinstance(test.result, dict) else {}
+    curves = result.get("curves")
+    return [c for c in curves if isinstance(c, dict)] if isinstance(curves, list) else []
+
+
+def _points(curve: dict[str, Any]) -> list[dict[str, Any]]:
+    points = curve.get("points")
+    return [p for p in points if isinstance(p, dict)] if isinstance(points, list) else []
+
+
+def _g(value: object) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else "-"
+
+
+def workloads(curves: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(block size, read %) in the order they were run."""
+    seen: dict[tuple[int, int], None] = {}
+    for c in curves:
+        seen[(int(c["block_bytes"]), int(c["read_pct"]))] = None
+    return list(seen)
+
+
+def workload_label(block: int, read_pct: int) -> str:
+    return f"{block_label(block)} {Mix(read_pct).label}"
+
+
+def _threads_text(threads: int) -> str:
+    return f"{threads} thread{'s' if threads != 1 else ''}"
+
+
+# ------------------------------------------------------------------------ charts
+
+
+def _tip(curve_name: str, p: dict[str, Any], metric: str, name: str) -> str:
+    flag = " HOST-BOUND" if p.get("host_bound") else ""
+    return (f"{curve_name}, QD {p.get('iodepth')}: {fmt_value(_num(p.get('iops')), 0)} IOPS, "
+            f"{name} {fmt_value(_num(p.get(metric)))} us{flag}")
+
+
+def curve_series(
+    name: str, curve: dict[str, Any], metric: str, metric_name: str, colour_index: int
+) -> ch.Series | None:
+    pts = [p for p in _points(curve) if _num(p.get("iops")) is not None]
+    if not pts:
+        return None
+    return ch.Series(
+        name, tuple(float(p["iops"]) for p in pts), tuple(_num(p.get(metric)) for p in pts),
+        colour_index=colour_index, tips=tuple(_tip(name, p, metric, metric_name) for p in pts),
+    )
+
+
+def _host_bound_series(
+    curves: Sequence[dict[str, Any]], metric: str, name: str
+) -> ch.Series | None:
+    marked = [(c, p) for c in curves for p in _points(c) if p.get("host_bound")]
+    if not marked:
+        return None
+    return ch.Series(
+        "host-bound point", tuple(float(p["iops"]) for _, p in marked),
+        tuple(_num(p.get(metric)) for _, p in marked), style="markers",
+        colour_index=HOST_BOUND_COLOUR,
+        tips=tuple(_tip(_threads_text(int(c["threads"])), p, metric, name) + ": "
+                   + str(p.get("host_bound_reason") or "") for c, p in marked),
+    )
+
+
+def latency_chart(
+    chart_id: str, title: str, curves: Sequence[dict[str, Any]], metric: str, metric_name: str,
+    *, target_us: float | None, frame: ch.Frame,
+) -> str:
+    """``metric`` latency (us) against IOPS, one line per curve (its name: threads)."""
+    series = []
+    for i, curve in enumerate(curves):
+        s = curve_series(_threads_text(int(curve["threads"])), curve, metric, metric_name, i)
+        if s is not None:
+            series.append(s)
+    marks = _host_bound_series(curves, metric, metric_name)
+    if marks is not None:
+        series.append(marks)
+    rules = [ch.Rule(target_us, f"target {target_us:g} us")] if target_us else []
+    return ch.line_chart(
+        chart_id, title, series, x_label="IOPS", y_label=f"{metric_name} latency (us)",
+        y_unit="us", rules=rules, x_from_zero=True, frame=frame,
+    )
+
+
+# ------------------------------------------------------------------------ pages
+
+
+def _status_banner(test: TestData) -> str:
+    result = test.result if isinstance(test.result, dict) else {}
+    if test.status == "failed":
+        return banner("failed", f"FAILED: {result.get('error', '')}; the points measured "
+                      "before the failure are shown")
+    if test.status == "interrupted":
+        return banner("failed", "INTERRUPTED (Ctrl-C): the points completed before the "
+                      "interruption are shown")
+    if test.status == "running":
+        return banner("failed", "INCOMPLETE: the run never finished this test (crash or "
+                      "still running); the points stored so far are shown")
+    return ""
+
+
+def host_bound_banner(test: TestData) -> str:
+    verdict = test.result.get("host_bound") if isinstance(test.result, dict) else None
+    if isinstance(verdict, dict) and verdict.get("host_bound"):
+        return banner("not-steady", str(verdict.get("message", "HOST-BOUND")))
+    return ""
+
+
+def numa_html(test: TestData) -> str:
+    result = test.result if isinstance(test.result, dict) else {}
+    numa = result.get("numa")
+    pcie = result.get("pcie")
+    parts = []
+    if isinstance(numa, dict):
+        text = f"NUMA: {numa.get('message', '')}"
+        parts.append(banner("mismatch", "WARNING: " + text) if numa.get("mismatch")
+                     else note(text))
+    if isinstance(pcie, dict):
+        parts.append(note(
+            f"PCIe: {pcie.get('address')}, link {pcie.get('link_speed') or '?'} "
+            f"x{pcie.get('link_width') or '?'} (maximum {pcie.get('max_link_speed') or '?'} "
+            f"x{pcie.get('max_link_width') or '?'})"))
+    return "".join(parts)
+
+
+def _params(test: TestData) -> list[tuple[str, object]]:
+    p = test.params
+    found = p.get("host_bound_rule")
+    rule: dict[str, Any] = found if isinstance(found, dict) else {}
+    ladder = ", ".join(str(q) for q in p.get("qd_ladder", []))
+    extra = ", ".join(str(t) for t in p.get("extra_threads", []))
+    return [
+        ("threads", ", ".join(str(t) for t in p.get("threads", []))
+         + (f" (then {extra} while below the target)" if extra else "")),
+        ("queue depth per thread", ladder + (" (full base ladder)" if p.get("full_ladder")
+                                             else "")),
+        ("per point", f"{p.get('warmup_s')} s warm-up + {p.get('measure_s')} s measured"),
+        ("stop a curve at", f"mean latency >= {_g(p.get('target_latency_us'))} us, or IOPS "
+         f"rise < {_g(p.get('min_iops_rise_pct'))} % over the previous queue depth"),
+        ("host-bound rule", f"host CPU >= {_g(rule.get('cpu_pct'))} % and IOPS rise < "
+         f"{_g(rule.get('max_rise_pct'))} %"),
+        ("purge / preconditioning", f"{p.get('purge')} / "
+         f"{'2x the active range, 128 KiB sequential' if p.get('precondition') else 'none'}"),
+    ]
+
+
+def _summary_rows(curves: Sequence[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
+    rows, classes = [], []
+    for c in curves:
+        pts = _points(c)
+        found = c.get("stop")
+        stop: dict[str, Any] = found if isinstance(found, dict) else {}
+        qds = [int(p["iodepth"]) for p in pts if isinstance(p.get("iodepth"), int)]
+        hb = sum(1 for p in pts if p.get("host_bound"))
+        rows.append([
+            esc(workload_label(int(c["block_bytes"]), int(c["read_pct"]))),
+            esc(c.get("threads")), esc(len(pts)),
+            esc((f"{min(qds)}-{max(qds)}" if len(qds) > 1 else str(qds[0])) if qds else "-"),
+            esc(fmt_value(_num(c.get("max_iops")), 0)), esc(c.get("max_iops_qd") or "-"),
+            esc(fmt_value(_num(c.get("max_iops_lat_mean_us")), 1)),
+            esc(str(hb) if hb else "-"),
+            esc(stop.get("reason", "-")),
+        ])
+        classes.append("flag" if hb else "")
+    return rows, classes
+
+
+def summary_page(run: RunData, test: TestData, anchor: str) -> Page:
+    curves = curves_of(test)
+    rows, classes = _summary_rows(curves)
+    result = test.result if isinstance(test.result, dict) else {}
+    found = result.get("skipped")
+    skipped: list[Any] = found if isinstance(found, list) else []
+    body = (
+        _status_banner(test) + host_bound_banner(test) + numa_html(test)
+        + kv_table(_params(test))
+        + "<h3>Curves</h3>"
+        + table(("workload", "threads", "points", "QD", "peak IOPS", "at QD",
+                 "mean us at peak", "host-bound points", "stopped because"),
+                rows, row_classes=classes)
+        + "".join(note(f"skipped {s.get('cell')}: {s.get('reason')}") for s in skipped
+                  if isinstance(s, dict))
+        + note("Latency is fio's completion latency. Host CPU is the busy share of all "
+               "CPUs over each point's measured period (/proc/stat); on an emulated SSD it "
+               "includes the emulator's own CPU.")
+    )
+    return Page(anchor, f"{test.params.get('title', 'Latency vs IOPS')}: summary", body,
+                head_left(run), run.quick)
+
+
+def _point_rows(curves: Sequence[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
+    rows, classes = [], []
+    for c in curves:
+        for p in _points(c):
+            usr, sys_ = _num(p.get("host_usr_pct")), _num(p.get("host_sys_pct"))
+            rows.append([
+                esc(c.get("threads")), esc(p.get("iodepth")), esc(p.get("outstanding")),
+                esc(fmt_value(_num(p.get("iops")), 0)),
+                *[esc(fmt_value(_num(p.get(k)), 1)) for k, _ in METRICS],
+                esc(f"{fmt_value(_num(p.get('usr_cpu_pct')), 1)} / "
+                    f"{fmt_value(_num(p.get('sys_cpu_pct')), 1)}"),
+                esc(fmt_value(_num(p.get("host_cpu_pct")), 1)),
+                esc(f"{fmt_value(usr, 1)} / {fmt_value(sys_, 1)}"),
+                esc("HOST-BOUND" if p.get("host_bound") else "-"),
+            ])
+            classes.append("flag" if p.get("host_bound") else "")
+    return rows, classes
+
+
+def workload_page(run: RunData, test: TestData, anchor: str, block: int, read_pct: int,
+                  index: int) -> Page:
+    label = workload_label(block, read_pct)
+    curves = [c for c in curves_of(test)
+              if int(c["block_bytes"]) == block and int(c["read_pct"]) == read_pct]
+    target = _num(test.params.get("target_latency_us"))
+    cid = f"{anchor}-w{index}"
+    mean = latency_chart(f"{cid}-mean", f"{label}: mean latency against IOPS", curves,
+                         "lat_mean_us", "mean", target_us=target, frame=WIDE)
+    tails = [latency_chart(f"{cid}-{name.replace('.', '')}", f"{label}: {name} latency",
+                           curves, key, name, target_us=None, frame=SMALL)
+             for key, name in METRICS[1:]]
+    rows, classes = _point_rows(curves)
+    stops = [f"{_threads_text(int(c['threads']))}: {c['stop'].get('reason')}" for c in curves
+             if isinstance(c.get("stop"), dict)]
+    body = (
+        _status_banner(test) + host_bound_banner(test)
+        + note("One curve per thread count; each point is one queue depth per thread, "
+               "rising along the curve. The dashed line is the target mean latency. "
+               "Black markers: host-bound points.")
+        + charts(mean) + charts(*tails, two=True)
+        + "<h3>Points</h3>"
+        + table(("threads", "QD", "outstanding", "IOPS", "mean us", "p99 us", "p99.9 us",
+                 "fio usr / sys CPU %", "host CPU %", "host usr / sys %", "host-bound"),
+                rows, row_classes=classes)
+        + "".join(note(s) for s in stops)
+    )
+    return Page(f"{cid}", f"Latency vs IOPS: {label}", body, head_left(run), run.quick,
+                toc=False)
+
+
+def latency_iops_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    """The pages of one stored latency-iops test (SUITE_PAGES["latency-iops"])."""
+    if not curves_of(test) and not test.rounds:
+        return []
+    pages = [summary_page(run, test, anchor)]
+    for i, (block, read_pct) in enumerate(workloads(curves_of(test))):
+        pages.append(workload_page(run, test, anchor, block, read_pct, i))
+    return pages
+
+
+# ------------------------------------------------------------------------ across runs
+
+
+def _run_curves(run: RunData) -> list[dict[str, Any]]:
+    return [c for t in run.tests if t.name == KIND for c in curves_of(t)]
+
+
+def pick_curves(
+    runs: Sequence[RunData], block: int, read_pct: int
+) -> tuple[list[tuple[int, dict[str, Any]]], str]:
+    """Each run's curve of one workload at the highest thread count all of them measured
+    (else each run's highest, and a note saying so): [(run index, curve)], note."""
+    per_run = {
+        i: {int(c["threads"]): c for c in _run_curves(r)
+            if int(c["block_bytes"]) == block and int(c["read_pct"]) == read_pct and _points(c)}
+        for i, r in enumerate(runs)
+    }
+    per_run = {i: cs for i, cs in per_run.items() if cs}
+    if not per_run:
+        return [], ""
+    common = set.intersection(*(set(cs) for cs in per_run.values()))
+    if common:
+        t = max(common)
+        return [(i, cs[t]) for i, cs in per_run.items()], f"{_threads_text(t)} in every run"
+    picked = [(i, cs[max(cs)]) for i, cs in per_run.items()]
+    return picked, "no thread count common to all runs: each run's highest"
+
+
+def latency_iops_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
+    """HTML for the comparison page: per block size and mix, each run's curve (mean and
+    p99.9 latency against IOPS). Empty when fewer than two runs have a latency-iops test."""
+    with_test = [r for r in runs if _run_curves(r)]
+    if len(with_test) < 2:
+        return ""
+    found: dict[tuple[int, int], None] = {}
+    for r in runs:
+        found.update((w, None) for w in workloads(_run_curves(r)))
+    parts = []
+    for n, (block, read_pct) in enumerate(found):
+        picked, how = pick_curves(runs, block, read_pct)
+        if len(picked) < 2:
+            continue
+        label = workload_label(block, read_pct)
+        names = [f"{labels[i]} ({_threads_text(int(c['threads']))})" for i, c in picked]
+        svgs = [
+            _overlay_chart(f"cmp-latiops-{n}-{key.replace('_', '')}",
+                           f"{label}: {name} latency, all runs", picked, names, key, name)
+            for key, name in (METRICS[0], METRICS[2])
+        ]
+        parts.append(f"<h4>{esc(label)}</h4>" + note(f"Curves: {how}.")
+                     + charts(*svgs, two=True))
+    if not parts:
+        return ""
+    return "<h3>Latency vs IOPS</h3>" + "".join(parts)
+
+
+def _overlay_chart(chart_id: str, title: str, picked: Sequence[tuple[int, dict[str, Any]]],
+                   names: Sequence[str], metric: str, metric_name: str) -> str:
+    series = [s for (i, c), name in zip(picked, names, strict=True)
+              if (s := curve_series(name, c, metric, metric_name, i)) is not None]
+    return ch.line_chart(chart_id, title, series, x_label="IOPS",
+                         y_label=f"{metric_name} latency (us)", y_unit="us", x_from_zero=True,
+                         frame=SMALL)

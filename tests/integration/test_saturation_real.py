@@ -1,0 +1,157 @@
+"""Write Saturation and Host Idle Recovery with real fio on the emulated SSD, checked
+against its ground truth; and a killed saturation run resumed without losing a round."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ssdlab.errors import EnvironmentProblem
+from ssdlab.store.db import Store
+from ssdlab.targets import emulator
+from tests.support.cli import ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+MIB = 1 << 20
+Start = Callable[..., emulator.Emulator]
+
+
+@pytest.fixture
+def start_emulator(shm_dir: Path) -> Iterator[tuple[Start, dict[str, str]]]:
+    try:
+        emulator.binary()
+    except EnvironmentProblem:
+        pytest.skip("the emulator is not built")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    run_dir = shm_dir / "emus"
+    old = emulator.RUN_DIR
+    emulator.RUN_DIR = run_dir
+    names: list[str] = []
+
+    def start(name: str, size: int, *options: str) -> emulator.Emulator:
+        names.append(name)
+        return emulator.start(name, "enterprise-tlc", size, loop=True, options=options)
+
+    try:
+        yield start, {"SSDLAB_EMU_RUN_DIR": str(run_dir)}
+    finally:
+        for name in names:
+            emulator.stop(name)
+        emulator.RUN_DIR = old
+
+
+def _ok_rounds(store: Path, run_id: str, test: str = "wsat") -> list[int]:
+    with sqlite3.connect(store) as conn:
+        rows = conn.execute(
+            "SELECT round_no FROM rounds WHERE run_id = ? AND test = ? AND status = 'ok'"
+            " ORDER BY round_no", (run_id, test)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _truths(store: Path, run_id: str) -> list[dict[str, Any]]:
+    with Store.open(store) as s:
+        run = s.load(run_id)
+    return [e.detail for e in run.events if e.kind == "emulator-stats" and e.detail]
+
+
+def test_transition_at_gc_start_and_a_killed_run_resumes(
+    start_emulator: tuple[Start, dict[str, str]], tmp_path: Path
+) -> None:
+    start, env = start_emulator
+    emu = start("wsat", 1024 * MIB)
+    store = tmp_path / "s.sqlite"
+    argv = [sys.executable, "-m", "ssdlab", "run", "saturation", "--target", str(emu.target),
+            "--destroy-data", "--profile", "quick", "--max-rounds", "14", "--no-hir",
+            "--store", str(store)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+    run_id = ""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # kill it once three rounds are committed
+        if store.exists():
+            with sqlite3.connect(store) as conn:
+                row = conn.execute("SELECT id FROM runs").fetchone()
+            run_id = row[0] if row else ""
+            if run_id and len(_ok_rounds(store, run_id)) >= 3:
+                break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    kept = _ok_rounds(store, run_id)
+    assert len(kept) >= 3, kept
+    time.sleep(0.5)  # fio dies with ssdlab (PDEATHSIG)
+    assert "fio" not in subprocess.run(["pgrep", "-a", "fio"], capture_output=True,
+                                       text=True).stdout.split()
+
+    refused = ssdlab("resume", run_id, "--store", str(store), env=env)
+    assert refused.returncode == 3 and "--destroy-data" in refused.stderr  # block device
+    resumed = ssdlab("resume", run_id, "--destroy-data", "--store", str(store), env=env)
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout[-2000:]
+    rounds = _ok_rounds(store, run_id)
+    assert rounds[: len(kept)] == kept and rounds == list(range(1, len(rounds) + 1))
+    assert len(rounds) == 14
+
+    doc = json.loads(ssdlab("export", run_id, "--store", str(store)).stdout)
+    assert doc["run"]["status"] == "complete"
+    wsat = next(t for t in doc["tests"] if t["name"] == "wsat")
+    assert any(e["kind"] == "resumed" for e in doc["events"])
+    transition = wsat["result"]["transition"]
+    truths = _truths(store, run_id)
+    gc_start = next(t["counters"]["gc_start_host_write_bytes"] for t in reversed(truths)
+                    if t["counters"].get("gc_start_host_write_bytes") is not None)
+    before = truths[1]["counters"]["host_write_bytes"]  # after the purge: nothing written yet
+    truth = gc_start - before
+    print(f"transition starts at {transition['start_bytes'] / MIB:.0f} MiB; the emulator "
+          f"started GC at {truth / MIB:.0f} MiB")
+    assert transition["found"]
+    assert abs(transition["start_bytes"] - truth) <= 0.10 * truth
+    assert wsat["result"]["fob_iops"] > 2 * wsat["result"]["saturated_iops"]
+    for rnd in wsat["rounds"]:
+        cell = rnd["cells"][0]
+        assert 0 < cell["lat_p50_us"] <= cell["lat_p99_us"] <= cell["lat_p99_9_us"]
+        assert cell["lat_p99_9_us"] <= cell["lat_p99_99_us"] <= cell["lat_max_us"]
+        assert cell["series"], rnd["round"]
+
+
+def _hir(start: Start, env: dict[str, str], tmp_path: Path, idle_gc: str) -> dict[str, Any]:
+    emu = start(f"hir{idle_gc}", 128 * MIB, "--op", "0.15", "--pages-per-block", "16",
+                "--idle-gc-target", "16", "--idle-gc-rate", "2000", "--idle-gc", idle_gc)
+    store = tmp_path / f"{idle_gc}.sqlite"
+    run = ssdlab("run", "saturation", "--target", emu.target, "--destroy-data", "--profile",
+                 "quick", "--max-rounds", "16", "--max-written", "10", "--waits", "2",
+                 "--bursts", "4", "--baseline-rounds", "3", "--burst-seconds", "0.5",
+                 "--store", str(store), env=env)
+    assert run.returncode == 0, run.stderr + run.stdout[-2000:]
+    doc = json.loads(ssdlab("export", "last", "--store", str(store)).stdout)
+    emulator.stop(f"hir{idle_gc}")
+    hir: dict[str, Any] = next(t for t in doc["tests"] if t["name"] == "hir")
+    return hir
+
+
+def test_idle_recovery_on_a_drive_with_idle_gc_and_none_without(
+    start_emulator: tuple[Start, dict[str, str]], tmp_path: Path
+) -> None:
+    start, env = start_emulator
+    on, off = (_hir(start, env, tmp_path, gc) for gc in ("on", "off"))
+    for name, hir in (("on", on), ("off", off)):
+        state = hir["result"]["wait_states"][0]
+        print(f"idle GC {name}: bursts {state['mean_iops']:.0f} IOPS against a baseline of "
+              f"{state['baseline_mean']:.0f}: {hir['result']['message']}")
+    assert on["status"] == "recovered" and on["result"]["recovered"]
+    assert on["result"]["wait_states"][0]["ratio"] > 1.3
+    assert off["status"] == "no_recovery" and not off["result"]["recovered"]
+    assert off["result"]["wait_states"][0]["ratio"] < 1.15
+    kinds = [r["cells"][0]["kind"] for r in on["rounds"]]
+    assert kinds == ["burst"] * 4 + ["baseline"] * 3

@@ -1,0 +1,82 @@
+"""``ssdlab run slc-probe`` with real fio on the emulated client SSD: the estimate is
+within 10 % of the SLC cache the emulator was configured with (its ground truth).
+
+The emulator (client-slc, 512 MiB: a 61.4 MiB SLC cache, ~180 MB/s in SLC, ~36 MB/s in
+TLC) sits behind a loop device with direct I/O, as a block device would. The probe writes
+twice the cache plus 32 MiB (the whole drive would take 13 s more and add nothing), then,
+after 2 s idle, writes again: the emulator folds its cache into TLC when idle, so part of
+the cache comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ssdlab.errors import EnvironmentProblem
+from ssdlab.targets import emulator
+from tests.support.cli import ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+MIB = 1 << 20
+
+
+def test_slc_probe_estimates_the_configured_cache_within_ten_percent(
+    shm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        emulator.binary()
+    except EnvironmentProblem:
+        pytest.skip("the emulator is not built")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    run_dir = shm_dir / "emus"
+    monkeypatch.setattr(emulator, "RUN_DIR", run_dir)
+    env = {"SSDLAB_EMU_RUN_DIR": str(run_dir)}
+    store = shm_dir / "results.sqlite"
+    emu = emulator.start("slcprobe", "client-slc", 512 * MIB, loop=True)
+    try:
+        cache = emulator.stats(emu)["config"]["slc_bytes"]  # type: ignore[index]
+        assert emu.loop_device
+        started = time.monotonic()
+        result = ssdlab("run", "slc-probe", "--target", emu.loop_device, "--destroy-data",
+                        "--write-size", str(2 * cache + 32 * MIB), "--settle", "0",
+                        "--repeat-after", "2", "--store", str(store), env=env, timeout=120)
+        seconds = time.monotonic() - started
+    finally:
+        emulator.stop("slcprobe")
+    print(result.stdout)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert result.stderr == ""
+    assert "target is emulated SSD slcprobe" in result.stdout
+
+    exported = ssdlab("export", "last", "--format", "json", "--store", str(store))
+    doc = json.loads(exported.stdout)
+    test = next(t for t in doc["tests"] if t["name"] == "slc-probe")
+    r = test["result"]
+    estimate = r["estimate_bytes"]
+    print(f"SLC cache {cache / MIB:.1f} MiB, estimate {estimate / MIB:.1f} MiB "
+          f"({r['ground_truth']['estimate_error_pct']:+.1f} %); run took {seconds:.1f} s; "
+          f"{r['recovery']}")
+    assert estimate == pytest.approx(cache, rel=0.10)
+    assert r["ground_truth"]["slc_bytes"] == cache
+    first = r["passes"][0]["cliffs"][0]
+    assert first["ratio"] < 0.5  # the TLC rate is a fraction of the SLC rate
+    assert r["passes"][0]["written_bytes"] == 2 * cache + 32 * MIB
+    # the curve is in the store: one round per slice of bytes, both passes
+    assert len(test["rounds"]) > 100
+    purge = next(s for s in test["steps"] if s["kind"] == "purge")
+    assert purge["detail"]["method"] == "blkdiscard" and purge["detail"]["ok"] is True
+    # the repeat pass after idle: the emulator folded part of its cache back
+    assert len(r["passes"]) == 2 and r["recovery"].startswith("after 2 s idle")
+
+    report = ssdlab("report", "last", "--no-pdf", "-o", str(shm_dir / "report"),
+                    "--store", str(store))
+    assert report.returncode == 0, report.stderr
+    page = (shm_dir / "report" / "report.html").read_text()
+    assert "SLC cache probe" in page and "Ground truth of the emulated SSD" in page

@@ -1,0 +1,112 @@
+"""Write Saturation transition and Host Idle Recovery verdicts, and the plan's validation."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ssdlab.analysis.saturation import (
+    IopsPoint,
+    find_transition,
+    recovery_verdict,
+    running_median,
+    wait_state,
+)
+from ssdlab.errors import UserError
+from ssdlab.plan.saturation import SaturationArgs, build_options, parse_waits
+
+GIB = 1 << 30
+
+
+def saturating(fob: float, sat: float, knee_bytes: float, seconds: int, noise: float = 0.05,
+               seed: int = 1) -> list[IopsPoint]:
+    """FOB IOPS until ``knee_bytes`` are written, then an exponential fall to ``sat``."""
+    rng = random.Random(seed)
+    points, written, t = [], 0.0, 0.0
+    for _ in range(seconds * 10):  # 100 ms intervals
+        if written < knee_bytes:
+            level = fob
+        else:
+            level = sat + (fob - sat) * 0.5 ** ((written - knee_bytes) / (knee_bytes / 4))
+        iops = level * (1 + rng.uniform(-noise, noise))
+        t += 0.1
+        written += iops * 0.1 * 4096
+        points.append(IopsPoint(t, written, iops))
+    return points
+
+
+def test_running_median_ignores_single_outliers() -> None:
+    assert running_median([1, 1, 100, 1, 1], 5) == [1, 1, 1, 1, 1]
+    assert running_median([5.0], 5) == [5.0]
+
+
+def test_transition_is_found_where_the_fall_begins() -> None:
+    knee = 1.0 * GIB
+    points = saturating(40_000, 4_000, knee, 60)
+    result = find_transition(points, 4_000)
+    assert result.found
+    assert result.fob_iops == pytest.approx(40_000, rel=0.05)
+    assert result.start_bytes is not None and result.end_bytes is not None
+    assert abs(result.start_bytes - knee) / knee < 0.05
+    assert result.end_bytes > result.start_bytes and result.end_s > result.start_s
+    assert "transition from" in result.message and "GiB written" in result.message
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noise_does_not_move_the_transition_much(seed: int) -> None:
+    knee = 0.5 * GIB
+    points = saturating(30_000, 6_000, knee, 50, noise=0.15, seed=seed)
+    result = find_transition(points, 6_000)
+    assert result.start_bytes is not None
+    assert abs(result.start_bytes - knee) / knee < 0.10
+
+
+def test_a_drive_without_fob_burst_has_no_transition() -> None:
+    points = saturating(4_200, 4_000, 10**15, 20)
+    result = find_transition(points, 4_000)
+    assert not result.found and "no fresh-out-of-box burst" in result.message
+    assert not find_transition([], 1.0).found
+
+
+def test_a_run_that_never_left_fob_says_so() -> None:
+    points = [IopsPoint(i * 0.1, i * 1e6, 40_000) for i in range(1, 50)]
+    result = find_transition(points, 4_000)
+    assert not result.found and "stayed near FOB" in result.message
+
+
+def test_idle_recovery_needs_a_large_and_significant_gain() -> None:
+    baseline = [4000.0, 4100.0, 3950.0, 4050.0, 4000.0]
+    strong = wait_state(5, [9000.0, 9500.0, 8800.0, 9200.0], baseline, 1.2)
+    assert strong.recovered and strong.ratio == pytest.approx(2.27, rel=0.01)
+    weak = wait_state(5, [4300.0, 4250.0, 4400.0, 4350.0], baseline, 1.2)
+    assert not weak.recovered  # significant, but only 1.07x
+    noisy = wait_state(5, [2000.0, 9000.0, 3000.0, 8000.0], baseline, 1.2)
+    assert not noisy.recovered  # 1.38x on average, but within the noise
+    ok, message = recovery_verdict([weak, strong], 1.2)
+    assert ok and "after 5 s idle reach 2.27x" in message
+    ok, message = recovery_verdict([weak, noisy], 1.2)
+    assert not ok and "no recovery" in message
+    assert recovery_verdict([], 1.2) == (False, "no wait states were run")
+
+
+def test_plan_defaults_and_validation() -> None:
+    quick = build_options(SaturationArgs(profile="quick"), (4, 16), 2)
+    assert quick.round_seconds == 1.0 and quick.threads == 2 and quick.iodepth == 16
+    assert quick.waits_s == pytest.approx((1, 2, 3, 5, 10))
+    assert quick.log_msec <= 250
+    full = build_options(SaturationArgs(), (16, 8), 32)
+    assert full.max_seconds == 360 * 60 and full.bursts == 360 and full.waits_s[-1] == 50
+    assert parse_waits("5, 10") == (5.0, 10.0)
+    for bad, words in (
+        (SaturationArgs(profile="slow"), "--profile 'slow'"),
+        (SaturationArgs(round_seconds=-1), "--round-seconds -1"),
+        (SaturationArgs(max_rounds=0), "--max-rounds 0"),
+        (SaturationArgs(bursts=2.5), "--bursts 2.5"),  # type: ignore[arg-type]
+        (SaturationArgs(active_range_pct=0), "--active-range 0"),
+        (SaturationArgs(recovery_ratio=0.9), "--recovery-ratio 0.9"),
+        (SaturationArgs(waits="5,x"), "--waits '5,x'"),
+        (SaturationArgs(waits="5,-1"), "--waits '5,-1'"),
+    ):
+        with pytest.raises(UserError, match=words.replace("(", r"\(")):
+            build_options(bad, (4, 16), 2)
