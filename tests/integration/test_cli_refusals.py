@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ssdlab.cli.main import build_parser
+from ssdlab.targets.filetarget import create_file_target
 from tests.support.cli import one_line_error, sha256_of, ssdlab
 
 MIB = 1024 * 1024
@@ -195,3 +197,83 @@ def test_dry_run_prints_every_job_file_and_writes_nothing(loop_device, tmp_path:
     assert result.stdout.count("stonewall") == cells
     assert sha256_of(_backing(device)) == before
     assert not store.exists()
+
+
+# --------------------------------------------------------------------------- --destroy-data forms
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", "pts", "--target", "/dev/x"], False),
+        (["run", "pts", "--target", "/dev/x", "--destroy-data"], True),
+        (["run", "pts", "--destroy-data", "--target", "/dev/x"], True),
+        (["run", "pts", "--target", "/dev/x", "--destroy-data=S123"], "S123"),
+        (["run", "pts", "--target", "/dev/x", "--destroy-data=/dev/x"], "/dev/x"),
+        (["run", "pts", "--target", "/dev/x", "--destroy-data", "/dev/x", "--dry-run"], "/dev/x"),
+        (["run", "saturation", "--target", "/dev/x", "--destroy-data=S1"], "S1"),
+        (["run", "latency-iops", "--target", "/dev/x", "--destroy-data=S1"], "S1"),
+        (["run", "slc-probe", "--target", "/dev/x", "--destroy-data=S1"], "S1"),
+        (["run", "op-sweep", "--target", "/dev/x", "--destroy-data=S1"], "S1"),
+        (["resume", "last", "--destroy-data"], True),
+        (["resume", "last", "--destroy-data=/dev/x"], "/dev/x"),
+        (["resume", "last"], False),
+    ],
+)
+def test_destroy_data_forms(argv: list[str], expected: bool | str) -> None:
+    assert build_parser().parse_args(argv).destroy_data == expected
+
+
+def test_empty_confirmation_and_confirmation_for_a_file_are_usage_errors(tmp_path: Path) -> None:
+    empty = ssdlab("run", "pts", "--target", "/dev/null", "--destroy-data=")
+    assert empty.returncode == 2
+    assert "--destroy-data" in one_line_error(empty)
+    target = tmp_path / "x.img"
+    named = ssdlab("run", "pts", "--target", str(target), "--size", "128MiB",
+                   "--destroy-data=S123", "--store", str(tmp_path / "s.sqlite"))
+    assert named.returncode == 2
+    assert "file targets need no --destroy-data" in one_line_error(named)
+    assert not target.exists() and not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--purge", "blkdiscard"], "--read-only never purges"),
+        (["--mixes", "100/0,65/35"], "--mixes 100/0,65/35 includes writes"),
+        (["--latency-mixes", "0/100"], "--latency-mixes 0/100 includes writes"),
+    ],
+)
+def test_read_only_refuses_options_that_write(shm_dir: Path, tmp_path: Path, args: list[str],
+                                              needle: str) -> None:
+    target = shm_dir / "x.img"
+    create_file_target(str(target), 128 * MIB)
+    result = ssdlab("run", "pts", "--target", str(target), "--read-only", *args, "--store",
+                    str(tmp_path / "s.sqlite"))
+    assert result.returncode == 2
+    assert needle in one_line_error(result)
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_read_only_creates_no_file(tmp_path: Path) -> None:
+    target = tmp_path / "x.img"
+    result = ssdlab("run", "pts", "--target", str(target), "--size", "128MiB", "--read-only")
+    assert result.returncode == 2
+    assert "--read-only writes nothing, so it cannot create" in one_line_error(result)
+    assert not target.exists()
+
+
+def test_read_only_dry_run_plans_only_read_cells(shm_dir: Path) -> None:
+    target = shm_dir / "x.img"
+    create_file_target(str(target), 128 * MIB)
+    before = sha256_of(target)
+    result = ssdlab("run", "pts", "--target", str(target), "--read-only", "--dry-run",
+                    "--profile", "quick")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "rw=randwrite" not in out and "rw=write" not in out and "rwmixread" not in out
+    assert "-- preconditioning job file:" not in out
+    assert out.count("purge: none") == 4
+    assert out.count("read-only: fio runs with --readonly") == 4
+    assert out.count("stonewall") == 8 + 2 * 1 + 3  # IOPS, throughput, latency at 100/0
+    assert sha256_of(target) == before

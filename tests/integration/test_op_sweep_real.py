@@ -10,14 +10,12 @@ the quick profile (1 s rounds, OP 0, 20 and 40 %).
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 from ssdlab.analysis.op_sweep import SettingOutcome, recommend
-from ssdlab.errors import EnvironmentProblem
 from ssdlab.targets import emulator
 from tests.support.cli import ssdlab
 
@@ -27,16 +25,9 @@ MIB = 1 << 20
 
 
 def test_op_sweep_ranks_settings_as_the_emulators_write_amplification(
-    shm_dir: Path, monkeypatch: pytest.MonkeyPatch
+    shm_dir: Path, emu_run_dir: Path
 ) -> None:
-    try:
-        emulator.binary()
-    except EnvironmentProblem:
-        pytest.skip("the emulator is not built")
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse")
-    run_dir = shm_dir / "emus"
-    monkeypatch.setattr(emulator, "RUN_DIR", run_dir)
+    run_dir = emu_run_dir
     store = shm_dir / "results.sqlite"
     emu = emulator.start("opsweep", "enterprise-tlc", 128 * MIB, loop=True,
                          options=("--pages-per-block", "16"))

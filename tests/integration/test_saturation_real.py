@@ -10,13 +10,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ssdlab.errors import EnvironmentProblem
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 from tests.support.cli import ssdlab
@@ -28,28 +27,11 @@ Start = Callable[..., emulator.Emulator]
 
 
 @pytest.fixture
-def start_emulator(shm_dir: Path) -> Iterator[tuple[Start, dict[str, str]]]:
-    try:
-        emulator.binary()
-    except EnvironmentProblem:
-        pytest.skip("the emulator is not built")
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse")
-    run_dir = shm_dir / "emus"
-    old = emulator.RUN_DIR
-    emulator.RUN_DIR = run_dir
-    names: list[str] = []
-
+def start_emulator(emu_run_dir: Path) -> tuple[Start, dict[str, str]]:
     def start(name: str, size: int, *options: str) -> emulator.Emulator:
-        names.append(name)
         return emulator.start(name, "enterprise-tlc", size, loop=True, options=options)
 
-    try:
-        yield start, {"SSDLAB_EMU_RUN_DIR": str(run_dir)}
-    finally:
-        for name in names:
-            emulator.stop(name)
-        emulator.RUN_DIR = old
+    return start, {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
 
 
 def _ok_rounds(store: Path, run_id: str, test: str = "wsat") -> list[int]:
@@ -92,8 +74,9 @@ def test_transition_at_gc_start_and_a_killed_run_resumes(
     kept = _ok_rounds(store, run_id)
     assert len(kept) >= 3, kept
     time.sleep(0.5)  # fio dies with ssdlab (PDEATHSIG)
-    assert "fio" not in subprocess.run(["pgrep", "-a", "fio"], capture_output=True,
-                                       text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", f"filename={emu.target}"], capture_output=True,
+                          text=True).stdout
+    assert left == ""  # no fio left writing to the device (others' fio may run elsewhere)
 
     refused = ssdlab("resume", run_id, "--store", str(store), env=env)
     assert refused.returncode == 3 and "--destroy-data" in refused.stderr  # block device

@@ -11,13 +11,11 @@ the cache comes back.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from ssdlab.errors import EnvironmentProblem
 from ssdlab.targets import emulator
 from tests.support.cli import ssdlab
 
@@ -27,16 +25,9 @@ MIB = 1 << 20
 
 
 def test_slc_probe_estimates_the_configured_cache_within_ten_percent(
-    shm_dir: Path, monkeypatch: pytest.MonkeyPatch
+    shm_dir: Path, emu_run_dir: Path
 ) -> None:
-    try:
-        emulator.binary()
-    except EnvironmentProblem:
-        pytest.skip("the emulator is not built")
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse")
-    run_dir = shm_dir / "emus"
-    monkeypatch.setattr(emulator, "RUN_DIR", run_dir)
+    run_dir = emu_run_dir
     env = {"SSDLAB_EMU_RUN_DIR": str(run_dir)}
     store = shm_dir / "results.sqlite"
     emu = emulator.start("slcprobe", "client-slc", 512 * MIB, loop=True)

@@ -275,7 +275,15 @@ def test_mounted_loop_device_is_refused(loop_device: Factory, shm_dir: Path) -> 
         )
         with pytest.raises(TargetError, match="in use by another program"):
             ExclusiveHold(device).__enter__()
-    check_block_target(identify_block(device), destroy_data=True, writes=True)
+        with pytest.raises(TargetError, match="is mounted on"):  # no confirmation overrides it
+            check_block_target(target, destroy_data=device, writes=True)
+    unmounted = identify_block(device)
+    with pytest.raises(TargetError) as caught:  # unmounted, it still carries its ext4
+        check_block_target(unmounted, destroy_data=True, writes=True)
+    assert caught.value.message.startswith(f"{device} carries an ext4 filesystem (UUID ")
+    assert caught.value.message.endswith(f"confirm with --destroy-data={device}")
+    check_block_target(unmounted, destroy_data=device, writes=True)
+    check_block_target(unmounted, destroy_data=False, writes=False)
 
 
 @pytest.mark.root

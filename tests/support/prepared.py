@@ -35,7 +35,11 @@ def file_info(path: Path, capacity: int = GIB, sector: int = 512) -> TargetInfo:
 def make_prepared(
     tmp_path: Path, args: PtsArgs, *, capacity: int = GIB, sector: int = 512
 ) -> Prepared:
-    info = file_info(tmp_path / "target.img", capacity, sector)
+    target = tmp_path / "target.img"
+    if not target.exists():  # the fake target exists, as a real one would (sparse)
+        with open(target, "wb") as fh:
+            fh.truncate(capacity)
+    info = file_info(target, capacity, sector)
     options = build_options(args, info.device_class, 2)
     tests = build_pts_tests(options, capacity, sector)
     request = RunRequest(str(info.path), capacity, False, args)

@@ -11,6 +11,7 @@ import pytest
 from ssdlab.plan.options import PtsArgs
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
+from ssdlab.run.session import TargetLost
 from ssdlab.store.db import Store
 from ssdlab.targets.filetarget import create_file_target
 from tests.support.fake_fio import FakeFio
@@ -140,6 +141,7 @@ def test_every_round_job_file_is_stored_verbatim(tmp_path: Path) -> None:
 def test_preconditioning_and_purge_are_recorded(tmp_path: Path) -> None:
     args = PtsArgs(profile="quick", tests="latency")
     prepared = make_prepared(tmp_path, args, capacity=64 * 1024 * 1024)
+    (tmp_path / "target.img").unlink()  # the fake's placeholder: ssdlab makes its own
     create_file_target(str(tmp_path / "target.img"), 64 * 1024 * 1024)
     store = Store.open(tmp_path / "store.sqlite")
     fio = FakeFio(flat)
@@ -149,3 +151,23 @@ def test_preconditioning_and_purge_are_recorded(tmp_path: Path) -> None:
     assert kinds == ["purge", "precondition"]
     assert steps[0].detail["method"] == "file-recreate"
     assert "io_size=" in fio.calls[0] and "rw=write" in fio.calls[0]
+
+
+def test_a_target_that_stops_answering_stops_the_run(tmp_path: Path) -> None:
+    fio = FakeFio(flat, fail_rounds={3})
+    original = fio.run
+
+    def vanish_then_run(*args: object, **kw: object) -> object:
+        if fio.rounds == 2:  # the device goes away before round 3, which fails
+            (tmp_path / "target.img").unlink(missing_ok=True)
+        return original(*args, **kw)  # type: ignore[arg-type]
+
+    fio.run = vanish_then_run  # type: ignore[method-assign]
+    args = PtsArgs(profile="quick", tests="iops,latency", purge="none", precondition=False)
+    with pytest.raises(TargetLost, match="no longer exists: the run stops here"):
+        _run(tmp_path, args, fio)
+    store = Store.open(tmp_path / "store.sqlite")
+    run = store.load(store.list_runs()[0].run_id)
+    assert run.status == "failed" and "no longer exists" in run.message
+    assert [r.round_no for r in run.test("iops").rounds if r.status == "ok"] == [1, 2]
+    assert [t.name for t in run.tests] == ["iops"]  # latency never started

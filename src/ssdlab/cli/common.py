@@ -50,6 +50,43 @@ def _size(text: str) -> int:
     return size
 
 
+def _confirmation(text: str) -> str:
+    """The value of --destroy-data=SERIAL|PATH: it must name something."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "needs a serial number or a device path after '=', or no '=' at all"
+        )
+    return text
+
+
+DESTROY_DATA_HELP = (
+    "allow writing to a block device: everything on it is destroyed. A blank device needs "
+    "only the flag; a device carrying a partition table, filesystem, RAID or LVM member, "
+    "swap or other signature needs the confirmation naming it: --destroy-data=SERIAL (its "
+    "serial number) or --destroy-data=/dev/PATH (a path to that very device). Mounted, "
+    "system and busy devices are refused whatever it says (docs/safety.md)"
+)
+
+
+def add_destroy_data_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, extra_help: str = ""
+) -> None:
+    """--destroy-data, --destroy-data=SERIAL or --destroy-data=/dev/PATH.
+
+    The value is False (not given), True (the bare flag) or the confirmation text; the
+    target checks (targets.safety) decide whether it is enough for the device.
+    """
+    parser.add_argument(
+        "--destroy-data",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_confirmation,
+        metavar="SERIAL|PATH",
+        help=DESTROY_DATA_HELP + extra_help,
+    )
+
+
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     """--target, --size, --destroy-data, --dry-run, --store, --fio: every suite has them."""
     t = parser.add_argument_group("target")
@@ -66,11 +103,7 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)",
     )
-    t.add_argument(
-        "--destroy-data",
-        action="store_true",
-        help="allow writing to a block device; everything on it is destroyed",
-    )
+    add_destroy_data_option(t)
     t.add_argument(
         "--dry-run",
         action="store_true",

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan import latency_iops as li
@@ -42,6 +43,7 @@ def register(suites: Any) -> None:
     add_target_options(parser)
     add_ladder_options(parser)
     parser.set_defaults(func=run_command)
+    add_config_option(parser)
 
 
 def add_ladder_options(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ssdlab.analysis.steady import RULES, rule_by_name
 from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.op_sweep import MAX_OP, MIN_GAIN_PCT, PROFILES, PURGE_METHODS, OpSweepArgs
@@ -58,6 +59,7 @@ def register(suites: Any) -> None:
     g.add_argument("--ioengine", default="libaio", choices=IOENGINES,
                    help="fio ioengine (default libaio)")
     p.set_defaults(func=op_sweep_command)
+    add_config_option(p)
 
 
 def args_of(args: argparse.Namespace) -> OpSweepArgs:

@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.cli import suites
-from ssdlab.cli.common import add_store_option, open_existing_store, open_store
+from ssdlab.cli.common import (
+    add_destroy_data_option,
+    add_store_option,
+    open_existing_store,
+    open_store,
+)
 from ssdlab.cli.run_cmd import run_progress
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
@@ -29,8 +34,8 @@ def register(sub: Any) -> None:
         "Works for the pts and saturation suites.",
     )
     p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
-    p.add_argument("--destroy-data", action="store_true",
-                   help="needed again to write to a block device")
+    add_destroy_data_option(p, "; needed again to resume on a block device (put it after "
+                            "RUN, or use the = form)")
     p.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
     add_store_option(p)
     p.set_defaults(func=resume_command)
@@ -72,7 +77,8 @@ def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
         progress = run_progress(prepared)
         with open_store(args) as store:
             try:
-                PtsRun(prepared, store, FioExecutor(args.fio), progress).resume(run, argv)
+                executor = FioExecutor(args.fio, read_only=prepared.options.read_only_target)
+                PtsRun(prepared, store, executor, progress).resume(run, argv)
             finally:
                 progress.close()
     else:

@@ -9,6 +9,7 @@ from typing import Any
 from ssdlab.analysis.steady import rule_by_name
 from ssdlab.cli import suites as suite_modules
 from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PROFILES, PURGE_METHODS, VARIANTS, PtsArgs
@@ -38,6 +39,7 @@ def register(sub: Any) -> None:
     )
     add_run_options(pts)
     pts.set_defaults(func=run_command)
+    add_config_option(pts)
     for module in suite_modules.MODULES:
         module.register(suites)
 
@@ -129,6 +131,13 @@ def add_test_options(parser: argparse.ArgumentParser) -> None:
         help="skip the 2x-capacity 128 KiB sequential preconditioning",
     )
     g.add_argument("--ioengine", default="libaio", choices=IOENGINES, help="fio ioengine")
+    g.add_argument(
+        "--read-only",
+        action="store_true",
+        help="run only the read cells (IOPS and latency at 100/0, sequential read "
+        "throughput) with fio --readonly: no purge, no preconditioning, no --destroy-data "
+        "needed; the device may carry a filesystem but must not be mounted (docs/safety.md)",
+    )
 
 
 def pts_args(args: argparse.Namespace) -> PtsArgs:
@@ -150,6 +159,7 @@ def pts_args(args: argparse.Namespace) -> PtsArgs:
         purge=args.purge,
         precondition=args.precondition,
         ioengine=args.ioengine,
+        read_only=args.read_only,
     )
 
 
@@ -180,7 +190,8 @@ def execute(request: RunRequest, args: argparse.Namespace, argv: list[str]) -> s
     progress = run_progress(prepared)
     with open_store(args) as store:
         try:
-            return PtsRun(prepared, store, FioExecutor(request.fio), progress).execute(argv)
+            executor = FioExecutor(request.fio, read_only=prepared.options.read_only_target)
+            return PtsRun(prepared, store, executor, progress).execute(argv)
         finally:
             progress.close()
 

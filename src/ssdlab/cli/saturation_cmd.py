@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
@@ -67,6 +69,7 @@ def register(suites: Any) -> None:
                    help="bursts at least X times the baseline IOPS (and significantly so) "
                    "count as recovered (default 1.2)")
     p.set_defaults(func=saturation_command)
+    add_config_option(p)
 
 
 def args_of(args: argparse.Namespace) -> SaturationArgs:
@@ -113,9 +116,12 @@ def report_end(run: RunData, store_path: object) -> int:
 
 def resume(run: RunData, args: argparse.Namespace, argv: list[str]) -> str:
     """Continue a stopped saturation run from its last completed round."""
+    path = str(run.target.get("path"))
+    capacity = run.target.get("capacity_bytes")
+    missing_file = run.target.get("kind") == "file" and not os.path.lexists(path)
     prepared = prepare_saturation(
-        str(run.target.get("path")), None, args.destroy_data, args.fio,
-        SaturationArgs(**run.plan["args"]),
+        path, capacity if missing_file and isinstance(capacity, int) else None,
+        args.destroy_data, args.fio, SaturationArgs(**run.plan["args"]),
     )
     progress = _progress(prepared.options.quick)
     with open_store(args) as store:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
@@ -80,6 +81,7 @@ def register(suites: Any) -> None:
     g.add_argument("--ioengine", default="libaio", choices=IOENGINES,
                    help="fio ioengine (default libaio)")
     p.set_defaults(func=slc_probe_command)
+    add_config_option(p)
 
 
 def args_of(args: argparse.Namespace) -> SlcProbeArgs:

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssdlab.cli import latency_iops_cmd, op_sweep_cmd, saturation_cmd, slc_probe_cmd
+from ssdlab.cli import (
+    latency_iops_cmd,
+    op_sweep_cmd,
+    saturation_cmd,
+    slc_probe_cmd,
+    verify_cmd,
+)
 
-MODULES: list[Any] = [latency_iops_cmd, op_sweep_cmd, saturation_cmd, slc_probe_cmd]
+MODULES: list[Any] = [latency_iops_cmd, op_sweep_cmd, saturation_cmd, slc_probe_cmd, verify_cmd]

@@ -7,6 +7,7 @@ The :class:`Executor` protocol is the engine boundary: a job file goes in, a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,13 +25,18 @@ TickFn = Callable[[float], None]
 
 WATCHDOG_FACTOR = 1.5
 WATCHDOG_MARGIN_S = 30.0
+#: testing knob: a smaller margin makes the watchdog bite sooner (documented in docs/faults.md)
+WATCHDOG_MARGIN_ENV = "SSDLAB_WATCHDOG_MARGIN_S"
 KILL_GRACE_S = 5.0
 TICK_S = 0.5
 
 
 def watchdog_seconds(planned_s: float) -> float:
     """How long a time-based fio run may take before it is considered stuck."""
-    return planned_s * WATCHDOG_FACTOR + WATCHDOG_MARGIN_S
+    margin = WATCHDOG_MARGIN_S
+    with contextlib.suppress(KeyError, ValueError):
+        margin = max(0.0, float(os.environ[WATCHDOG_MARGIN_ENV]))
+    return planned_s * WATCHDOG_FACTOR + margin
 
 
 class FioInterrupted(Exception):
@@ -103,12 +109,14 @@ def _error_of(
 class FioExecutor:
     """Runs the real fio binary with the job file on its standard input."""
 
-    def __init__(self, fio: str = "fio") -> None:
+    def __init__(self, fio: str = "fio", *, read_only: bool = False) -> None:
         self.fio = fio
+        self.read_only = read_only  # fio --readonly: fio refuses any write or trim job
 
     def command(self, json_plus: bool) -> tuple[str, ...]:
         fmt = "json+" if json_plus else "json"
-        return (self.fio, f"--output-format={fmt}", "--eta=never", "-")
+        guard = ("--readonly",) if self.read_only else ()
+        return (self.fio, f"--output-format={fmt}", "--eta=never", *guard, "-")
 
     def run(
         self,
@@ -126,6 +134,7 @@ class FioExecutor:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            errors="replace",  # fio may print bytes that are not UTF-8 (file names, garbage)
             start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
             preexec_fn=die_with_parent,
         )

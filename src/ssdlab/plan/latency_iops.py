@@ -145,9 +145,13 @@ def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
 
 def parse_counts(option: str, text: str, upper: int) -> tuple[int, ...]:
     """``1,2,4`` -> (1, 2, 4): whole numbers 1..upper, each once, ascending."""
+    if not text.strip():
+        raise UserError(f"{option} is empty; give a comma list of whole numbers from 1 to "
+                        f"{upper}, e.g. 1,2,4")
     values: list[int] = []
     for part in (p.strip() for p in text.split(",")):
-        if not part.isdigit() or not 1 <= int(part) <= upper:
+        digits = part.isascii() and part.isdigit() and len(part) <= 9
+        if not digits or not 1 <= int(part) <= upper:
             raise UserError(f"{option}: {part!r} is not a whole number from 1 to {upper}")
         values.append(int(part))
     if len(set(values)) != len(values):
@@ -166,7 +170,8 @@ def _range(option: str, value: float, low: float, high: float, *, low_open: bool
 
 def _seconds(option: str, value: float, minimum: float) -> None:
     _range(option, value, minimum, 3600, low_open=False)
-    if abs(value * 1000 - round(value * 1000)) > 1e-6:
+    millis = round(value * 1000)
+    if abs(value * 1000 - millis) > 1e-6 or (value > 0 and millis == 0):
         raise UserError(f"{option} {value:g} must be a whole number of milliseconds")
 
 
@@ -193,12 +198,12 @@ def build_options(args: LatencyIopsArgs, cpus: int) -> LatencyIopsOptions:
     _choice("--purge", args.purge, PURGE_METHODS)
     _choice("--ioengine", args.ioengine, IOENGINES)
     _check_numbers(args)
-    blocks = (parse_block_sizes("--block-sizes", args.block_sizes) if args.block_sizes
-              else DEFAULT_BLOCKS)
-    mixes = parse_mixes("--mixes", args.mixes) if args.mixes else DEFAULT_MIXES
-    threads = parse_counts("--threads", args.threads, MAX_THREADS) if args.threads else (
-        DEFAULT_THREADS)
-    qds = parse_counts("--qd", args.qds, MAX_QD) if args.qds else DEFAULT_QDS
+    blocks = (parse_block_sizes("--block-sizes", args.block_sizes)
+              if args.block_sizes is not None else DEFAULT_BLOCKS)
+    mixes = parse_mixes("--mixes", args.mixes) if args.mixes is not None else DEFAULT_MIXES
+    threads = (parse_counts("--threads", args.threads, MAX_THREADS)
+               if args.threads is not None else DEFAULT_THREADS)
+    qds = parse_counts("--qd", args.qds, MAX_QD) if args.qds is not None else DEFAULT_QDS
     max_qd = DEFAULT_MAX_QD if args.max_qd is None else args.max_qd
     if args.max_qd is None:
         max_qd = max(max_qd, qds[-1])

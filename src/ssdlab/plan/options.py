@@ -5,7 +5,7 @@ Every failure is a one-line :class:`UserError` naming the bad value and what is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ssdlab.analysis.steady import RULES
 from ssdlab.errors import UserError
@@ -77,6 +77,7 @@ class PtsArgs:
     purge: str = "auto"
     precondition: bool = True
     ioengine: str = "libaio"
+    read_only: bool = False  # --read-only: only the 100/0 cells (see read_only_options)
 
 
 def _choice(option: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -93,11 +94,15 @@ def parse_tests(text: str | None) -> tuple[str, ...]:
         raise UserError(f"--tests is empty; choose from: {', '.join(TEST_NAMES)}")
     for name in names:
         _choice("--tests entry", name, TEST_NAMES)
+    if len(set(names)) != len(names):
+        raise UserError(f"--tests {text!r} lists a test twice")
     return tuple(n for n in TEST_NAMES if n in names)
 
 
 def parse_block_sizes(option: str, text: str) -> tuple[int, ...]:
     """``1024,128,4,0.5`` (KiB, as the SNIA tables) or with units: ``4k,512b``."""
+    if not text.strip():
+        raise UserError(f"{option} is empty; give block sizes in KiB, e.g. 4,64 or 4k,512b")
     sizes: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         try:
@@ -115,6 +120,8 @@ def parse_block_sizes(option: str, text: str) -> tuple[int, ...]:
 
 
 def parse_mixes(option: str, text: str) -> tuple[int, ...]:
+    if not text.strip():
+        raise UserError(f"{option} is empty; give read/write mixes, e.g. 100/0,65/35,0/100")
     mixes: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         try:
@@ -178,7 +185,7 @@ def build_options(args: PtsArgs, device_class: str, cpu_count: int) -> PtsOption
     drop_half_k = variant == "reviews"
     iops_blocks = IOPS_BLOCKS[:-1] if drop_half_k else IOPS_BLOCKS
     lat_blocks = LATENCY_BLOCKS[:-1] if drop_half_k else LATENCY_BLOCKS
-    return PtsOptions(
+    options = PtsOptions(
         tests=parse_tests(args.tests),
         profile=profile.name,
         variant=variant,
@@ -190,16 +197,31 @@ def build_options(args: PtsArgs, device_class: str, cpu_count: int) -> PtsOption
         iodepth=int(args.iodepth or iodepth),
         active_range_pct=args.active_range_pct,
         iops_block_bytes=parse_block_sizes("--block-sizes", args.block_sizes)
-        if args.block_sizes
+        if args.block_sizes is not None
         else iops_blocks,
-        iops_mixes=parse_mixes("--mixes", args.mixes) if args.mixes else IOPS_MIXES,
+        iops_mixes=parse_mixes("--mixes", args.mixes) if args.mixes is not None else IOPS_MIXES,
         latency_block_bytes=parse_block_sizes("--latency-block-sizes", args.latency_block_sizes)
-        if args.latency_block_sizes
+        if args.latency_block_sizes is not None
         else lat_blocks,
         latency_mixes=parse_mixes("--latency-mixes", args.latency_mixes)
-        if args.latency_mixes
+        if args.latency_mixes is not None
         else LATENCY_MIXES[variant],
         purge=args.purge,
         precondition=args.precondition,
         ioengine=args.ioengine,
     )
+    return read_only_options(args, options) if args.read_only else options
+
+
+def read_only_options(args: PtsArgs, options: PtsOptions) -> PtsOptions:
+    """--read-only: the 100/0 cells only, no purge, no preconditioning (docs/safety.md)."""
+    if args.purge not in ("auto", "none"):
+        raise UserError(f"--purge {args.purge} writes to the device; --read-only never purges")
+    for option, given, mixes in (
+        ("--mixes", args.mixes, options.iops_mixes),
+        ("--latency-mixes", args.latency_mixes, options.latency_mixes),
+    ):
+        if given is not None and any(read_pct != 100 for read_pct in mixes):
+            raise UserError(f"{option} {given} includes writes; --read-only runs only 100/0")
+    return replace(options, iops_mixes=(100,), latency_mixes=(100,), purge="none",
+                   precondition=False, read_only_target=True)

@@ -45,6 +45,8 @@ class PtsOptions:
     purge: str
     precondition: bool
     ioengine: str
+    #: --read-only: 100/0 cells only, no purge or preconditioning, fio --readonly
+    read_only_target: bool = False
 
     @property
     def quick(self) -> bool:
@@ -204,11 +206,15 @@ def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> PtsTest:
         _cell(
             name, Pattern.SEQUENTIAL, block, m, opts.threads, opts.iodepth, rng, opts.cell_seconds
         )
-        for m in (100, 0)
+        for m in ((100,) if opts.read_only_target else (100, 0))
     )
-    write = TrackingVar(f"write bandwidth {block_label(block)}", cells[1].name, "bw_bytes_per_s")
     read = TrackingVar(f"read bandwidth {block_label(block)}", cells[0].name, "bw_bytes_per_s")
-    sets = (("v1.1", (write,)), ("v2.0", (write, read)))
+    sets: tuple[tuple[str, tuple[TrackingVar, ...]], ...] = (("v1.1", (read,)), ("v2.0", (read,)))
+    if not opts.read_only_target:
+        write = TrackingVar(
+            f"write bandwidth {block_label(block)}", cells[1].name, "bw_bytes_per_s"
+        )
+        sets = (("v1.1", (write,)), ("v2.0", (write, read)))
     return PtsTest(
         name,
         f"Throughput {block_label(block)}",

@@ -113,12 +113,31 @@ class SaturationOptions:
         return min(self.max_rounds * self.round_seconds, self.max_hours * 3600)
 
 
-def _positive(name: str, value: float | None, *, integer: bool = False) -> None:
+#: upper bounds: far beyond any sensible run, low enough to catch a slipped finger
+MAX_SECONDS = 3600.0  # a round or a burst
+MAX_WAIT_S = 86_400.0
+MAX_COUNT = 100_000  # rounds, bursts, baseline rounds
+MAX_WRITTEN = 1000.0
+MAX_HOURS = 1000.0
+MAX_RATIO = 100.0
+
+
+def _positive(name: str, value: float | None, upper: float, *, integer: bool = False) -> None:
     if value is None:
         return
-    if not math.isfinite(value) or value <= 0 or (integer and value != int(value)):
+    if (not math.isfinite(value) or not 0 < value <= upper
+            or (integer and value != int(value))):
         kind = "a positive whole number" if integer else "a positive number"
-        raise UserError(f"{name} {value!r}: give {kind}")
+        raise UserError(f"{name} {value!r}: give {kind} up to {upper:g}")
+
+
+def _seconds(name: str, value: float | None) -> None:
+    """Round and burst lengths: fio's resolution is 1 ms, and shorter runs measure start-up."""
+    if value is None:
+        return
+    if value < 0.1 or abs(value * 1000 - round(value * 1000)) > 1e-6:
+        raise UserError(f"{name} {value!r}: give at least 0.1 s and a whole number of "
+                        "milliseconds")
 
 
 def parse_waits(text: str) -> tuple[float, ...]:
@@ -126,8 +145,11 @@ def parse_waits(text: str) -> tuple[float, ...]:
         waits = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
         waits = ()
-    if not waits or any(not math.isfinite(w) or w <= 0 for w in waits):
-        raise UserError(f"--waits {text!r}: give idle seconds as a comma list, e.g. 5,10,15,25,50")
+    if not waits or any(not math.isfinite(w) or not 0 < w <= MAX_WAIT_S for w in waits):
+        raise UserError(f"--waits {text!r}: give idle seconds up to {MAX_WAIT_S:g} as a comma "
+                        "list, e.g. 5,10,15,25,50")
+    if len({wait_label(w) for w in waits}) != len(waits):
+        raise UserError(f"--waits {text!r} lists a wait state twice")
     return waits
 
 
@@ -138,17 +160,20 @@ def build_options(
     if args.profile not in PROFILES:
         raise UserError(f"--profile {args.profile!r} is not one of: {', '.join(PROFILES)}")
     prof = PROFILES[args.profile]
-    for name, value, integer in (
-        ("--round-seconds", args.round_seconds, False), ("--max-rounds", args.max_rounds, True),
-        ("--max-written", args.max_written, False), ("--max-hours", args.max_hours, False),
-        ("--threads", args.threads, True), ("--qd", args.iodepth, True),
-        ("--burst-seconds", args.burst_seconds, False), ("--bursts", args.bursts, True),
-        ("--baseline-rounds", args.baseline_rounds, True),
-        ("--recovery-ratio", args.recovery_ratio, False),
+    for name, value, upper, integer in (
+        ("--round-seconds", args.round_seconds, MAX_SECONDS, False),
+        ("--max-rounds", args.max_rounds, MAX_COUNT, True),
+        ("--max-written", args.max_written, MAX_WRITTEN, False),
+        ("--max-hours", args.max_hours, MAX_HOURS, False),
+        ("--threads", args.threads, 256, True), ("--qd", args.iodepth, 4096, True),
+        ("--burst-seconds", args.burst_seconds, MAX_SECONDS, False),
+        ("--bursts", args.bursts, MAX_COUNT, True),
+        ("--baseline-rounds", args.baseline_rounds, MAX_COUNT, True),
+        ("--recovery-ratio", args.recovery_ratio, MAX_RATIO, False),
     ):
-        _positive(name, value, integer=integer)
-    if args.round_seconds is not None and args.round_seconds < 0.1:
-        raise UserError(f"--round-seconds {args.round_seconds!r}: at least 0.1 s")
+        _positive(name, value, upper, integer=integer)
+    _seconds("--round-seconds", args.round_seconds)
+    _seconds("--burst-seconds", args.burst_seconds)
     if not 0 < args.active_range_pct <= 100:
         raise UserError(f"--active-range {args.active_range_pct!r}: give 0 < PCT <= 100")
     if args.recovery_ratio <= 1:

@@ -42,14 +42,20 @@ class Mix:
     def parse(cls, text: str) -> Mix:
         """``"65/35"`` or ``"65"`` -> Mix(65). Raises ValueError on anything else."""
         parts = text.strip().split("/")
-        if len(parts) == 2 and parts[0].strip().isdigit() and parts[1].strip().isdigit():
+        if len(parts) == 2 and _digits(parts[0]) and _digits(parts[1]):
             read, write = int(parts[0]), int(parts[1])
             if read + write != 100:
                 raise ValueError(f"mix {text!r} does not add up to 100")
             return cls(read)
-        if len(parts) == 1 and parts[0].strip().isdigit():
+        if len(parts) == 1 and _digits(parts[0]):
             return cls(int(parts[0]))
         raise ValueError(f"mix {text!r} is not of the form R/W, e.g. 65/35")
+
+
+def _digits(text: str) -> bool:
+    """A short run of ASCII digits (``str.isdigit`` also accepts '²', which int() refuses)."""
+    text = text.strip()
+    return text.isascii() and text.isdigit() and len(text) <= 9
 
 
 def block_label(block_bytes: int) -> str:

@@ -6,7 +6,13 @@ with that function; this module fills the table (``build`` imports it).
 
 from __future__ import annotations
 
-from ssdlab.report import latency_iops_pages, op_sweep_pages, saturation_pages, slc_probe_pages
+from ssdlab.report import (
+    latency_iops_pages,
+    op_sweep_pages,
+    saturation_pages,
+    slc_probe_pages,
+    verify_pages,
+)
 from ssdlab.report.run_pages import SUITE_PAGES
 
 SUITE_PAGES["wsat"] = saturation_pages.wsat_pages
@@ -14,5 +20,7 @@ SUITE_PAGES["hir"] = saturation_pages.hir_pages
 SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
 SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
 SUITE_PAGES["slc-probe"] = slc_probe_pages.slc_probe_pages
+
+SUITE_PAGES["verify"] = verify_pages.verify_pages
 
 __all__ = ["SUITE_PAGES"]

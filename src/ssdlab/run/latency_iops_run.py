@@ -48,6 +48,7 @@ from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, tim
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.filetarget import create_file_target
+from ssdlab.targets.safety import DestroyData
 from ssdlab.targets.topology import (
     StatSnapshot,
     allowed_cpus,
@@ -78,7 +79,7 @@ POINT_KEYS = (
 class LatencyIopsRequest:
     target: str
     size_bytes: int | None
-    destroy_data: bool
+    destroy_data: DestroyData
     args: LatencyIopsArgs
     fio: str = "fio"
 

@@ -42,6 +42,7 @@ from ssdlab.run.progress import Progress, round_estimate
 from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, timeout_for
 from ssdlab.store.db import Store
 from ssdlab.targets.filetarget import create_file_target
+from ssdlab.targets.safety import DestroyData
 
 SUITE = "op-sweep"
 DEFINITION = ("OP = share of the capacity left unused: the active range is the first "
@@ -56,7 +57,7 @@ class PreparedOpSweep:
 
 
 def prepare_op_sweep(
-    target: str, size_bytes: int | None, destroy_data: bool, fio: str, args: OpSweepArgs
+    target: str, size_bytes: int | None, destroy_data: DestroyData, fio: str, args: OpSweepArgs
 ) -> PreparedOpSweep:
     """Everything checked before the first byte is written: UserError (one line) otherwise."""
     base = prepare_target(target, size_bytes, destroy_data, fio)

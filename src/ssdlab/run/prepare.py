@@ -22,7 +22,7 @@ from ssdlab.targets.identity import (
     identify_block,
     identify_file,
 )
-from ssdlab.targets.safety import check_block_target
+from ssdlab.targets.safety import DestroyData, check_block_target
 
 MIN_ACTIVE_RANGE = 64 * 1024 * 1024
 
@@ -31,7 +31,7 @@ MIN_ACTIVE_RANGE = 64 * 1024 * 1024
 class RunRequest:
     target: str
     size_bytes: int | None
-    destroy_data: bool
+    destroy_data: DestroyData  # False, True (the bare flag) or --destroy-data=SERIAL|PATH
     args: PtsArgs
     fio: str = "fio"
 
@@ -85,8 +85,14 @@ def _check_free_space(path: str, size: int) -> None:
 
 
 def resolve_target(request: RunRequest) -> tuple[TargetInfo, bool]:
-    """Identify the target without writing anything; (info, file must be created)."""
+    """Identify the target without writing anything; (info, file must be created).
+
+    Block devices go through every guardrail of :mod:`ssdlab.targets.safety`; a
+    --read-only run writes nothing, so it needs no --destroy-data and may read a device
+    that carries a filesystem (but not a mounted, system or busy one).
+    """
     path = os.path.abspath(request.target)
+    read_only = request.args.read_only
     if _is_block(path):
         if request.size_bytes is not None:
             raise UserError(
@@ -94,8 +100,29 @@ def resolve_target(request: RunRequest) -> tuple[TargetInfo, bool]:
                 "(use --active-range to test part of it)"
             )
         info = identify_block(path)
-        check_block_target(info, destroy_data=request.destroy_data, writes=True)
+        check_block_target(info, destroy_data=request.destroy_data, writes=not read_only)
         return info, False
+    if isinstance(request.destroy_data, str):
+        raise UserError(
+            f"--destroy-data={request.destroy_data} names a device, but the target {path} "
+            "is not a block device; file targets need no --destroy-data"
+        )
+    if read_only and not os.path.exists(path):
+        raise UserError(
+            f"--read-only writes nothing, so it cannot create {path}; "
+            "give an existing ssdlab test file or a block device"
+        )
+    info, create = _resolve_file(path, request)
+    if create and read_only:
+        raise UserError(
+            f"--read-only writes nothing, so it cannot resize {path}; "
+            "leave out --size"
+        )
+    return info, create
+
+
+def _resolve_file(path: str, request: RunRequest) -> tuple[TargetInfo, bool]:
+    """An existing file ssdlab created, or a new one (never a foreign file)."""
     if os.path.exists(path):
         if not os.path.isfile(path):
             raise TargetError(f"target {path} is neither a block device nor a regular file")
@@ -172,18 +199,25 @@ class PreparedTarget:
 
 
 def prepare_target(
-    target: str, size_bytes: int | None, destroy_data: bool, fio: str = "fio"
+    target: str,
+    size_bytes: int | None,
+    destroy_data: DestroyData,
+    fio: str = "fio",
+    *,
+    read_only: bool = False,
 ) -> PreparedTarget:
     """fio version, target identity and safety: UserError (one line) before any I/O."""
     version = fio_version(fio)
     check_fio_version(version)
-    info, create = resolve_target(RunRequest(target, size_bytes, destroy_data, PtsArgs(), fio))
+    request = RunRequest(target, size_bytes, destroy_data, PtsArgs(read_only=read_only), fio)
+    info, create = resolve_target(request)
     return PreparedTarget(info, create, host_info(), {"ssdlab": __version__, "fio": version})
 
 
 def prepare(request: RunRequest) -> Prepared:
     """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
-    base = prepare_target(request.target, request.size_bytes, request.destroy_data, request.fio)
+    base = prepare_target(request.target, request.size_bytes, request.destroy_data, request.fio,
+                          read_only=request.args.read_only)
     info, create, host = base.info, base.create_file, base.host
     cpus = base.cpus
     options = build_options(request.args, info.device_class, cpus)
@@ -212,18 +246,37 @@ def _options_from(stored: dict[str, object]) -> PtsOptions:
     return PtsOptions(**values)  # type: ignore[arg-type]
 
 
-def prepare_resume(run: RunData, destroy_data: bool, fio: str = "fio") -> Prepared:
+def prepare_resume_target(
+    run: RunData, destroy_data: DestroyData, fio: str = "fio", *, read_only: bool = False
+) -> PreparedTarget:
+    """The stored run's target as it is now, checked to be the same one. A test file
+    ssdlab made that is missing (a crash while a purge was recreating it) is made again
+    at its recorded size."""
+    path = str(run.target.get("path"))
+    capacity = run.target.get("capacity_bytes")
+    size = None
+    if (run.target.get("kind") == "file" and not os.path.lexists(path)
+            and isinstance(capacity, int)):
+        size = capacity
+    base = prepare_target(path, size, destroy_data, fio, read_only=read_only)
+    check_same_target(run, base)
+    return base
+
+
+def prepare_resume(run: RunData, destroy_data: DestroyData, fio: str = "fio") -> Prepared:
     """A stored PTS run's plan, re-validated against the target as it is now."""
     stored = run.plan.get("options")
     if not isinstance(stored, dict):
         raise UserError(f"run {run.run_id} has no stored PTS options to resume from")
-    base = prepare_target(str(run.target.get("path")), None, destroy_data, fio)
-    check_same_target(run, base)
+    base = prepare_resume_target(run, destroy_data, fio,
+                                 read_only=stored.get("read_only_target") is True)
     try:
         options = _options_from(stored)
     except TypeError as exc:
         raise UserError(f"run {run.run_id} was made by another ssdlab version and cannot be "
                         f"resumed by this one ({exc})") from None
     tests = build_pts_tests(options, base.info.capacity_bytes, base.info.logical_sector_bytes)
-    request = RunRequest(base.info.path, None, destroy_data, PtsArgs(), fio)
-    return Prepared(request, base.info, options, tests, base.host, base.versions, False)
+    request = RunRequest(base.info.path, None, destroy_data,
+                         PtsArgs(read_only=options.read_only_target), fio)
+    return Prepared(request, base.info, options, tests, base.host, base.versions,
+                    base.create_file)

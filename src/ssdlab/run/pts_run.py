@@ -43,6 +43,8 @@ def fio_setup(prepared: Prepared) -> FioSetup:
 
 
 def job_text(prepared: Prepared, cells: tuple[CellSpec, ...], what: str) -> str:
+    if prepared.options.read_only_target:
+        what += "\nread-only: fio runs with --readonly and refuses any write or trim"
     return fio_setup(prepared).job_text(cells, what)
 
 
@@ -96,6 +98,8 @@ class PtsRun:
     def resume(self, run: RunData, argv: list[str]) -> str:
         """Continue a stopped run: finished tests stay, the current one goes on from its
         last completed round (no new purge or preconditioning), the rest run as planned."""
+        if self.p.create_file:  # killed while a purge was recreating the test file
+            self.session.info = create_file_target(self.p.info.path, self.p.info.capacity_bytes)
         self.session.reopen(run.run_id, argv)
         stored = {t.name: t for t in run.tests}
         with self.session.running():
@@ -118,7 +122,7 @@ class PtsRun:
                 self.run_test(test, before)
             except TestFailed as exc:
                 failed.append(test.name)
-                self.progress.line(f"{test.name}: FAILED: {exc}")
+                self.session.after_failure(test.name, exc)
         return failed
 
     # -- one test ----------------------------------------------------------------------

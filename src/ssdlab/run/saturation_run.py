@@ -59,6 +59,7 @@ from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, tim
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.filetarget import create_file_target
+from ssdlab.targets.safety import DestroyData
 
 WSAT, HIR = "wsat", "hir"
 
@@ -72,7 +73,7 @@ class PreparedSaturation:
 
 
 def prepare_saturation(
-    target: str, size_bytes: int | None, destroy_data: bool, fio: str, args: SaturationArgs
+    target: str, size_bytes: int | None, destroy_data: DestroyData, fio: str, args: SaturationArgs
 ) -> PreparedSaturation:
     """Everything checked before the first byte is written."""
     base = prepare_target(target, size_bytes, destroy_data, fio)
@@ -167,6 +168,9 @@ class SaturationRun:
 
     def resume(self, run: RunData, argv: list[str]) -> str:
         check_same_target(run, self.p.target)
+        t = self.p.target
+        if t.create_file:  # killed while a purge was recreating the test file
+            self.session.info = create_file_target(t.info.path, t.info.capacity_bytes)
         self.session.reopen(run.run_id, argv)
         return self._run(run)
 
@@ -180,7 +184,7 @@ class SaturationRun:
                     self.wsat(wsat)
                 except TestFailed as exc:
                     failed.append(WSAT)
-                    self.progress.line(f"{WSAT}: FAILED: {exc}")
+                    self.session.after_failure(WSAT, exc)
             elif wsat.status == "failed":
                 failed.append(WSAT)
             hir = done.get(HIR)
@@ -189,7 +193,7 @@ class SaturationRun:
                     self.hir(hir)
                 except TestFailed as exc:
                     failed.append(HIR)
-                    self.progress.line(f"{HIR}: FAILED: {exc}")
+                    self.session.after_failure(HIR, exc)
         self.session.finish(failed)
         return self.run_id
 

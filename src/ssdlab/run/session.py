@@ -9,6 +9,8 @@ decides what to run; the session does the bookkeeping the same way for all of th
 from __future__ import annotations
 
 import contextlib
+import errno
+import mmap
 import os
 import socket
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seco
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.run.progress import Progress
-from ssdlab.store.db import Store
+from ssdlab.store.db import Store, StoreWriteError
 from ssdlab.store.records import FioRecord
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.emulator import stats as emulator_stats
@@ -43,6 +45,12 @@ class RunInterrupted(UserError):
 
 class TestFailed(Exception):
     """fio failed inside a test; the test is marked failed and the run goes on."""
+
+
+class TargetLost(UserError):
+    """The target stopped answering after a failure: the run stops (completed work kept)."""
+
+    exit_code = ExitCode.FAILURE
 
 
 @dataclass(frozen=True)
@@ -162,18 +170,67 @@ class RunSession:
             with self._hold():
                 yield
         except (FioInterrupted, KeyboardInterrupt):
-            self.store.finish_run(self.run_id, "interrupted", "stopped by Ctrl-C")
+            self._finish_quietly("interrupted", "stopped by Ctrl-C")
             raise RunInterrupted(
                 f"run {self.run_id} interrupted; completed rounds are kept in {self.store.path}"
                 f" (continue it with `ssdlab resume {self.run_id}`)"
             ) from None
+        except StoreWriteError:
+            raise  # the store cannot record the ending either; resume will continue the run
         except BaseException as exc:
-            self.store.finish_run(self.run_id, "failed", str(exc).splitlines()[0][:300])
+            self._finish_quietly("failed", (str(exc).splitlines() or [repr(exc)])[0][:300])
             raise
+
+    def _finish_quietly(self, status: str, message: str) -> None:
+        """Record how the run ended, unless the store itself is what failed."""
+        with contextlib.suppress(StoreWriteError):
+            self.store.finish_run(self.run_id, status, message)
 
     def finish(self, failed: list[str]) -> None:
         message = f"{len(failed)} test(s) failed: {', '.join(failed)}" if failed else ""
         self.store.finish_run(self.run_id, "complete", message)
+
+    def target_lost(self) -> str | None:
+        """After a failed test: None if the target still reads, else why not (one line).
+
+        Reads 4 KiB at offset 0, with O_DIRECT where the target allows it so that the page
+        cache cannot answer for a device that is gone.
+        """
+        path = self.info.path
+        if not os.path.exists(path):
+            return f"{path} no longer exists"
+        buf = mmap.mmap(-1, 4096)
+        try:
+            for flags in (os.O_RDONLY | getattr(os, "O_DIRECT", 0), os.O_RDONLY):
+                try:
+                    fd = os.open(path, flags)
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
+                        continue  # no O_DIRECT here (tmpfs): a plain read
+                    return f"{path} cannot be opened: {exc.strerror}"
+                try:
+                    os.preadv(fd, [buf], 0)
+                    return None
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
+                        continue
+                    return f"{path} does not answer: {exc.strerror} (errno {exc.errno})"
+                finally:
+                    os.close(fd)
+            return None
+        finally:
+            buf.close()
+
+    def after_failure(self, test: str, exc: TestFailed) -> None:
+        """Policy: a failed test is recorded and the run goes on, unless the target is gone."""
+        self.progress.line(f"{test}: FAILED: {exc}")
+        lost = self.target_lost()
+        if lost is None:
+            return
+        self.store.add_event(self.run_id, test, "error",
+                             f"stopping the run: {lost} after {test} failed", {"error": str(exc)})
+        raise TargetLost(f"{test} failed ({exc}) and {lost}: the run stops here; every "
+                         f"completed round is kept in {self.store.path}")
 
     @contextlib.contextmanager
     def _hold(self) -> Iterator[None]:

@@ -36,6 +36,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, timeout_for
 from ssdlab.store.db import Store
 from ssdlab.targets.filetarget import create_file_target
+from ssdlab.targets.safety import DestroyData
 
 SUITE = "slc-probe"
 CELL = "slc-probe"
@@ -51,7 +52,7 @@ class PreparedSlcProbe:
 
 
 def prepare_slc_probe(
-    target: str, size_bytes: int | None, destroy_data: bool, fio: str, args: SlcProbeArgs
+    target: str, size_bytes: int | None, destroy_data: DestroyData, fio: str, args: SlcProbeArgs
 ) -> PreparedSlcProbe:
     """Everything checked before the first byte is written: UserError (one line) otherwise."""
     base = prepare_target(target, size_bytes, destroy_data, fio)

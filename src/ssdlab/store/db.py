@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import sqlite3
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ssdlab.errors import RunNotFound, UserError
+from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError
 from ssdlab.store import records as rec
 from ssdlab.store.records import FioRecord, RunData, RunSummary
 from ssdlab.store.schema import connect
@@ -45,6 +46,23 @@ def _new_run_id(now: float) -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(2)
 
 
+class StoreWriteError(EnvironmentProblem):
+    """The store could not be written (disk full, I/O error, locked too long)."""
+
+    def __init__(self, path: Path, exc: sqlite3.Error) -> None:
+        text = str(exc)
+        if "full" in text:
+            why = "its disk is full"
+        elif "locked" in text or "busy" in text:
+            why = "another process kept it locked for 30 s"
+        else:
+            why = f"SQLite: {text}"
+        super().__init__(
+            f"cannot write the results store {path}: {why}; everything committed before "
+            "is kept (free space, then continue with `ssdlab resume RUN`)"
+        )
+
+
 class Store:
     """A results store. Every write method commits durably before it returns."""
 
@@ -74,14 +92,26 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._conn.execute("BEGIN IMMEDIATE")
+        """One durable transaction; a full or failing disk becomes a one-line error.
+
+        SQLite rolls the failed transaction back, so the store keeps exactly what was
+        committed before (every completed round) and stays consistent.
+        """
         try:
-            yield self._conn
-        except BaseException:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                if self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
             if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+            raise StoreWriteError(self.path, exc) from exc
 
     # -- writing -------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from ssdlab.targets.purge import PurgeOutcome
 
 MARK_XATTR = "user.ssdlab.target"
 SIDECAR_SUFFIX = ".ssdlab"
+PART_SUFFIX = ".ssdlab-part"
 CREATED_BY = "ssdlab"
 
 
@@ -43,8 +44,24 @@ def create_file_target(path: str, size_bytes: int) -> TargetInfo:
     _check_free_space(parent, size_bytes, reclaimable)
     if reclaimable:
         remove_file_target(target)
-    _allocate(target, size_bytes)
-    _mark(target, size_bytes)
+    # Built under a temporary name and linked into place only when allocated and marked,
+    # so that a crash at any moment never leaves an unmarked file at ``path`` (which the
+    # next run would refuse as not ssdlab's).
+    part = os.path.join(parent, f".{os.path.basename(target)}{PART_SUFFIX}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(part)  # left by a crash while creating: only ever ssdlab's
+    _allocate(part, size_bytes)
+    _mark(part, size_bytes, final=target)
+    try:
+        os.link(part, target)
+    except FileExistsError:
+        _discard(part)
+        raise TargetError(f"refusing {target}: it exists and was not created by ssdlab"
+                          ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)
+    _fsync_directory(parent)
     return identify_file(target)
 
 
@@ -104,8 +121,9 @@ def _mark_payload(size_bytes: int) -> dict[str, object]:
     return {"created_by": CREATED_BY, "size": size_bytes, "created_at": created_at}
 
 
-def _mark(target: str, size_bytes: int) -> None:
-    """Set the xattr mark, or write the sidecar when the filesystem has no user xattrs."""
+def _mark(target: str, size_bytes: int, final: str | None = None) -> None:
+    """Set the xattr mark, or write the sidecar (beside ``final``, the name the file will
+    have) when the filesystem has no user xattrs."""
     payload = _mark_payload(size_bytes)
     try:
         os.setxattr(target, MARK_XATTR, json.dumps(payload).encode())
@@ -117,11 +135,12 @@ def _mark(target: str, size_bytes: int) -> None:
     st = os.stat(target)
     payload.update(st_dev=st.st_dev, st_ino=st.st_ino)
     try:
-        with open(target + SIDECAR_SUFFIX, "w", encoding="utf-8") as handle:
+        with open((final or target) + SIDECAR_SUFFIX, "w", encoding="utf-8") as handle:
             json.dump(payload, handle)
     except OSError as err:
         _discard(target)
-        raise TargetError(f"cannot write {target}{SIDECAR_SUFFIX}: {err.strerror}") from None
+        raise TargetError(f"cannot write {final or target}{SIDECAR_SUFFIX}: {err.strerror}"
+                          ) from None
 
 
 def _xattr_mark(path: str) -> dict[str, object] | None:

@@ -3,6 +3,10 @@
 Each danger has one small check function ``(SafetyContext) -> message | None``;
 :data:`BLOCK_CHECKS` lists them in the order they are run and :func:`check_block_target`
 raises :class:`TargetError` with the first message. New checks are added to that tuple.
+
+The first checks read only sysfs and procfs; the last ones look at the device itself
+through :class:`DeviceAccess` (an exclusive open, closed at once, and the read-only
+signature probe of :mod:`ssdlab.targets.signatures`). docs/safety.md lists them all.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ import errno
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 from ssdlab.errors import TargetError
 from ssdlab.targets.identity import (
@@ -32,12 +37,17 @@ from ssdlab.targets.identity import (
     read_mountinfo,
     whole_disk_of,
 )
+from ssdlab.targets.signatures import DeviceProbe, probe_device
 
 __all__ = [
     "BLOCK_CHECKS",
+    "DestroyData",
+    "DeviceAccess",
     "ExclusiveHold",
+    "RealDevices",
     "SafetyContext",
     "check_block_target",
+    "device_access_for",
     "mounted_block_devices",
     "root_disks",
     "whole_disk_of",
@@ -112,19 +122,34 @@ def _stack_below(name: str, *, sysfs: Path, mounts: list[MountEntry] | None) -> 
     return seen
 
 
-def root_disks(*, sysfs: Path = SYSFS, proc: Path = PROC) -> frozenset[str]:
-    """Kernel names of the whole disks holding /, /boot (and below) and swap."""
+def system_disks(*, sysfs: Path = SYSFS, proc: Path = PROC) -> dict[str, str]:
+    """Whole disk -> what of the running system it holds ('/', '/boot', 'swap on /dev/X'):
+    the disks under /, /boot (and below) and swap, through partitions, dm/md and loop
+    backing files."""
     mounts = read_mountinfo(proc=proc)
     starts = [
-        _device_of_mount(entry, sysfs=sysfs)
+        (_device_of_mount(entry, sysfs=sysfs), "/" if entry.mount_point == "/" else "/boot")
         for entry in mounts
         if entry.mount_point in SYSTEM_MOUNT_POINTS or entry.mount_point.startswith("/boot/")
     ]
-    starts.extend(_swaps(proc=proc, sysfs=sysfs, mounts=mounts))
-    stacked: set[str] = set()
-    for start in filter(None, starts):
-        stacked |= _stack_below(start, sysfs=sysfs, mounts=mounts)
-    return frozenset(name for name in stacked if not is_partition(name, sysfs=sysfs))
+    starts += [(name, f"swap on /dev/{name}") for name in _swaps(proc=proc, sysfs=sysfs,
+                                                                 mounts=mounts)]
+    held: dict[str, str] = {}
+    for start, what in sorted(starts, key=lambda item: _use_rank(item[1])):
+        for name in _stack_below(start, sysfs=sysfs, mounts=mounts) if start else ():
+            if not is_partition(name, sysfs=sysfs):
+                held.setdefault(name, what)
+    return held
+
+
+def _use_rank(what: str) -> int:
+    """/ before /boot before swap: the most telling reason is the one reported."""
+    return {"/": 0, "/boot": 1}.get(what, 2)
+
+
+def root_disks(*, sysfs: Path = SYSFS, proc: Path = PROC) -> frozenset[str]:
+    """Kernel names of the whole disks holding /, /boot (and below) and swap."""
+    return frozenset(system_disks(sysfs=sysfs, proc=proc))
 
 
 def _mounted(*, sysfs: Path, proc: Path) -> dict[str, str]:
@@ -145,6 +170,69 @@ def mounted_block_devices(*, sysfs: Path = SYSFS, proc: Path = PROC) -> frozense
     return frozenset(_mounted(sysfs=sysfs, proc=proc))
 
 
+# --------------------------------------------------------------------------- the device
+
+
+#: --destroy-data as parsed: False (not given), True (the bare flag), or the text of
+#: --destroy-data=SERIAL|PATH, a confirmation naming the device to overwrite
+DestroyData = bool | str
+
+
+class DeviceAccess(Protocol):
+    """What the checks may learn from the device node itself; nothing here writes."""
+
+    def exclusive_open_error(self, path: str) -> str | None:
+        """Why ``O_EXCL`` cannot be had on ``path`` (it is released at once), or None."""
+
+    def probe(self, path: str, partitions: tuple[str, ...]) -> DeviceProbe:
+        """The read-only signature probe of ``path`` and of its partition nodes."""
+
+    def same_device(self, path: str, other: str) -> bool | None:
+        """Whether both paths are the same block device; None if ``other`` is not one."""
+
+
+class RealDevices:
+    """The device nodes in /dev, opened read-only."""
+
+    def exclusive_open_error(self, path: str) -> str | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+        except OSError as err:
+            return _open_failure(path, err)
+        os.close(fd)
+        return None
+
+    def probe(self, path: str, partitions: tuple[str, ...]) -> DeviceProbe:
+        return probe_device(path, [part for part in partitions if os.path.exists(part)])
+
+    def same_device(self, path: str, other: str) -> bool | None:
+        try:
+            mine, theirs = os.stat(path), os.stat(other)
+        except (OSError, ValueError):
+            return None
+        if not (stat.S_ISBLK(mine.st_mode) and stat.S_ISBLK(theirs.st_mode)):
+            return None
+        return mine.st_rdev == theirs.st_rdev
+
+
+class SysfsOnly:
+    """A fake sysfs tree (unit tests) has no device nodes: nothing to open or probe."""
+
+    def exclusive_open_error(self, path: str) -> str | None:
+        return None
+
+    def probe(self, path: str, partitions: tuple[str, ...]) -> DeviceProbe:
+        return DeviceProbe(path, ())
+
+    def same_device(self, path: str, other: str) -> bool | None:
+        return os.path.abspath(path) == os.path.abspath(other)
+
+
+def device_access_for(sysfs: Path) -> DeviceAccess:
+    """The real devices for the real /sys; none for a fake sysfs tree."""
+    return RealDevices() if sysfs == SYSFS else SysfsOnly()
+
+
 # --------------------------------------------------------------------------- checks
 
 
@@ -153,10 +241,11 @@ class SafetyContext:
     """What a check may look at."""
 
     info: TargetInfo
-    destroy_data: bool
+    destroy_data: DestroyData
     writes: bool
     sysfs: Path = SYSFS
     proc: Path = PROC
+    device: DeviceAccess = field(default_factory=RealDevices)
 
 
 Check = Callable[[SafetyContext], "str | None"]
@@ -165,9 +254,14 @@ Check = Callable[[SafetyContext], "str | None"]
 def check_root_disk(ctx: SafetyContext) -> str | None:
     """The target is, is a partition of, or is built on a disk holding the running system."""
     below = _stack_below(ctx.info.name, sysfs=ctx.sysfs, mounts=None)
-    if below & root_disks(sysfs=ctx.sysfs, proc=ctx.proc):
-        return f"refusing {ctx.info.path}: it holds the running system (/)"
-    return None
+    held = system_disks(sysfs=ctx.sysfs, proc=ctx.proc)
+    uses = sorted({held[name] for name in below if name in held}, key=_use_rank)
+    if not uses:
+        return None
+    if uses[0].startswith("swap"):
+        return f"refusing {ctx.info.path}: it holds the running system ({uses[0]}); " \
+            "swapoff it first"
+    return f"refusing {ctx.info.path}: it holds the running system ({uses[0]})"
 
 
 def check_mounted(ctx: SafetyContext) -> str | None:
@@ -200,20 +294,76 @@ def _describe_holder(name: str, *, sysfs: Path) -> str:
     return f"/dev/{name} ({dm_name})" if dm_name else f"/dev/{name}"
 
 
+def check_exclusive(ctx: SafetyContext) -> str | None:
+    """Another program holds the target (or a partition) open exclusively: a mount in
+    another namespace, mkfs, LVM, another ssdlab run. Tried with O_EXCL, released at once."""
+    error = ctx.device.exclusive_open_error(ctx.info.path)
+    return f"refusing {ctx.info.path}: {error}; nothing was written" if error else None
+
+
+def _names_a_path(confirmation: str) -> bool:
+    return confirmation.startswith((".", "~")) or "/" in confirmation
+
+
+def check_confirmation(ctx: SafetyContext) -> str | None:
+    """--destroy-data=SERIAL|PATH must name this very device (its serial, or a path to it)."""
+    named, path = ctx.destroy_data, ctx.info.path
+    if not isinstance(named, str):
+        return None
+    if _names_a_path(named):
+        same = ctx.device.same_device(path, os.path.expanduser(named))
+        if same is None:
+            return (f"refusing {path}: the confirmation names {named}, which is not a block "
+                    "device; nothing was written")
+        if not same:
+            return (f"refusing {path}: the confirmation names {named}, another device than "
+                    f"{path}; nothing was written")
+        return None
+    serial = ctx.info.serial
+    if serial is None:
+        return (f"refusing {path}: the confirmation names serial {named}, but {path} has no "
+                f"serial number; nothing was written (confirm with --destroy-data={path})")
+    if named.strip() != serial:
+        return (f"refusing {path}: the confirmation names {named}, but {path} has serial "
+                f"{serial}; nothing was written")
+    return None
+
+
+def _how_to_confirm(info: TargetInfo) -> str:
+    serial = f" (or its serial {info.serial})" if info.serial else ""
+    return f"--destroy-data={info.path}{serial}"
+
+
 def check_destroy_data(ctx: SafetyContext) -> str | None:
-    """Writing needs the explicit --destroy-data consent."""
-    if ctx.writes and not ctx.destroy_data:
+    """Writing needs --destroy-data; a device carrying a signature (partition table,
+    filesystem, RAID/LVM member, swap ...) needs the confirmation naming it."""
+    if not ctx.writes:
+        return None
+    if isinstance(ctx.destroy_data, str):  # check_confirmation: it names this very device
+        return None
+    info = ctx.info
+    partitions = tuple(f"/dev/{name}" for name in partitions_of(info.name, sysfs=ctx.sysfs))
+    found = ctx.device.probe(info.path, partitions)
+    if found.blank:
+        if ctx.destroy_data:
+            return None
         return (
-            f"refusing to write to {ctx.info.path} without --destroy-data: "
+            f"refusing to write to {info.path} without --destroy-data: "
             "every byte on it will be overwritten"
         )
-    return None
+    if found.signatures or any(sigs for _, sigs in found.partitions):
+        what = f"{info.path} carries {found.describe()}"
+    else:
+        what = f"cannot tell what {info.path} carries ({'; '.join(found.errors)})"
+    return f"{what}; nothing was written. To destroy it, confirm with {_how_to_confirm(info)}"
 
 
 BLOCK_CHECKS: tuple[Check, ...] = (
     check_root_disk,
     check_mounted,
     check_holders,
+    check_exclusive,
+    check_confirmation,
     check_destroy_data,
 )
 
@@ -221,15 +371,21 @@ BLOCK_CHECKS: tuple[Check, ...] = (
 def check_block_target(
     info: TargetInfo,
     *,
-    destroy_data: bool,
+    destroy_data: DestroyData,
     writes: bool,
     sysfs: Path = SYSFS,
     proc: Path = PROC,
+    device: DeviceAccess | None = None,
 ) -> None:
-    """Run :data:`BLOCK_CHECKS` in order; raise :class:`TargetError` with the first refusal."""
+    """Run :data:`BLOCK_CHECKS` in order; raise :class:`TargetError` with the first refusal.
+
+    ``device`` defaults to the real device nodes when ``sysfs`` is the real /sys, and to
+    none (no exclusive open, no probe) for a fake sysfs tree.
+    """
     if info.kind != "block":
         raise ValueError(f"check_block_target needs a block target, got a {info.kind}")
-    ctx = SafetyContext(info, destroy_data, writes, sysfs, proc)
+    access = device if device is not None else device_access_for(sysfs)
+    ctx = SafetyContext(info, destroy_data, writes, sysfs, proc, access)
     for check in BLOCK_CHECKS:
         message = check(ctx)
         if message is not None:
