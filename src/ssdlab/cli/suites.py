@@ -16,4 +16,11 @@ from ssdlab.cli import (
     verify_cmd,
 )
 
-MODULES: list[Any] = [latency_iops_cmd, op_sweep_cmd, saturation_cmd, slc_probe_cmd, verify_cmd]
+#: one entry per line, sorted by suite name (several people add suites here)
+MODULES: list[Any] = [
+    latency_iops_cmd,
+    op_sweep_cmd,
+    saturation_cmd,
+    slc_probe_cmd,
+    verify_cmd,
+]
