@@ -63,8 +63,13 @@ def cell_from_job(spec: CellSpec, job: JobResult) -> Cell:
         "runtime_ms": job.job_runtime_ms,
         "error": job.error,
     }
+    lat_max = cell["lat_max_us"]
     for key, pct in PERCENTILES.items():
-        cell[key] = _percentile_us(dirs, pct)
+        value = _percentile_us(dirs, pct)
+        # a histogram bin stands for a range: its value can exceed the exact maximum
+        if value is not None and isinstance(lat_max, float) and lat_max > 0:
+            value = min(value, lat_max)
+        cell[key] = value
     return cell
 
 
