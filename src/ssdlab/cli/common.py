@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
+from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import RunNotFound
 from ssdlab.plan.units import parse_size
+from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store, default_store_path
+from ssdlab.store.records import RunData
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +34,23 @@ def open_store(args: argparse.Namespace) -> Store:
     return Store.open(store_path(args))
 
 
+class SuiteRun(Protocol):
+    def execute(self, argv: list[str]) -> str: ...
+
+
+def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
+              make: Callable[[Store, FioExecutor, Progress], SuiteRun],
+              fio: str | None = None) -> tuple[RunData, Path]:
+    """Run a suite into the store of ``args`` (progress closed however it ends); the stored
+    run and the store's path."""
+    with open_store(args) as store:
+        try:
+            run_id = make(store, FioExecutor(fio or args.fio), progress).execute(argv)
+        finally:
+            progress.close()
+        return store.load(run_id), store.path
+
+
 def open_existing_store(args: argparse.Namespace) -> Store:
     """Open the store for reading; a missing store is an error, never created."""
     path = store_path(args)
@@ -40,7 +62,8 @@ def open_existing_store(args: argparse.Namespace) -> Store:
     return Store.open(path)
 
 
-def _size(text: str) -> int:
+def size_arg(text: str) -> int:
+    """argparse type of a positive size (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)."""
     try:
         size = parse_size(text)
     except ValueError as exc:
@@ -99,7 +122,7 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--size",
-        type=_size,
+        type=size_arg,
         metavar="SIZE",
         help="size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)",
     )

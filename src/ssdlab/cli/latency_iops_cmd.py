@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.common import add_target_options, open_store, run_suite
 from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
@@ -152,14 +152,10 @@ def run_command(args: argparse.Namespace, argv: list[str]) -> int:
         sys.stdout.write(describe(prepared))
         return int(ExitCode.OK)
     progress = _progress(prepared)
-    with open_store(args) as store:
-        try:
-            run_id = LatencyIopsRun(prepared, store, FioExecutor(request.fio),
-                                    progress).execute(argv)
-        finally:
-            progress.close()
-        run = store.load(run_id)
-    return report_end(run, store.path)
+    run, stored_in = run_suite(args, argv, progress,
+                               lambda store, fio, pr: LatencyIopsRun(prepared, store, fio, pr),
+                               request.fio)
+    return report_end(run, stored_in)
 
 
 def _progress(prepared: LatencyIopsPrepared) -> LadderProgress:

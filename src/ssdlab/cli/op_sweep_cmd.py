@@ -7,9 +7,8 @@ import sys
 from typing import Any
 
 from ssdlab.analysis.steady import RULES, rule_by_name
-from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.common import add_target_options, run_suite
 from ssdlab.cli.config_opts import add_config_option
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.op_sweep import MAX_OP, MIN_GAIN_PCT, PROFILES, PURGE_METHODS, OpSweepArgs
 from ssdlab.plan.options import IOENGINES
@@ -79,14 +78,11 @@ def op_sweep_command(args: argparse.Namespace, argv: list[str]) -> int:
     o = prepared.plan.options
     progress = Progress(quick=o.quick, window=rule_by_name(o.rule).window,
                         max_rounds=o.max_rounds)
-    with open_store(args) as store:
-        try:
-            run_id = OpSweepRun(prepared, store, FioExecutor(args.fio), progress).execute(argv)
-        finally:
-            progress.close()
-        run = store.load(run_id)
+    run, stored_in = run_suite(args, argv, progress,
+                               lambda store, fio, pr: OpSweepRun(prepared, store, fio, pr))
+    run_id = run.run_id
     quick = " (QUICK profile: not a valid PTS result)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; results in {store.path}")
+    print(f"run {run_id} {run.status}{quick}; results in {stored_in}")
     test = run.tests[0] if run.tests else None
     result = test.result if test is not None and isinstance(test.result, dict) else {}
     rec = result.get("recommendation")

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.common import add_target_options, open_store, run_suite
 from ssdlab.cli.config_opts import add_config_option
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
@@ -94,13 +94,9 @@ def saturation_command(args: argparse.Namespace, argv: list[str]) -> int:
         sys.stdout.write(describe(prepared))
         return int(ExitCode.OK)
     progress = _progress(prepared.options.quick)
-    with open_store(args) as store:
-        try:
-            run_id = SaturationRun(prepared, store, FioExecutor(args.fio), progress).execute(argv)
-        finally:
-            progress.close()
-        run = store.load(run_id)
-    return report_end(run, store.path)
+    run, stored_in = run_suite(args, argv, progress,
+                               lambda store, fio, pr: SaturationRun(prepared, store, fio, pr))
+    return report_end(run, stored_in)
 
 
 def report_end(run: RunData, store_path: object) -> int:

@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.common import add_target_options, run_suite, size_arg
 from ssdlab.cli.config_opts import add_config_option
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.plan.slc_probe import (
@@ -21,18 +20,7 @@ from ssdlab.plan.slc_probe import (
     TARGET_SLICES,
     SlcProbeArgs,
 )
-from ssdlab.plan.units import parse_size
 from ssdlab.run.slc_probe_run import SlcProbeRun, WriteProgress, describe, prepare_slc_probe
-
-
-def _size(text: str) -> int:
-    try:
-        size = parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return size
 
 
 def register(suites: Any) -> None:
@@ -50,7 +38,7 @@ def register(suites: Any) -> None:
     g.add_argument("--profile", default="default", choices=list(PROFILES),
                    help="default: write the whole capacity once, 10 s idle after the purge; "
                    "quick: half the capacity, 2 s idle (marked QUICK everywhere)")
-    g.add_argument("--write-size", type=_size, metavar="SIZE",
+    g.add_argument("--write-size", type=size_arg, metavar="SIZE",
                    help="bytes to write, e.g. 200GiB; at least 16 MiB, at most 4x the "
                    "capacity (default: the capacity; quick: half of it)")
     g.add_argument("--block-size", metavar="SIZE",
@@ -63,7 +51,7 @@ def register(suites: Any) -> None:
                    f"{PER_IO_LOG_MAX_IOS:,} I/Os, else bw")
     g.add_argument("--log-interval", type=int, metavar="MS",
                    help=f"averaging interval of the bw log in ms (default {BW_LOG_MS})")
-    g.add_argument("--slice", type=_size, metavar="SIZE",
+    g.add_argument("--slice", type=size_arg, metavar="SIZE",
                    help="bytes per point of the curve (one stored round each; default: the "
                    f"write / {TARGET_SLICES}, at least 1 MiB)")
     g.add_argument("--min-drop", type=float, default=MIN_DROP_PCT, metavar="PCT",
@@ -100,14 +88,11 @@ def slc_probe_command(args: argparse.Namespace, argv: list[str]) -> int:
         sys.stdout.write(describe(prepared))
         return int(ExitCode.OK)
     progress = WriteProgress(quick=prepared.options.quick)
-    with open_store(args) as store:
-        try:
-            run_id = SlcProbeRun(prepared, store, FioExecutor(args.fio), progress).execute(argv)
-        finally:
-            progress.close()
-        run = store.load(run_id)
+    run, stored_in = run_suite(args, argv, progress,
+                               lambda store, fio, pr: SlcProbeRun(prepared, store, fio, pr))
+    run_id = run.run_id
     quick = " (QUICK profile)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; results in {store.path}")
+    print(f"run {run_id} {run.status}{quick}; results in {stored_in}")
     test = run.tests[0] if run.tests else None
     if test is not None and isinstance(test.result, dict) and test.result.get("message"):
         print(f"  {test.result['message']}")

@@ -9,8 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from ssdlab.cli import (
+    atto_cmd,
+    cdm_cmd,
+    curves_cmd,
+    file_presets_cmd,
+    iometer_cmd,
     latency_iops_cmd,
     op_sweep_cmd,
+    replay_cmd,
     saturation_cmd,
     slc_probe_cmd,
     verify_cmd,
@@ -18,8 +24,14 @@ from ssdlab.cli import (
 
 #: one entry per line, sorted by suite name (several people add suites here)
 MODULES: list[Any] = [
+    atto_cmd,
+    cdm_cmd,
+    curves_cmd,
+    file_presets_cmd,
+    iometer_cmd,
     latency_iops_cmd,
     op_sweep_cmd,
+    replay_cmd,
     saturation_cmd,
     slc_probe_cmd,
     verify_cmd,

@@ -6,9 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from ssdlab.cli.common import add_target_options, open_store
+from ssdlab.cli.common import add_target_options, run_suite
 from ssdlab.cli.config_opts import add_config_option
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.verify import CHECKSUMS, PATTERNS, VerifyArgs
@@ -59,12 +58,9 @@ def verify_command(args: argparse.Namespace, argv: list[str]) -> int:
         sys.stdout.write(describe(prepared))
         return int(ExitCode.OK)
     progress = Progress()
-    with open_store(args) as store:
-        try:
-            run_id = VerifyRun(prepared, store, FioExecutor(args.fio), progress).execute(argv)
-        finally:
-            progress.close()
-        run = store.load(run_id)
+    run, _stored_in = run_suite(args, argv, progress,
+                               lambda store, fio, pr: VerifyRun(prepared, store, fio, pr))
+    run_id = run.run_id
     test = run.test("verify")
     print(f"run {run_id} {run.status}; {test.result.get('message', test.status)}")
     if test.status == "corrupt":

@@ -18,7 +18,9 @@ from ssdlab.analysis.significance import compare
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.reference.specs import VendorSpec
 from ssdlab.report import charts as ch
+from ssdlab.report.block_preset_pages import block_presets_overlay
 from ssdlab.report.claims import claim_rows
+from ssdlab.report.curves_pages import curves_overlay
 from ssdlab.report.figures import (
     BW,
     IOPS,
@@ -31,6 +33,7 @@ from ssdlab.report.figures import (
     result_cells,
     test_kind,
 )
+from ssdlab.report.file_presets_pages import file_presets_overlay
 from ssdlab.report.html import Page, banner, charts, esc, note, table
 from ssdlab.report.latency_iops_pages import latency_iops_overlay
 from ssdlab.report.run_pages import is_reference, run_label
@@ -200,6 +203,9 @@ def overlay_page(c: Compared) -> Page:
         body += "<h3>Latency</h3>" + _mismatch_banner(c, "latency") + lat
     body += saturation_overlay(c.runs, c.labels)
     body += latency_iops_overlay(c.runs, c.labels)
+    body += curves_overlay(c.runs, c.labels)
+    body += block_presets_overlay(c.runs, c.labels)
+    body += file_presets_overlay(c.runs, c.labels)
     return Page("compare-charts", "Comparison: all runs on one chart per test",
                 body or note("No test in common."), f"{len(c.runs)} runs")
 

@@ -44,8 +44,11 @@ def is_reference(run: RunData) -> bool:
 
 def run_label(run: RunData) -> str:
     """A short name for legends: the device model (or target), and the run's time."""
-    device = run.target.get("model") or run.target_model or run.target.get("path") or "?"
-    device = str(device)
+    details = run.target.get("details")
+    in_dir = details.get("dir") if isinstance(details, dict) else None
+    where = in_dir.get("path") if isinstance(in_dir, dict) else None  # a file made in --dir
+    device = run.target.get("model") or run.target_model or where or run.target.get("path")
+    device = str(device or "?")
     if is_reference(run):
         return f"{device} (published)"
     return f"{device.rsplit('/', 1)[-1]} {run.run_id[4:13]}"
@@ -111,6 +114,11 @@ def _plan(run: RunData) -> list[tuple[str, object]]:
             value = ", ".join(Mix(int(v)).label for v in value)
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict) and {"preset", "preset_version"} <= set(value):
+            value = f"{value['preset']} version {value['preset_version']}" + (
+                f" ({value['preset_title']})" if value.get("preset_title") else "")
+        elif isinstance(value, dict):
+            value = ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in value.items())
         shown.append((key.replace("_", " "), value))
     return shown
 

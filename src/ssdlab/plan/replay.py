@@ -1,0 +1,305 @@
+"""Trace replay (``ssdlab run replay``): the trace checked before any I/O, and the job.
+
+fio replays two kinds of trace with ``read_iolog``: its own iolog (version 2: ``FILE
+ACTION [OFFSET LENGTH]`` lines; version 3: the same with a leading timestamp, in
+microseconds as fio 3.33 writes it) and a binary blktrace (``blkparse -d`` output; fio
+recognises it by the magic of its first event). ``replay_redirect`` sends every I/O of
+the trace to the target. Before any I/O the trace is read here: a known format, at least
+one I/O, every I/O's byte range inside the target, and (with direct I/O) offsets and
+lengths in whole sectors. Pure: the trace's bytes in, a summary out.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ssdlab.engine.jobfile import fio_time
+from ssdlab.errors import UserError
+from ssdlab.plan.units import format_bytes
+
+TEST = "replay"
+IOLOG_V2 = "fio version 2 iolog"
+IOLOG_V3 = "fio version 3 iolog"
+FORMATS = ("iolog-v2", "iolog-v3", "blktrace")
+MAX_TRACE_BYTES = 4 << 30
+DEFAULT_QD = 1
+DEFAULT_LOG_INTERVAL_MS = 1000
+IO_ACTIONS = ("read", "write", "trim")
+OTHER_ACTIONS = ("add", "open", "close", "sync", "datasync", "wait")
+
+# blktrace (include/uapi/linux/blktrace_api.h)
+BLK_MAGIC = 0x65617400
+BLK_EVENT = struct.Struct("<IIQQIIIIIHH")  # 48 bytes, little-endian (x86, arm64)
+BLK_TA_QUEUE = 1
+BLK_TC_SHIFT = 16
+BLK_TC_WRITE = 1 << 1
+BLK_TC_NOTIFY = 1 << 10
+BLK_TC_DISCARD = 1 << 13
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """What a trace holds, read before any I/O."""
+
+    path: str
+    format: str
+    size_bytes: int
+    ios: int
+    reads: int
+    writes: int
+    trims: int
+    read_bytes: int
+    write_bytes: int
+    extent_bytes: int  # the highest byte any I/O touches
+    unaligned: int  # I/Os whose offset or length is not a multiple of 512 bytes
+    block_sizes: dict[int, int] = field(default_factory=dict)  # bytes -> I/O count
+    duration_ms: int | None = None  # v3 iologs and blktrace: first to last timestamp
+
+    @property
+    def read_pct(self) -> int:
+        rw = self.reads + self.writes
+        return round(100 * self.reads / rw) if rw else 100
+
+    @property
+    def main_block(self) -> int:
+        if not self.block_sizes:
+            return 4096
+        return max(self.block_sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+    def describe(self) -> str:
+        span = "" if self.duration_ms is None else f" over {self.duration_ms / 1000:g} s"
+        return (f"{self.format} trace {self.path}: {self.ios:,} I/Os ({self.reads:,} reads, "
+                f"{self.writes:,} writes, {self.trims:,} trims){span}, "
+                f"{format_bytes(self.read_bytes)} read, {format_bytes(self.write_bytes)} "
+                f"written, touching bytes up to {format_bytes(self.extent_bytes)}")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"path": self.path, "format": self.format, "size_bytes": self.size_bytes,
+                "ios": self.ios, "reads": self.reads, "writes": self.writes,
+                "trims": self.trims, "read_bytes": self.read_bytes,
+                "write_bytes": self.write_bytes, "extent_bytes": self.extent_bytes,
+                "unaligned": self.unaligned, "read_pct": self.read_pct,
+                "block_sizes": {str(k): v for k, v in sorted(self.block_sizes.items())},
+                "duration_ms": self.duration_ms}
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.bytes: Counter[str] = Counter()
+        self.sizes: Counter[int] = Counter()
+        self.extent = 0
+        self.unaligned = 0
+        self.first_ms: int | None = None
+        self.last_ms: int | None = None
+
+    def io(self, kind: str, offset: int, length: int) -> None:
+        self.counts[kind] += 1
+        self.bytes[kind] += length
+        self.sizes[length] += 1
+        self.extent = max(self.extent, offset + length)
+        if offset % 512 or length % 512:
+            self.unaligned += 1
+
+    def when(self, ms: int) -> None:
+        self.first_ms = ms if self.first_ms is None else min(self.first_ms, ms)
+        self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
+
+    def summary(self, path: str, fmt: str, size: int) -> TraceSummary:
+        ios = sum(self.counts[k] for k in IO_ACTIONS)
+        span = (None if self.first_ms is None or self.last_ms is None
+                else self.last_ms - self.first_ms)
+        return TraceSummary(path, fmt, size, ios, self.counts["read"], self.counts["write"],
+                            self.counts["trim"], self.bytes["read"], self.bytes["write"],
+                            self.extent, self.unaligned, dict(self.sizes), span)
+
+
+def _bad(path: str, number: int, line: str, why: str) -> UserError:
+    shown = line if len(line) <= 60 else line[:57] + "..."
+    return UserError(f"--trace {path}: line {number} ({shown!r}): {why}")
+
+
+def _int(text: str) -> int:
+    value = int(text, 0)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def read_iolog(path: str, text: str, version: int) -> TraceSummary:
+    """Tally a version 2 or 3 fio iolog; UserError naming the first bad line."""
+    tally = _Tally()
+    lines = text.splitlines()
+    for number, raw in enumerate(lines[1:], 2):
+        line = raw.strip()
+        if not line:
+            continue
+        fields = line.split()
+        if version == 3:
+            if len(fields) < 3:
+                raise _bad(path, number, line,
+                           "a v3 line is TIME_US FILE ACTION [OFFSET LENGTH]")
+            try:
+                tally.when(_int(fields[0]) // 1000)  # fio writes microseconds
+            except ValueError:
+                raise _bad(path, number, line, "a v3 line starts with a whole-number timestamp "
+                           "in microseconds: TIME_US FILE ACTION [OFFSET LENGTH]") from None
+            fields = fields[1:]
+        if len(fields) < 2:
+            raise _bad(path, number, line, "expected FILE ACTION [OFFSET LENGTH]")
+        action = fields[1]
+        if action in IO_ACTIONS:
+            if len(fields) != 4:
+                raise _bad(path, number, line, f"{action} needs OFFSET LENGTH")
+            try:
+                offset, length = _int(fields[2]), _int(fields[3])
+            except ValueError:
+                raise _bad(path, number, line, "offset and length are whole numbers") from None
+            if length == 0:
+                raise _bad(path, number, line, "a zero-length I/O")
+            tally.io(action, offset, length)
+        elif action not in OTHER_ACTIONS:
+            raise _bad(path, number, line, f"unknown action {action!r} (known: "
+                       f"{', '.join(IO_ACTIONS + OTHER_ACTIONS)})")
+    return tally.summary(path, f"iolog-v{version}", len(text.encode()))
+
+
+def read_blktrace(path: str, data: bytes) -> TraceSummary:
+    """Tally the queue events of a binary blktrace (``blkparse -d`` or one CPU's file)."""
+    tally = _Tally()
+    pos = 0
+    while pos + BLK_EVENT.size <= len(data):
+        (magic, _seq, time_ns, sector, nbytes, action, _pid, _dev, _cpu, _err,
+         pdu_len) = BLK_EVENT.unpack_from(data, pos)
+        if magic & 0xFFFFFF00 != BLK_MAGIC:
+            raise UserError(f"--trace {path}: not a blktrace at byte {pos} (bad event magic)")
+        pos += BLK_EVENT.size + pdu_len
+        category = action >> BLK_TC_SHIFT
+        if category & BLK_TC_NOTIFY or action & 0xFFFF != BLK_TA_QUEUE or nbytes == 0:
+            continue
+        tally.when(time_ns // 1_000_000)
+        kind = ("trim" if category & BLK_TC_DISCARD else
+                "write" if category & BLK_TC_WRITE else "read")
+        tally.io(kind, sector * 512, nbytes)
+    if pos != len(data):
+        raise UserError(f"--trace {path}: the blktrace ends inside an event (truncated?)")
+    return tally.summary(path, "blktrace", len(data))
+
+
+def read_trace(path: str) -> TraceSummary:
+    """The trace at ``path`` checked and summarised; a one-line UserError otherwise."""
+    full = os.path.abspath(path)
+    if not os.path.isfile(full):
+        raise UserError(f"--trace {path}: no such file")
+    size = os.path.getsize(full)
+    if size == 0:
+        raise UserError(f"--trace {path}: the file is empty")
+    if size > MAX_TRACE_BYTES:
+        raise UserError(f"--trace {path}: {format_bytes(size)} is larger than the "
+                        f"{format_bytes(MAX_TRACE_BYTES)} ssdlab reads")
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise UserError(f"--trace {path}: cannot read it ({exc.strerror})") from None
+    if len(data) >= 4 and struct.unpack_from("<I", data)[0] & 0xFFFFFF00 == BLK_MAGIC:
+        summary = read_blktrace(full, data)
+    else:
+        first = data.split(b"\n", 1)[0].strip()
+        if first not in (IOLOG_V2.encode(), IOLOG_V3.encode()):
+            raise UserError(f"--trace {path}: not a trace fio replays (an iolog starts with "
+                            f"'{IOLOG_V2}' or '{IOLOG_V3}'; a blktrace with its magic)")
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError:
+            raise UserError(f"--trace {path}: the iolog is not plain ASCII text") from None
+        summary = read_iolog(full, text, 3 if first == IOLOG_V3.encode() else 2)
+    if summary.ios == 0:
+        raise UserError(f"--trace {path}: the trace holds no read, write or trim")
+    return summary
+
+
+def check_fits(trace: TraceSummary, capacity_bytes: int, sector_bytes: int, direct: bool,
+               target: str) -> None:
+    """The trace's LBA extent must fit the target; with direct I/O, whole sectors."""
+    if trace.extent_bytes > capacity_bytes:
+        raise UserError(f"--trace {trace.path} touches bytes up to "
+                        f"{trace.extent_bytes:,} ({format_bytes(trace.extent_bytes)}), beyond "
+                        f"the end of {target} ({capacity_bytes:,} bytes)")
+    if direct and (trace.unaligned or any(b % sector_bytes for b in trace.block_sizes)):
+        raise UserError(f"--trace {trace.path}: I/Os that are not whole {sector_bytes}-byte "
+                        f"sectors of {target} cannot be replayed with direct I/O")
+
+
+# ------------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class ReplayArgs:
+    trace: str = ""
+    no_stall: bool = False
+    time_scale_pct: int = 100
+    iodepth: int = DEFAULT_QD
+    log_interval_ms: int = DEFAULT_LOG_INTERVAL_MS
+    max_seconds: float | None = None
+    ioengine: str = "libaio"
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    trace: TraceSummary
+    no_stall: bool
+    time_scale_pct: int
+    iodepth: int
+    log_interval_ms: int
+    max_seconds: float | None
+    ioengine: str
+
+
+def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions:
+    if not args.trace:
+        raise UserError("give --trace FILE: a fio iolog (v2 or v3) or a binary blktrace")
+    if not 1 <= args.time_scale_pct <= 100_000:
+        raise UserError(f"--time-scale {args.time_scale_pct!r}: give a percentage from 1 to "
+                        "100000 (200 replays twice as fast)")
+    if not 1 <= args.iodepth <= 4096:
+        raise UserError(f"--qd {args.iodepth!r}: give a whole number from 1 to 4096")
+    if not 10 <= args.log_interval_ms <= 60_000:
+        raise UserError(f"--log-interval {args.log_interval_ms!r}: give 10 to 60000 ms")
+    m = args.max_seconds
+    if m is not None and not (math.isfinite(m) and 0 < m <= 7 * 86400):
+        raise UserError(f"--max-seconds {m!r}: give a positive number of seconds")
+    if args.ioengine not in ioengines:
+        raise UserError(f"--ioengine {args.ioengine!r}: choose from {', '.join(ioengines)}")
+    trace = read_trace(args.trace)
+    return ReplayOptions(trace, args.no_stall, args.time_scale_pct, args.iodepth,
+                         args.log_interval_ms, m, args.ioengine)
+
+
+def job_text(o: ReplayOptions, target: str, log_prefix: str, header: str) -> str:
+    """The replay job: the trace through fio, every I/O redirected to the target."""
+    lines = [f"; {line}" for line in header.splitlines()]
+    lines += ["[global]", f"ioengine={o.ioengine}", "direct=1", "group_reporting=1",
+              "lat_percentiles=0", "percentile_list=50:99:99.9:99.99", "",
+              f"[{TEST}]", f"read_iolog={o.trace.path}", f"replay_redirect={target}",
+              f"iodepth={o.iodepth}", f"write_iops_log={log_prefix}",
+              f"log_avg_msec={o.log_interval_ms}"]
+    if o.no_stall:
+        lines.append("replay_no_stall=1")
+    if o.time_scale_pct != 100:
+        lines.append(f"replay_time_scale={o.time_scale_pct}")
+    if o.max_seconds is not None:
+        lines.append(f"runtime={fio_time(o.max_seconds)}")
+    return "\n".join(lines) + "\n"
+
+
+def planned_seconds(o: ReplayOptions) -> float | None:
+    """How long the trace's own timing takes (None when it has none or is not honoured)."""
+    if o.no_stall or o.trace.duration_ms is None:
+        return o.max_seconds
+    natural = o.trace.duration_ms / 1000 * 100 / o.time_scale_pct
+    return natural if o.max_seconds is None else min(natural, o.max_seconds)

@@ -1,0 +1,343 @@
+"""Report pages of the block-level presets, drawn the way people know them: the
+CrystalDiskMark four-row table, ATTO's horizontal bars per transfer size, IOmeter's
+results per access specification with the per-second IOPS timeline.
+
+Each page names the preset and its version and shows the settings it ran with. Reads
+only the stored test (its summary rows and the per-measurement cells of its rounds).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ssdlab.plan.units import format_bytes
+from ssdlab.report import charts as ch
+from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
+from ssdlab.report.run_pages import head_left
+from ssdlab.report.scales import fmt_value
+from ssdlab.store.records import RunData, TestData
+
+READ_COLOUR = "#009E73"
+WRITE_COLOUR = "#D55E00"
+MODE_NAMES = {"read": "Read", "write": "Write", "mix": "Mix"}
+
+
+def _num(value: object, digits: int = 1) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _rows(test: TestData) -> list[dict[str, Any]]:
+    rows = test.result.get("rows") if isinstance(test.result, dict) else None
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def _cells(test: TestData) -> list[dict[str, Any]]:
+    return [c for r in test.rounds if r.status == "ok" for c in r.cells]
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in settings.items()
+                     if not isinstance(v, list | dict))
+
+
+def preset_header(test: TestData) -> str:
+    """The preset's name and version and what it ran with, and the state of the test."""
+    p = test.params
+    settings = p.get("settings") if isinstance(p.get("settings"), dict) else {}
+    assert isinstance(settings, dict)
+    prefill = next((s.detail for s in test.steps if s.kind == "prefill"), None)
+    prefill_text = (f"{format_bytes(int(prefill.get('io_bytes') or 0))} written sequentially "
+                    f"in {format_bytes(int(prefill.get('block_bytes') or 0))} blocks before "
+                    f"measuring ({'ok' if prefill.get('ok') else 'FAILED'})"
+                    if prefill else "none")
+    pairs = [
+        ("preset", f"{p.get('preset')} version {p.get('preset_version')} "
+                   f"({p.get('preset_title')})"),
+        ("profile", p.get("profile")),
+        ("test file", f"{p.get('test_file')} ({format_bytes(int(p.get('size_bytes') or 0))}, "
+                      f"target kind {p.get('target_kind')})"),
+        ("I/O", f"{'direct' if p.get('direct') else 'buffered'}, ioengine {p.get('ioengine')}"),
+        ("test file written first", prefill_text),
+        ("settings", _settings_text(settings)),
+    ]
+    body = ""
+    if test.status == "failed":
+        body += banner("failed", f"FAILED: {test.result.get('error', '')}")
+    return body + kv_table(pairs)
+
+
+# --------------------------------------------------------------------------- CrystalDiskMark
+
+
+def _by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(str(r["group"]), str(r["mode"])): r for r in rows}
+
+
+def _groups(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(str(r["group"]) for r in rows))
+
+
+def _modes(rows: list[dict[str, Any]]) -> list[str]:
+    present = {str(r["mode"]) for r in rows}
+    return [m for m in ("read", "write", "mix") if m in present]
+
+
+def _cdm_cell(figures: dict[str, Any]) -> str:
+    return (f"<b>{_num(figures.get('mb_per_s'), 2)}</b><br>"
+            f"<span class=\"small\">{_num(figures.get('iops'), 0)} IOPS &middot; "
+            f"{_num(figures.get('lat_mean_us'))} us</span>")
+
+
+def cdm_table(rows: list[dict[str, Any]], which: str, mix_pct: object) -> str:
+    """The four-row table: a row per test, a column per mode; MB/s with IOPS and mean
+    latency under it (``which``: the best pass or the mean of the passes)."""
+    by, modes = _by(rows), _modes(rows)
+    header = ["", *[f"{MODE_NAMES[m]}{f' (R{mix_pct})' if m == 'mix' else ''} MB/s"
+                    for m in modes]]
+    body = [[f"<b>{esc(g)}</b>", *[_cdm_cell(by[(g, m)][which]) if (g, m) in by else "-"
+                                   for m in modes]] for g in _groups(rows)]
+    return table(header, body, cls="cdm")
+
+
+def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    rows = _rows(test)
+    settings = test.params.get("settings") if isinstance(test.params.get("settings"),
+                                                         dict) else {}
+    assert isinstance(settings, dict)
+    passes, mix = settings.get("passes"), settings.get("mix_read_pct")
+    body = preset_header(test)
+    if rows:
+        body += (f"<h3>Best of {esc(passes)} pass(es), as CrystalDiskMark shows it</h3>"
+                 + cdm_table(rows, "best", mix)
+                 + f"<h3>Mean of {esc(passes)} pass(es)</h3>" + cdm_table(rows, "mean", mix))
+        series = [ch.Series(MODE_NAMES[m], tuple(range(len(_groups(rows)))),
+                            tuple(_by(rows).get((g, m), {}).get("best", {}).get("mb_per_s")
+                                  for g in _groups(rows)), colour_index=i)
+                  for i, m in enumerate(_modes(rows))]
+        body += charts(ch.bar_chart(f"{anchor}-bars", "Best pass per test",
+                                    _groups(rows), series, x_label="test",
+                                    y_label="MB/s", y_unit="MB/s"))
+        body += "<h3>Every pass</h3>" + table(
+            ("test", "mode", "passes", "MB/s per pass", "best pass"),
+            [[esc(r["group"]), esc(r["mode"]), esc(r["passes"]),
+              esc(", ".join(_num(v, 2) for v in r.get("per_pass_mb_per_s") or [])),
+              esc(r["best"].get("pass"))] for r in rows])
+        body += note("MB/s = 10^6 bytes per second; latency = mean completion latency. "
+                     "The test file is written with data before the first read, as "
+                     "CrystalDiskMark does.")
+    return [Page(anchor, f"CrystalDiskMark-like (cdm v{test.params.get('preset_version')})",
+                 body, head_left(run), run.quick)]
+
+
+# --------------------------------------------------------------------------- ATTO
+
+
+def nice_ceiling(value: float) -> float:
+    """The axis end: 1, 2, 2.5 or 5 times a power of ten, at or above ``value``."""
+    if not value > 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    return float(next(power * step for step in (1, 2, 2.5, 5, 10) if power * step >= value))
+
+
+def atto_bars(chart_id: str, labels: list[str], write: list[float | None],
+              read: list[float | None]) -> str:
+    """ATTO's chart: one row per transfer size, write and read bars side by side
+    (horizontal), with their MB/s at the bar ends."""
+    row_h, left, right, top = 22, 70, 90, 30
+    width = 640
+    height = top + row_h * len(labels) + 30
+    top_value = nice_ceiling(max([v for v in (*write, *read) if v is not None] or [1.0]))
+    span = width - left - right
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="hbar" '
+           f'id="{esc(chart_id)}" viewBox="0 0 {width} {height}" width="{width}" '
+           f'height="{height}" style="{ch.FONT}" role="img" '
+           f'aria-label="ATTO-like transfer rates">',
+           f'<text x="{left}" y="16" font-size="12" font-weight="bold">Transfer rate per '
+           f'transfer size (MB/s)</text>',
+           f'<rect x="{width - right + 8}" y="6" width="10" height="10" fill="{WRITE_COLOUR}"/>'
+           f'<text x="{width - right + 22}" y="15" font-size="10">write</text>',
+           f'<rect x="{width - right + 8}" y="18" width="10" height="10" fill="{READ_COLOUR}"/>'
+           f'<text x="{width - right + 22}" y="27" font-size="10">read</text>']
+    for i, label in enumerate(labels):
+        y = top + i * row_h
+        out.append(f'<text x="{left - 6}" y="{y + 14}" font-size="10" '
+                   f'text-anchor="end">{esc(label)}</text>')
+        for k, (value, colour, name) in enumerate(((write[i], WRITE_COLOUR, "write"),
+                                                   (read[i], READ_COLOUR, "read"))):
+            if value is None:
+                continue
+            bar = max(1.0, span * value / top_value)
+            yy = y + 2 + k * 9
+            out.append(f'<rect x="{left}" y="{yy}" width="{bar:.1f}" height="8" '
+                       f'fill="{colour}"><title>{esc(label)} {name}: {value:,.1f} MB/s'
+                       f'</title></rect>')
+            out.append(f'<text x="{left + bar + 4:.1f}" y="{yy + 7}" font-size="8">'
+                       f'{value:,.1f}</text>')
+    axis_y = top + row_h * len(labels) + 4
+    out.append(f'<line x1="{left}" y1="{axis_y}" x2="{left + span}" y2="{axis_y}" '
+               f'stroke="#888"/>')
+    for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
+        x = left + span * frac
+        out.append(f'<text x="{x:.1f}" y="{axis_y + 14}" font-size="9" text-anchor="middle">'
+                   f'{fmt_value(top_value * frac)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def atto_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    rows = _rows(test)
+    by = _by(rows)
+    labels = _groups(rows)
+
+    def get(label: str, mode: str, metric: str) -> float | None:
+        value = by.get((label, mode), {}).get("best", {}).get(metric)
+        return float(value) if isinstance(value, int | float) else None
+
+    body = preset_header(test)
+    if rows:
+        body += charts(atto_bars(f"{anchor}-atto", labels,
+                                 [get(g, "write", "mb_per_s") for g in labels],
+                                 [get(g, "read", "mb_per_s") for g in labels]))
+        body += table(("transfer size", "write MB/s", "read MB/s", "write IOPS", "read IOPS",
+                       "write lat us", "read lat us"),
+                      [[esc(g), _num(get(g, "write", "mb_per_s"), 2),
+                        _num(get(g, "read", "mb_per_s"), 2),
+                        _num(get(g, "write", "iops"), 0), _num(get(g, "read", "iops"), 0),
+                        _num(get(g, "write", "lat_mean_us")),
+                        _num(get(g, "read", "lat_mean_us"))] for g in labels])
+        dropped = [c for c in _cells(test) if "caches_dropped" in c]
+        if dropped:
+            ok = all(c.get("caches_dropped") for c in dropped)
+            body += note(f"Buffered I/O: caches were synced and dropped before each of the "
+                         f"{len(dropped)} reads ({'done' if ok else 'NOT always possible'}).")
+        body += note("Sequential writes, then reads, at each transfer size; MB/s = 10^6 "
+                     "bytes per second.")
+    return [Page(anchor, f"ATTO-like (atto v{test.params.get('preset_version')})", body,
+                 head_left(run), run.quick)]
+
+
+# --------------------------------------------------------------------------- IOmeter
+
+
+def _timeline(cell: dict[str, Any]) -> list[tuple[float, float]]:
+    points = cell.get("timeline")
+    if not isinstance(points, list):
+        return []
+    return [(float(p[0]), float(p[1])) for p in points
+            if isinstance(p, list) and len(p) == 2]
+
+
+def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    cells = _cells(test)
+    body = preset_header(test)
+    if cells:
+        rows = []
+        for c in cells:
+            points = _timeline(c)
+            rates = [r for _, r in points]
+            span = f"{min(rates):,.0f} - {max(rates):,.0f}" if rates else "-"
+            bw = c.get("bw_bytes_per_s")
+            rows.append([esc(c.get("group")), _num(c.get("iops"), 0),
+                         _num(bw / 1e6 if isinstance(bw, int | float) else None, 2),
+                         _num(c.get("lat_mean_us")), _num(c.get("lat_p99_us")),
+                         _num(c.get("lat_max_us")), esc(span), esc(len(points))])
+        body += table(("access spec", "IOPS", "MB/s", "mean lat us", "p99 lat us",
+                       "max lat us", "IOPS per interval (min - max)", "points"), rows)
+        series = []
+        for i, c in enumerate(cells):
+            points = _timeline(c)
+            if points:
+                series.append(ch.Series(str(c.get("group")), tuple(p[0] for p in points),
+                                        tuple(p[1] for p in points), colour_index=i))
+        if series:
+            interval = test.params.get("settings", {}).get("log_interval_ms")
+            body += charts(ch.line_chart(
+                f"{anchor}-timeline", f"IOPS every {interval} ms per access spec", series,
+                x_label="seconds", y_label="IOPS", y_unit="IOPS", x_from_zero=True,
+                frame=ch.Frame(width=700, height=340, right=190)))
+        body += note("One worker, fio's averaged IOPS log (log_avg_msec) per interval; MB/s "
+                     "= 10^6 bytes per second.")
+    return [Page(anchor, f"IOmeter-like (iometer v{test.params.get('preset_version')})", body,
+                 head_left(run), run.quick)]
+
+
+# --------------------------------------------------------------------------- comparisons
+
+
+def _preset_tests(runs: list[RunData], labels: list[str],
+                  preset: str) -> list[tuple[int, str, TestData]]:
+    return [(i, labels[i], t) for i, run in enumerate(runs) for t in run.tests
+            if t.name == preset and _rows(t)]
+
+
+def _versions_note(found: list[tuple[int, str, TestData]]) -> str:
+    """Say so when the runs ran different preset versions or settings."""
+    def key(t: TestData) -> str:
+        settings = t.params.get("settings") if isinstance(t.params.get("settings"),
+                                                          dict) else {}
+        assert isinstance(settings, dict)
+        return (f"v{t.params.get('preset_version')}, {t.params.get('profile')}, "
+                f"{_settings_text(settings)}, {'direct' if t.params.get('direct') else 'buffered'}")
+
+    keys = {key(t) for _, _, t in found}
+    if len(keys) == 1:
+        return note(f"Same preset version and settings: {keys.pop()}.")
+    return banner("warning", "Runs differ in preset version or settings; differences may come "
+                  "from the set-up, not the targets: " + "; ".join(
+                      f"{label}: {key(t)}" for _, label, t in found))
+
+
+def _metric_bars(chart_id: str, title: str, found: list[tuple[int, str, TestData]],
+                 metric: str, unit: str) -> str:
+    cats = list(dict.fromkeys(f"{r['group']} {r['mode']}" if r["mode"] not in
+                              str(r["group"]).lower() else str(r["group"])
+                              for _, _, t in found for r in _rows(t)))
+    series = []
+    for i, label, t in found:
+        values = {(f"{r['group']} {r['mode']}" if r["mode"] not in str(r["group"]).lower()
+                   else str(r["group"])): r["best"].get(metric) for r in _rows(t)}
+        series.append(ch.Series(label, tuple(range(len(cats))),
+                                tuple(values.get(c) for c in cats), colour_index=i))
+    return charts(ch.bar_chart(chart_id, title, cats, series, x_label="test",
+                               y_label=unit, y_unit=unit,
+                               frame=ch.Frame(width=900, height=320, right=170)))
+
+
+def _atto_lines(found: list[tuple[int, str, TestData]]) -> str:
+    out = ""
+    for mode in ("write", "read"):
+        cats = list(dict.fromkeys(str(r["group"]) for _, _, t in found for r in _rows(t)))
+        series = []
+        for i, label, t in found:
+            values = {str(r["group"]): r["best"].get("mb_per_s") for r in _rows(t)
+                      if r["mode"] == mode}
+            series.append(ch.Series(label, tuple(range(len(cats))),
+                                    tuple(values.get(c) for c in cats), colour_index=i))
+        out += ch.line_chart(f"cmp-atto-{mode}", f"ATTO-like {mode} MB/s per transfer size",
+                             series, x_label="transfer size", y_label="MB/s", y_unit="MB/s",
+                             x_categories=cats)
+    return charts(out)
+
+
+def block_presets_overlay(runs: list[RunData], labels: list[str]) -> str:
+    """CrystalDiskMark-, ATTO- and IOmeter-like results of several runs on one chart each
+    ("" where fewer than two runs have the preset)."""
+    body = ""
+    cdm = _preset_tests(runs, labels, "cdm")
+    if len(cdm) >= 2:
+        body += ("<h3>CrystalDiskMark-like</h3>" + _versions_note(cdm)
+                 + _metric_bars("cmp-cdm", "best pass MB/s per test and mode", cdm,
+                                "mb_per_s", "MB/s"))
+    atto = _preset_tests(runs, labels, "atto")
+    if len(atto) >= 2:
+        body += "<h3>ATTO-like</h3>" + _versions_note(atto) + _atto_lines(atto)
+    iometer = _preset_tests(runs, labels, "iometer")
+    if len(iometer) >= 2:
+        body += ("<h3>IOmeter-like</h3>" + _versions_note(iometer)
+                 + _metric_bars("cmp-iometer", "IOPS per access spec", iometer, "iops",
+                                "IOPS"))
+    return body

@@ -1,0 +1,119 @@
+"""The block-level presets (``ssdlab run cdm``, ``atto``, ``iometer``) with real fio, in
+their quick form (further shortened to stay in the suite's time budget), on each kind of
+target: a test file in a directory (tmpfs, which takes O_DIRECT; ATTO runs buffered there,
+with caches dropped before its reads), a loop device, and the emulated SSD behind a loop
+device. Each checks what was stored (real numbers, best >= mean, the per-interval
+timeline, the preset's name and version, nothing left in the directory) and that the
+report shows each preset's page.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ssdlab.store.db import Store
+from ssdlab.store.records import RunData
+from ssdlab.targets import emulator
+from tests.support.cli import ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+MIB = 1 << 20
+#: the quick profiles, shortened: fio spends ~0.3 s starting each measurement anyway
+PRESETS = {
+    "cdm": ("--modes", "read,write", "--measure-seconds", "0.3"),
+    "atto": ("--min-size", "4k", "--max-size", "64k", "--measure-seconds", "0.3"),
+    "iometer": ("--block-sizes", "4", "--seconds", "0.6", "--log-interval", "200"),
+}
+PAGES = {"cdm": "CrystalDiskMark-like (cdm v1)", "atto": "ATTO-like (atto v1)",
+         "iometer": "IOmeter-like (iometer v1)"}
+
+
+@pytest.fixture(params=["dir", "loop", "emulator"])
+def target(request: pytest.FixtureRequest, shm_dir: Path) -> Iterator[tuple[list[str],
+                                                                             dict[str, str]]]:
+    """(the target options, the environment) for one kind of target."""
+    kind = request.param
+    if kind == "dir":
+        work = shm_dir / "share"
+        work.mkdir()
+        yield ["--dir", str(work)], {}
+    elif kind == "loop":
+        make: Callable[..., str] = request.getfixturevalue("loop_device")
+        yield ["--target", make(64 * MIB), "--destroy-data"], {}
+    else:
+        run_dir: Path = request.getfixturevalue("emu_run_dir")
+        emu = emulator.start("presets", "enterprise-tlc", 256 * MIB, loop=True)
+        assert emu.loop_device
+        yield ["--target", emu.loop_device, "--destroy-data"], {
+            "SSDLAB_EMU_RUN_DIR": str(run_dir)}
+
+
+def _run_id(stdout: str) -> str:
+    match = re.search(r"^run (\d{8}-\d{6}-\w{4}) complete", stdout, re.M)
+    assert match, stdout
+    return match.group(1)
+
+
+def _check_stored(run: RunData, preset: str) -> None:
+    assert run.status == "complete" and run.quick
+    assert run.plan["preset"] == preset and run.plan["preset_version"] == 1
+    test = run.test(preset)
+    assert test.status == "complete", test.result
+    print(f"  {run.target_path}: {test.result['message']}")
+    assert test.params["preset"] == preset and test.params["preset_version"] == 1
+    assert any(s.kind == "prefill" and s.detail["ok"] for s in test.steps)
+    rows = test.result["rows"]
+    assert rows
+    for row in rows:
+        best, mean = row["best"], row["mean"]
+        for key in ("mb_per_s", "iops", "lat_mean_us"):
+            assert best[key] > 0 and mean[key] > 0, row
+        assert best["mb_per_s"] >= mean["mb_per_s"] * (1 - 1e-9), row
+    cells = [c for r in test.rounds for c in r.cells]
+    assert len(cells) == len(test.rounds) == test.params["measurements"]
+    if preset == "atto" and not test.params["direct"]:
+        reads = [c for c in cells if c["mode"] == "read"]
+        assert reads and all(c["caches_dropped"] for c in reads)
+        assert len([e for e in run.events if e.kind == "drop-caches"]) == len(reads)
+    if preset == "iometer":
+        for cell in cells:
+            assert cell["timeline"] and all(rate > 0 for _, rate in cell["timeline"]), cell
+
+
+def test_each_preset_runs_quick_and_is_reported(
+    target: tuple[list[str], dict[str, str]], shm_dir: Path
+) -> None:
+    options, env = target
+    store = shm_dir / "results.sqlite"
+    run_ids = {}
+    for preset, extra in PRESETS.items():
+        started = time.monotonic()
+        # on the directory, ATTO runs buffered: caches are synced and dropped before reads
+        buffered = ("--no-direct",) if preset == "atto" and options[0] == "--dir" else ()
+        result = ssdlab("run", preset, *options, "--profile", "quick", *extra, *buffered,
+                        "--store", str(store), env=env, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        run_ids[preset] = _run_id(result.stdout)
+        print(f"{preset} on {options[1]}: {time.monotonic() - started:.1f} s")
+        if options[0] == "--dir":
+            assert os.listdir(options[1]) == [], "the work directory was not removed"
+    with Store.open(store) as opened:
+        for preset, run_id in run_ids.items():
+            _check_stored(opened.load(run_id), preset)
+    out = shm_dir / "report"
+    report = ssdlab("report", *run_ids.values(), "-o", str(out), "--no-pdf",
+                    "--store", str(store), env=env, timeout=120)
+    assert report.returncode == 0, report.stderr
+    html = (out / "report.html").read_text()
+    for preset, title in PAGES.items():
+        assert f"<h2>{title}</h2>" in html, preset
+    assert "SEQ1M Q8T1" in html and 'data-chart="hbar"' in html
+    assert "4K random read" in html and "IOPS every 200 ms" in html
+    assert "QUICK PROFILE" in html

@@ -1,0 +1,190 @@
+"""Curves and trace replay with the real fio: on the emulated SSD (latency rises with the
+rate fraction; delivered IOPS track the targets), on a test file in a directory and on a
+loop device, and the report pages that show them."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ssdlab.plan import replay as rp
+from ssdlab.targets import emulator
+from tests.conftest import LoopFactory
+from tests.support.cli import one_line_error, ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+MIB = 1 << 20
+DATA = Path(__file__).resolve().parents[1] / "data"
+SAMPLE = str(DATA / "replay-sample.iolog")
+SAMPLE_V3 = str(DATA / "replay-sample-v3.iolog")
+#: two quick points and the max-rate run, 0.5 s measured after 0.2 s: a smoke of the path
+SHORT = ("--profile", "quick", "--workload", "4k-random-read", "--fractions", "50,100",
+         "--seconds", "0.5", "--ramp", "0.2")
+#: delivered IOPS within this share of the target at the fractions below 100 %
+RATE_TOLERANCE = 0.05
+#: mean latency may dip this much from one fraction to the next: past the knee (80-100 %
+#: of the maximum) latency is queue-bound and 1 s points vary (measured: 3.7 ms at 80 %
+#: then 2.3 ms at 100 % on a loaded 2-CPU host, 0.2-1 ms at 80 % when quiet)
+LATENCY_DIP = 0.5
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    return result
+
+
+def run_id(result: subprocess.CompletedProcess[str]) -> str:
+    match = re.search(r"^run (\S+) complete", result.stdout, re.M)
+    assert match, result.stdout
+    return match.group(1)
+
+
+def exported(store: Path, run: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(ok(ssdlab("export", run, "--store", str(store))).stdout)
+    return doc
+
+
+def test_result(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    test = next(t for t in doc["tests"] if t["name"] == name)
+    result: dict[str, Any] = test["result"]
+    return result
+
+
+test_result.__test__ = False  # type: ignore[attr-defined]
+
+
+def test_on_the_emulated_ssd_latency_rises_with_the_rate_and_the_report_shows_it(
+    emu_run_dir: Path, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    device = emulator.start("curves", "enterprise-tlc", 256 * MIB, loop=True)
+    env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
+    store = emu_run_dir.parent / "s.sqlite"
+    # 4K random reads (128 outstanding, one fio job: the other CPU is the emulator's): no
+    # GC effects, the die/controller queue alone; 2 s points for less noise
+    curves = ok(ssdlab("run", "curves", "--target", device.target, "--destroy-data",
+                       "--profile", "quick", "--workload", "4k-random-read", "--jobs", "1",
+                       "--seconds", "2", "--store", str(store), env=env, timeout=120))
+    assert "QUICK" in curves.stdout
+    doc = exported(store, run_id(curves))
+    w = test_result(doc, "curves")["workloads"][0]
+    points = [p for p in w["points"] if p["kind"] == "fraction"]
+    assert [p["fraction_pct"] for p in points] == [10, 50, 80, 100]
+    means = [p["lat_mean_us"] for p in points]
+    print(f"emulator curve: max {w['max_iops']:.0f} IOPS; " + ", ".join(
+        f"{p['fraction_pct']} %: {p['iops']:.0f} IOPS (target {p['target_iops']:.0f}) "
+        f"mean {p['lat_mean_us']:.0f} us p99 {p['lat_p99_us']:.0f} us" for p in points))
+    # latency rises with the fraction: the top point clearly above the lowest, and no
+    # point more than LATENCY_DIP below the one before it
+    assert means[-1] > 2 * means[0], means
+    assert min(means[1:]) >= means[0], means
+    for before, after in itertools.pairwise(means):
+        assert after >= (1 - LATENCY_DIP) * before, means
+    # delivered IOPS track their targets below saturation; at 100 % at least 85 %
+    for p in points[:-1]:
+        assert abs(p["iops"] / p["target_iops"] - 1) <= RATE_TOLERANCE, p
+        assert not p["short"]
+    assert points[-1]["iops"] >= 0.85 * points[-1]["target_iops"]
+    assert doc["plan"]["preset"] == {"preset": "curves", "preset_version": 1,
+                                     "preset_title": "vdbench-style curve workloads"}
+
+    replay = ok(ssdlab("run", "replay", "--target", device.target, "--destroy-data",
+                       "--trace", SAMPLE, "--no-stall", "--qd", "8", "--store", str(store),
+                       env=env))
+    cell = test_result(exported(store, run_id(replay)), "replay")["cell"]
+    assert cell["ios"] == 3000 and cell["iops"] > 0 and cell["lat_p99_us"] > 0
+    print(f"emulator replay: {cell['iops']:.0f} IOPS, mean {cell['lat_mean_us']:.0f} us")
+
+    out = tmp_path / "report"
+    ok(ssdlab("report", run_id(curves), run_id(replay), "-o", str(out), "--no-pdf",
+              "--store", str(store)))
+    html = (out / "report.html").read_text()
+    for text in ("Curves (vdbench style)", "Curve: 4K random read",
+                 "latency against delivered IOPS", "curves version 1", "Trace replay",
+                 "iolog-v2", "replayed 3,000 I/Os"):
+        assert text in html, text
+    print(f"emulator test: {time.monotonic() - started:.1f} s")
+
+
+def test_curves_quick_on_a_directory_and_on_a_loop_device(
+    shm_dir: Path, loop_device: LoopFactory
+) -> None:
+    started = time.monotonic()
+    store = str(shm_dir / "s.sqlite")
+    work = shm_dir / "work"
+    work.mkdir()
+    # SQL: a block-size split, a 70/30 mix and hot spots, limited in bytes (fio rate=)
+    on_dir = ok(ssdlab("run", "curves", "--dir", str(work), "--size", "64MiB", *SHORT,
+                       "--workload", "sql", "--with-120", "--store", store))
+    assert os.listdir(work) == []  # the work directory and its file are gone
+    doc = exported(Path(store), run_id(on_dir))
+    assert doc["plan"]["dir"]["fs_type"] == "tmpfs"
+    points = test_result(doc, "curves")["workloads"][0]["points"]
+    assert [p["kind"] for p in points] == ["max", "fraction", "fraction", "unthrottled"]
+    half = points[1]
+    assert half["fio_rate"].startswith("rate=")
+    assert abs(half["iops"] / half["target_iops"] - 1) <= 2 * RATE_TOLERANCE, half
+
+    device = loop_device(128 * MIB)
+    on_loop = ok(ssdlab("run", "curves", "--target", device, "--destroy-data", *SHORT,
+                        "--fill-region", "25", "--workload", "70-30-8k", "--store", store))
+    result = test_result(exported(Path(store), run_id(on_loop)), "curves")
+    assert result["fill"]["bytes"] == 128 * MIB
+    w = result["workloads"][0]
+    assert w["name"] == "70-30-8k" and all(p["iops"] > 0 for p in w["points"])
+    assert w["points"][1]["fio_rate"].startswith("rate_iops=")
+    assert w["points"][1]["fio_rate"].count(",") == 1  # a read,write split
+    dry = ok(ssdlab("run", "curves", "--target", device, "--destroy-data", *SHORT,
+                    "--dry-run"))
+    assert "DRY RUN" in dry.stdout and "[4k-random-read-max]" in dry.stdout
+    print(f"dir + loop curves: {time.monotonic() - started:.1f} s")
+
+
+def test_replay_on_a_directory_and_a_loop_device(
+    shm_dir: Path, loop_device: LoopFactory
+) -> None:
+    started = time.monotonic()
+    store = str(shm_dir / "s.sqlite")
+    work = shm_dir / "work"
+    work.mkdir()
+    timed = ok(ssdlab("run", "replay", "--dir", str(work), "--size", "64MiB", "--trace",
+                      SAMPLE_V3, "--log-interval", "250", "--store", store))
+    assert os.listdir(work) == []
+    result = test_result(exported(Path(store), run_id(timed)), "replay")
+    # the v3 sample was recorded at 1,000 IOPS for 1.5 s, and is replayed with its timing
+    assert 800 <= result["cell"]["iops"] <= 1200, result["cell"]["iops"]
+    assert len(result["timeline"]) >= 4
+    assert all(700 <= p["iops"] <= 1300 for p in result["timeline"][1:-1]), result["timeline"]
+
+    device = loop_device(64 * MIB)
+    fast = ok(ssdlab("run", "replay", "--target", device, "--destroy-data", "--trace",
+                     SAMPLE, "--no-stall", "--qd", "8", "--store", store))
+    cell = test_result(exported(Path(store), run_id(fast)), "replay")["cell"]
+    assert cell["ios"] == 3000 and cell["write_bytes"] > 0
+
+    # a binary blktrace (200 queue events, one write in three) replays too
+    blk = shm_dir / "t.blktrace"
+    blk.write_bytes(b"".join(rp.BLK_EVENT.pack(
+        rp.BLK_MAGIC | 7, i, i * 1_000_000, i * 8, 4096,
+        ((rp.BLK_TC_WRITE if i % 3 == 0 else 1) << rp.BLK_TC_SHIFT) | rp.BLK_TA_QUEUE,
+        1, 0, 0, 0, 0) for i in range(200)))
+    traced = ok(ssdlab("run", "replay", "--target", device, "--destroy-data", "--trace",
+                       str(blk), "--no-stall", "--store", store))
+    cell = test_result(exported(Path(store), run_id(traced)), "replay")["cell"]
+    assert (cell["ios"], cell["write_bytes"]) == (200, 67 * 4096)
+
+    small = loop_device(16 * MIB)
+    beyond = ssdlab("run", "replay", "--target", small, "--destroy-data", "--trace", SAMPLE,
+                    "--store", store)
+    assert beyond.returncode == 2 and "beyond the end of" in one_line_error(beyond)
+    print(f"dir + loop replay: {time.monotonic() - started:.1f} s")
