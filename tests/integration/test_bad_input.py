@@ -136,13 +136,31 @@ VERIFY: list[Case] = [
     (["--active-range", "0"], None), (["--active-range", "nan"], None),
     (["--active-range", "101"], None), (["--ioengine", "x"], None),
 ]
+TRACE = ["--trace", str(Path(__file__).parents[1] / "data" / "replay-sample.iolog")]
+#: the review presets (their own unit tests go through every option; here each is refused
+#: black-box, with nothing written)
+PRESETS: dict[str, list[Case]] = {
+    "cdm": [(["--passes", "0"], None), (["--set", "x"], None), (["--mix-read-pct", "101"], None),
+            (["--measure-seconds", "nan"], None), (["--profile", "x"], None)],
+    "atto": [(["--qd", "0"], None), (["--min-size", "3"], None), (["--factor", "1"], None)],
+    "iometer": [(["--set", "y"], None), (["--qd", "0"], None), (["--seconds", "-1"], None)],
+    "aja": [(["--resolution", "0x0"], None), (["--pixel-format", "z"], None)],
+    "diskfill": [(["--passes", "0"], None)],
+    "smallfiles": [(["--wait-seconds", "-1"], None), (["--file-size", "0"], None)],
+    "copy": [(["--repetitions", "0"], None), (["--sets", "x"], None)],
+    "curves": [(["--workload", "nope"], None), (["--fractions", "0"], None),
+               (["--fill-region", "150"], None)],
+    "replay": [(["--trace", "/nonexistent.iolog"], None), ([*TRACE, "--time-scale", "0"], None),
+               ([*TRACE, "--qd", "0"], None)],
+}
 SUITES = {"pts": PTS, "latency-iops": LATENCY_IOPS, "op-sweep": OP_SWEEP,
-          "saturation": SATURATION, "slc-probe": SLC_PROBE, "verify": VERIFY}
+          "saturation": SATURATION, "slc-probe": SLC_PROBE, "verify": VERIFY, **PRESETS}
 #: the shared options are add_target_options' everywhere: all of them once, two per suite
 CASES = [
     pytest.param(suite, args, needle, id=f"{suite} {' '.join(args)}")
     for suite, cases in SUITES.items()
-    for args, needle in [*cases, *(SHARED if suite == "pts" else SHARED[:1] + SHARED[-1:])]
+    for args, needle in [*cases, *(SHARED if suite == "pts" else [] if suite in PRESETS
+                                   else SHARED[:1] + SHARED[-1:])]
 ]
 #: refusals by a later check than the option's own, with the code documented for it
 OTHER_CODES = {("--size", "9" * 15 + "T"): 3, ("--fio", "no-such-fio"): 4}

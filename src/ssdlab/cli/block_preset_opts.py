@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ssdlab.cli.common import (
     add_destroy_data_option,
@@ -16,13 +17,9 @@ from ssdlab.cli.common import (
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.block_presets import PROFILES
 from ssdlab.plan.options import IOENGINES
-from ssdlab.run.block_preset_run import (
-    PlanBuilder,
-    PresetProgress,
-    PresetRun,
-    describe,
-    prepare_preset,
-)
+
+if TYPE_CHECKING:
+    from ssdlab.run.block_preset_run import PlanBuilder
 
 
 def add_preset_target_options(parser: argparse.ArgumentParser, size_help: str) -> None:
@@ -50,6 +47,7 @@ def add_common_preset_options(group: argparse._ArgumentGroup) -> None:
 
 
 def run_preset(args: argparse.Namespace, argv: list[str], build: PlanBuilder) -> int:
+    from ssdlab.run.block_preset_run import PresetProgress, PresetRun, describe, prepare_preset
     prepared = prepare_preset(args.target, args.dir, args.destroy_data, args.fio, build)
     if args.dry_run:
         sys.stdout.write(describe(prepared))

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import RunNotFound
 from ssdlab.plan.units import parse_size
-from ssdlab.run.progress import Progress
-from ssdlab.store.db import Store, default_store_path
 from ssdlab.store.records import RunData
+
+if TYPE_CHECKING:
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.progress import Progress
+    from ssdlab.store.db import Store
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
@@ -26,11 +28,13 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
 
 
 def store_path(args: argparse.Namespace) -> Path:
+    from ssdlab.store.db import default_store_path
     return Path(args.store or default_store_path())
 
 
 def open_store(args: argparse.Namespace) -> Store:
     """Open (creating if needed) the store a run writes to."""
+    from ssdlab.store.db import Store
     return Store.open(store_path(args))
 
 
@@ -43,6 +47,7 @@ def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
               fio: str | None = None) -> tuple[RunData, Path]:
     """Run a suite into the store of ``args`` (progress closed however it ends); the stored
     run and the store's path."""
+    from ssdlab.engine.runner import FioExecutor
     with open_store(args) as store:
         try:
             run_id = make(store, FioExecutor(fio or args.fio), progress).execute(argv)
@@ -53,6 +58,7 @@ def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
 
 def open_existing_store(args: argparse.Namespace) -> Store:
     """Open the store for reading; a missing store is an error, never created."""
+    from ssdlab.store.db import Store
     path = store_path(args)
     if not path.exists():
         raise RunNotFound(

@@ -12,13 +12,12 @@ from ssdlab.cli.workload_opts import add_workload_target_options
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan import curves as cv
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
-from ssdlab.run.curves_run import FILE_NAME, CurvesRequest, CurvesRun, describe, prepare_curves
-from ssdlab.run.progress import Progress
 
 SUITE = cv.TEST
 
 
 def register(suites: Any) -> None:
+    from ssdlab.run.curves_run import FILE_NAME
     p = suites.add_parser(
         "curves",
         help="vdbench-style curves: latency against delivered IOPS at fractions of the "
@@ -77,6 +76,8 @@ def curves_args(args: argparse.Namespace) -> cv.CurvesArgs:
 
 
 def curves_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.curves_run import CurvesRequest, CurvesRun, describe, prepare_curves
+    from ssdlab.run.progress import Progress
     request = CurvesRequest(args.target, args.dir, args.size, args.destroy_data,
                             curves_args(args), args.fio)
     prepared = prepare_curves(request)

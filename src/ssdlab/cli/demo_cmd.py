@@ -18,9 +18,6 @@ from ssdlab.cli.run_cmd import execute
 from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
 from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.units import parse_size
-from ssdlab.report.terminal import render_run
-from ssdlab.run.prepare import RunRequest
-from ssdlab.store.export import write_export
 from ssdlab.targets import emulator
 from ssdlab.targets.filetarget import remove_file_target
 
@@ -60,6 +57,7 @@ def register(sub: Any) -> None:
 
 
 def _run_on_emulator(size: int, args: argparse.Namespace, argv: list[str]) -> str:
+    from ssdlab.run.prepare import RunRequest
     emu = emulator.start(DEMO_EMULATOR, args.drive, size, loop=True)
     print(f"demo target: emulated SSD {emu.name} ({args.drive}) at {emu.target}")
     try:
@@ -72,6 +70,7 @@ def _run_on_emulator(size: int, args: argparse.Namespace, argv: list[str]) -> st
 
 
 def _run_on_file(size: int, args: argparse.Namespace, argv: list[str]) -> str:
+    from ssdlab.run.prepare import RunRequest
     target = os.path.join(DEFAULT_DIR, DEFAULT_NAME)
     request = RunRequest(
         target=target, size_bytes=size, destroy_data=False, args=PtsArgs(profile="quick")
@@ -84,6 +83,8 @@ def _run_on_file(size: int, args: argparse.Namespace, argv: list[str]) -> str:
 
 
 def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.report.terminal import render_run
+    from ssdlab.store.export import write_export
     try:
         size = parse_size(args.size)
     except ValueError as exc:

@@ -29,8 +29,6 @@ from ssdlab.plan.file_presets import (
     diskfill_plan,
     smallfiles_plan,
 )
-from ssdlab.run.file_presets_run import FilePresetRun, describe, prepare_files
-from ssdlab.run.progress import Progress
 
 SUITES = ("aja", "diskfill", "smallfiles", "copy")
 DOC = " docs/presets-files.md."
@@ -120,6 +118,7 @@ def register(suites: Any) -> None:
 
 def _command(plan_of: Callable[[Any], FilePlan], args_of: Callable[[argparse.Namespace], Any]
              ) -> Callable[[argparse.Namespace, list[str]], int]:
+    from ssdlab.run.file_presets_run import describe, prepare_files
     def command(args: argparse.Namespace, argv: list[str]) -> int:
         preset_args = args_of(args)
         if not args.dir:
@@ -134,6 +133,8 @@ def _command(plan_of: Callable[[Any], FilePlan], args_of: Callable[[argparse.Nam
 
 
 def run_files(prepared: Any, args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.file_presets_run import FilePresetRun
+    from ssdlab.run.progress import Progress
     plan = prepared.plan
     progress = Progress(quick=plan.quick)
     run = run_suite(args, argv, progress,

@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import add_target_options, open_store, run_suite
 from ssdlab.cli.config_opts import add_config_option
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan import latency_iops as li
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
-from ssdlab.run.latency_iops_run import (
-    LadderProgress,
-    LatencyIopsPrepared,
-    LatencyIopsRequest,
-    LatencyIopsRun,
-    describe,
-    prepare_latency_iops,
-)
 from ssdlab.store.records import RunData
 
 #: the suite name ``ssdlab resume`` matches stored runs against
+if TYPE_CHECKING:
+    from ssdlab.run.latency_iops_run import LadderProgress, LatencyIopsPrepared
+
+
 SUITE = li.TEST
 
 
@@ -145,6 +140,12 @@ def ladder_args(args: argparse.Namespace) -> li.LatencyIopsArgs:
 
 
 def run_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.latency_iops_run import (
+        LatencyIopsRequest,
+        LatencyIopsRun,
+        describe,
+        prepare_latency_iops,
+    )
     request = LatencyIopsRequest(args.target, args.size, args.destroy_data, ladder_args(args),
                                  args.fio)
     prepared = prepare_latency_iops(request)
@@ -159,12 +160,15 @@ def run_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _progress(prepared: LatencyIopsPrepared) -> LadderProgress:
+    from ssdlab.run.latency_iops_run import LadderProgress
     opts = prepared.options
     return LadderProgress(quick=opts.quick, point_s=opts.point_seconds)
 
 
 def resume(run: RunData, args: argparse.Namespace, argv: list[str]) -> str:
     """``ssdlab resume``: continue a stopped latency-iops run after its last stored point."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.latency_iops_run import LatencyIopsRequest, LatencyIopsRun, prepare_latency_iops
     stored = run.plan.get("args")
     if not isinstance(stored, dict):
         raise UserError(f"run {run.run_id} has no stored options to resume from")

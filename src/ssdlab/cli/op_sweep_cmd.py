@@ -12,8 +12,6 @@ from ssdlab.cli.config_opts import add_config_option
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.op_sweep import MAX_OP, MIN_GAIN_PCT, PROFILES, PURGE_METHODS, OpSweepArgs
 from ssdlab.plan.options import IOENGINES
-from ssdlab.run.op_sweep_run import OpSweepRun, describe, prepare_op_sweep
-from ssdlab.run.progress import Progress
 
 
 def register(suites: Any) -> None:
@@ -70,6 +68,8 @@ def args_of(args: argparse.Namespace) -> OpSweepArgs:
 
 
 def op_sweep_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.op_sweep_run import OpSweepRun, describe, prepare_op_sweep
+    from ssdlab.run.progress import Progress
     prepared = prepare_op_sweep(args.target, args.size, args.destroy_data, args.fio,
                                 args_of(args))
     if args.dry_run:

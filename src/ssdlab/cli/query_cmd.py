@@ -10,8 +10,6 @@ from typing import Any
 
 from ssdlab.cli.common import add_store_option, open_existing_store, store_path
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.report.terminal import render_run
-from ssdlab.store.export import write_export
 from ssdlab.store.records import RunSummary
 
 
@@ -78,6 +76,7 @@ def _target(run: RunSummary) -> str:
 
 
 def show_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.report.terminal import render_run
     with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     sys.stdout.write(render_run(run))
@@ -85,6 +84,7 @@ def show_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def export_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.store.export import write_export
     with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     if args.output is None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from ssdlab.cli.common import add_store_option, open_store
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.reference.published import import_runs, read_published
 from ssdlab.reference.specs import VendorSpec, find_specs, load_specs
 
 
@@ -118,6 +117,7 @@ def specs_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def import_published_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.reference.published import import_runs, read_published
     runs = read_published(args.file)  # all validated before a store is opened or created
     with open_store(args) as store:
         outcomes = import_runs(store, runs, args.file.name, argv)

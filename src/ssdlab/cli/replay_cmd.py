@@ -12,13 +12,12 @@ from ssdlab.cli.workload_opts import add_workload_target_options
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan import replay as rp
 from ssdlab.plan.options import IOENGINES
-from ssdlab.run.progress import Progress
-from ssdlab.run.replay_run import FILE_NAME, ReplayRequest, ReplayRun, describe, prepare_replay
 
 SUITE = rp.TEST
 
 
 def register(suites: Any) -> None:
+    from ssdlab.run.replay_run import FILE_NAME
     p = suites.add_parser(
         "replay",
         help="replay an I/O trace (fio iolog v2/v3 or binary blktrace) onto the target",
@@ -55,6 +54,8 @@ def register(suites: Any) -> None:
 
 
 def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.progress import Progress
+    from ssdlab.run.replay_run import ReplayRequest, ReplayRun, describe, prepare_replay
     rargs = rp.ReplayArgs(trace=args.trace or "", no_stall=args.no_stall,
                           time_scale_pct=args.time_scale, iodepth=args.qd,
                           log_interval_ms=args.log_interval, max_seconds=args.max_seconds,

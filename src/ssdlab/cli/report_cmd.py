@@ -8,7 +8,6 @@ from typing import Any
 
 from ssdlab.cli.common import add_store_option, open_existing_store
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.report.build import ReportRequest, write_report
 
 
 def register(sub: Any) -> None:
@@ -61,6 +60,7 @@ def _claims(items: list[str]) -> dict[str, str]:
 
 
 def report_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.report.build import ReportRequest, write_report
     request = ReportRequest(
         run_refs=tuple(args.runs),
         out_dir=args.output_dir,

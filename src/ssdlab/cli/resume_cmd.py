@@ -15,11 +15,7 @@ from ssdlab.cli.common import (
     open_store,
 )
 from ssdlab.cli.run_cmd import run_progress
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.run.prepare import prepare_resume
-from ssdlab.run.pts_run import PtsRun
-from ssdlab.run.session import boot_id
 from ssdlab.store.records import RunData
 
 
@@ -43,6 +39,7 @@ def register(sub: Any) -> None:
 
 def _alive_elsewhere(run: RunData) -> int | None:
     """The pid of a process still running this run on this machine, if there is one."""
+    from ssdlab.run.session import boot_id
     events = [e for e in run.events if e.kind == "process" and e.detail]
     if not events or run.status != "running":
         return None
@@ -69,6 +66,9 @@ def check_resumable(run: RunData) -> None:
 
 
 def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.prepare import prepare_resume
+    from ssdlab.run.pts_run import PtsRun
     with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     check_resumable(run)

@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.analysis.steady import rule_by_name
 from ssdlab.cli import suites as suite_modules
 from ssdlab.cli.common import add_target_options, open_store
 from ssdlab.cli.config_opts import add_config_option
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PROFILES, PURGE_METHODS, VARIANTS, PtsArgs
 from ssdlab.plan.pts import TEST_NAMES, TRACKING_SETS
-from ssdlab.run.dry_run import describe
-from ssdlab.run.prepare import Prepared, RunRequest, prepare
-from ssdlab.run.progress import Progress
-from ssdlab.run.pts_run import PtsRun
+
+if TYPE_CHECKING:
+    from ssdlab.run.prepare import Prepared, RunRequest
+    from ssdlab.run.progress import Progress
 
 
 def register(sub: Any) -> None:
@@ -164,6 +163,7 @@ def pts_args(args: argparse.Namespace) -> PtsArgs:
 
 
 def request_of(args: argparse.Namespace) -> RunRequest:
+    from ssdlab.run.prepare import RunRequest
     return RunRequest(
         target=args.target,
         size_bytes=args.size,
@@ -174,6 +174,7 @@ def request_of(args: argparse.Namespace) -> RunRequest:
 
 
 def run_progress(prepared: Prepared) -> Progress:
+    from ssdlab.run.progress import Progress
     return Progress(
         quick=prepared.options.quick,
         window=rule_by_name(prepared.options.rule).window,
@@ -183,6 +184,10 @@ def run_progress(prepared: Prepared) -> Progress:
 
 def execute(request: RunRequest, args: argparse.Namespace, argv: list[str]) -> str:
     """Prepare and execute; returns the run id. Shared by ``run`` and ``demo``."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.dry_run import describe
+    from ssdlab.run.prepare import prepare
+    from ssdlab.run.pts_run import PtsRun
     prepared = prepare(request)
     if args.dry_run:
         sys.stdout.write(describe(prepared))

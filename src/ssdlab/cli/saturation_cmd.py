@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import add_target_options, open_store, run_suite
 from ssdlab.cli.config_opts import add_config_option
-from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.plan.saturation import PROFILES, SaturationArgs
-from ssdlab.run.progress import Progress
-from ssdlab.run.saturation_run import SaturationRun, describe, prepare_saturation
 from ssdlab.store.records import RunData
+
+if TYPE_CHECKING:
+    from ssdlab.run.progress import Progress
+
 
 SUITE = "saturation"
 
@@ -84,10 +85,12 @@ def args_of(args: argparse.Namespace) -> SaturationArgs:
 
 
 def _progress(quick: bool) -> Progress:
+    from ssdlab.run.progress import Progress
     return Progress(quick=quick)
 
 
 def saturation_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.saturation_run import SaturationRun, describe, prepare_saturation
     prepared = prepare_saturation(args.target, args.size, args.destroy_data, args.fio,
                                   args_of(args))
     if args.dry_run:
@@ -112,6 +115,8 @@ def report_end(run: RunData, store_path: object) -> int:
 
 def resume(run: RunData, args: argparse.Namespace, argv: list[str]) -> str:
     """Continue a stopped saturation run from its last completed round."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.saturation_run import SaturationRun, prepare_saturation
     path = str(run.target.get("path"))
     capacity = run.target.get("capacity_bytes")
     missing_file = run.target.get("kind") == "file" and not os.path.lexists(path)

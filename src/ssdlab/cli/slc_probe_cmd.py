@@ -20,7 +20,6 @@ from ssdlab.plan.slc_probe import (
     TARGET_SLICES,
     SlcProbeArgs,
 )
-from ssdlab.run.slc_probe_run import SlcProbeRun, WriteProgress, describe, prepare_slc_probe
 
 
 def register(suites: Any) -> None:
@@ -82,6 +81,7 @@ def args_of(args: argparse.Namespace) -> SlcProbeArgs:
 
 
 def slc_probe_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.slc_probe_run import SlcProbeRun, WriteProgress, describe, prepare_slc_probe
     prepared = prepare_slc_probe(args.target, args.size, args.destroy_data, args.fio,
                                  args_of(args))
     if args.dry_run:

@@ -11,8 +11,6 @@ from ssdlab.cli.config_opts import add_config_option
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.verify import CHECKSUMS, PATTERNS, VerifyArgs
-from ssdlab.run.progress import Progress
-from ssdlab.run.verify_run import VerifyRun, describe, prepare_verify
 
 SUITE = "verify"
 
@@ -49,6 +47,8 @@ def register(suites: Any) -> None:
 
 
 def verify_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run.progress import Progress
+    from ssdlab.run.verify_run import VerifyRun, describe, prepare_verify
     vargs = VerifyArgs(block_size=args.block_size, pattern=args.pattern,
                        checksum=args.checksum, interval=args.interval, iodepth=args.qd,
                        active_range_pct=args.active_range, verify_only=args.verify_only,
