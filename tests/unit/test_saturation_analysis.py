@@ -62,6 +62,19 @@ def test_noise_does_not_move_the_transition_much(seed: int) -> None:
     assert abs(result.start_bytes - knee) / knee < 0.10
 
 
+def test_a_host_hiccup_on_the_plateau_is_not_the_transition() -> None:
+    # as measured on the emulated SSD with a CPU hog beside it: FOB 38.5K IOPS dipping to
+    # 34-36K (a fifth of the way to the saturated 17K) for most of a second, long before
+    # the real fall at 1 GiB
+    points = saturating(38_500, 17_000, GIB, 60, noise=0.02)
+    dip = range(40, 49)
+    points = [IopsPoint(p.elapsed_s, p.written_bytes, 34_500 if i in dip else p.iops)
+              for i, p in enumerate(points)]
+    t = find_transition(points, 17_000)
+    assert t.found and t.start_bytes is not None
+    assert abs(t.start_bytes - GIB) < 0.05 * GIB, t.message
+
+
 def test_a_drive_without_fob_burst_has_no_transition() -> None:
     points = saturating(4_200, 4_000, 10**15, 20)
     result = find_transition(points, 4_000)

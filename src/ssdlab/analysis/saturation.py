@@ -7,10 +7,14 @@ median of ``smooth`` points so that single slow or fast intervals do not decide:
 * fresh-out-of-box (FOB) IOPS: the median over the FOB plateau (the first stretch of the
   run within 80 % of its smoothed peak);
 * saturated IOPS: given by the caller (the average of the last rounds, the SNIA window);
-* the transition **starts** where the smoothed IOPS fall below ``FOB - drop x (FOB -
-  saturated)`` (default 10 % of the way down, or three times the plateau's noise if that
-  is more) and stay there, and **ends** at the first interval within ``drop`` of the way
-  to saturated.
+* the transition is **detected** where the smoothed IOPS fall below ``FOB - detect x
+  (FOB - saturated)`` (default a quarter of the way down, or three times the plateau's
+  noise if that is more) and stay there for ``smooth`` intervals; it **starts** where
+  that fall began (walked back to the last interval still at the FOB level), and **ends**
+  at the first interval within ``drop`` (default 10 %) of the way to saturated. A quarter,
+  not less: a host hiccup can dip a fast drive's FOB IOPS by a tenth of the way down for
+  a second (measured on the emulated SSD with a CPU hog beside it), a real transition
+  goes all the way.
 
 Both are reported in seconds and in bytes written. A drive whose FOB IOPS is within 10 %
 of its saturated IOPS has no transition to find, and the verdict says so.
@@ -81,17 +85,19 @@ def _plateau(smoothed: Sequence[float], peak: int, share: float = 0.8) -> range:
 
 
 def find_transition(
-    points: Sequence[IopsPoint], saturated_iops: float, *, smooth: int = 5, drop: float = 0.1
+    points: Sequence[IopsPoint], saturated_iops: float, *, smooth: int = 5, drop: float = 0.1,
+    detect: float = 0.25,
 ) -> Transition:
     """Where a saturation run leaves its fresh-out-of-box level (see the module doc).
 
     FOB IOPS is the median of the raw IOPS over the plateau (the first stretch within 80 %
-    of the smoothed peak). The transition starts at the first interval after the plateau's
-    start from which the smoothed IOPS stay below ``FOB - max(drop x (FOB - saturated),
-    3 sigma)`` for ``smooth`` intervals in a row (sigma: the noise of the smoothed series on
-    the plateau, from the median absolute deviation, so that noisy drives are not caught
-    by their own noise), walked back to the last interval still within ``max(2 sigma, 2 %)``
-    of FOB: where the fall began. It ends at the first interval within ``drop`` of the way down.
+    of the smoothed peak). The transition is detected at the first interval after the
+    plateau's start from which the smoothed IOPS stay below ``FOB - max(detect x (FOB -
+    saturated), 3 sigma)`` for ``smooth`` intervals in a row (sigma: the noise of the
+    smoothed series on the plateau, from the median absolute deviation, so that noisy
+    drives are not caught by their own noise). It starts where that fall began: walked back
+    to the last interval still within ``max(2 sigma, 2 %)`` of FOB. It ends at the first
+    interval within ``drop`` of the way down.
     """
     if not points:
         return Transition(0.0, saturated_iops, False, None, None, None, None,
@@ -111,7 +117,7 @@ def find_transition(
     mad = statistics.median(abs(raw[i] - fob) for i in plateau)
     sigma = 1.4826 * mad / math.sqrt(max(smooth, 1))
     span = fob - saturated_iops
-    threshold = fob - max(drop * span, 3 * sigma)
+    threshold = fob - max(detect * span, 3 * sigma)
     below = [v < threshold for v in smoothed]
     start = next((i for i in range(plateau.start, len(points) - smooth + 1)
                   if all(below[i : i + smooth])), None)
