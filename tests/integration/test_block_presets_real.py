@@ -117,3 +117,6 @@ def test_each_preset_runs_quick_and_is_reported(
     assert "SEQ1M Q8T1" in html and 'data-chart="hbar"' in html
     assert "4K random read" in html and "IOPS every 200 ms" in html
     assert "QUICK PROFILE" in html
+    shown = ssdlab("show", run_ids["cdm"], "--store", str(store), env=env)
+    assert shown.returncode == 0 and "preset cdm v1" in shown.stdout
+    assert "best MB/s" in shown.stdout and "RND4K Q1T1" in shown.stdout

@@ -113,6 +113,8 @@ def test_on_the_emulated_ssd_latency_rises_with_the_rate_and_the_report_shows_it
                  "latency against delivered IOPS", "curves version 1", "Trace replay",
                  "iolog-v2", "replayed 3,000 I/Os"):
         assert text in html, text
+    shown = ok(ssdlab("show", run_id(curves), "--store", str(store))).stdout
+    assert "preset curves v1" in shown and "delivered IOPS" in shown and "100 %" in shown
     print(f"emulator test: {time.monotonic() - started:.1f} s")
 
 

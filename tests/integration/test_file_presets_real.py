@@ -18,6 +18,7 @@ import pytest
 
 from ssdlab.cli.main import build_parser
 from ssdlab.report.build import render
+from ssdlab.report.terminal import render_run
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 
@@ -125,6 +126,8 @@ def test_each_preset_runs_measures_and_leaves_nothing(
             for preset, title in TITLES.items():
                 assert f"<h2>{title}</h2>" in html, preset
             assert "frames/s" in html and "caches dropped" in html and "Averages" in html
+            shown = render_run(store.load(runs["diskfill"]))
+            assert "preset diskfill v1" in shown and "MB/s" in shown and "pass 1" in shown
 
 
 def test_ctrl_c_removes_the_work_directory(shm_dir: Path, tmp_path: Path) -> None:

@@ -148,12 +148,24 @@ SUITE_PARAMS = ("round_seconds", "max_rounds", "threads", "iodepth", "block_byte
                 "amount_bytes", "purge")
 
 
+def _preset_name(p: dict[str, Any]) -> str | None:
+    preset = p.get("preset")
+    if isinstance(preset, dict):  # recorded as the preset's identity
+        p = preset
+        preset = p.get("preset")
+    if not preset:
+        return None
+    return f"preset {preset} v{p.get('preset_version', '?')}"
+
+
 def _params_line(test: TestData) -> str:
     p = test.params
     cells = p.get("cells") or [{}]
     if "rule" not in p or "tracking_set" not in p:  # not a PTS test
         shown = [f"{k.replace('_', ' ')} {p[k]}" for k in SUITE_PARAMS
                  if p.get(k) not in (None, "", [])]
+        name = _preset_name(p)
+        shown = [name, *shown] if name else shown
         return "  " + ", ".join(shown) if shown else "  (parameters: see ssdlab export)"
     return (
         f"  rule {p.get('rule')} ({p.get('window')}-round window), tracking "
@@ -205,6 +217,49 @@ def _published_rows_table(rows: list[dict[str, Any]]) -> list[str]:
     return [f"{line}  {note}".rstrip() for line, note in zip(table, notes, strict=True)]
 
 
+def _mb(bw_bytes_per_s: Any) -> str:
+    return _num(bw_bytes_per_s / 1e6, 1) if isinstance(bw_bytes_per_s, int | float) else "-"
+
+
+def preset_lines(test: TestData) -> list[str]:
+    """The result tables of the review presets (MB/s = 10^6 bytes/s)."""
+    r = test.result if isinstance(test.result, dict) else {}
+    rows = [x for x in r.get("rows", []) if isinstance(x, dict) and "best" in x]
+    if rows:  # cdm, atto, iometer: best and mean of the passes
+        body = [[str(x.get("group")), str(x.get("mode")), _num(x["best"].get("mb_per_s"), 1),
+                 _num(x.get("mean", {}).get("mb_per_s"), 1), _num(x["best"].get("iops")),
+                 _num(x["best"].get("lat_mean_us"), 1), str(x.get("passes", "-"))]
+                for x in rows]
+        return ["  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
+                *_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
+                         "best mean lat us", "passes"], body)]
+    summary = [x for x in r.get("summary", []) if isinstance(x, dict)]
+    if summary:  # aja, diskfill, smallfiles, copy
+        body = [[str(x.get("group")), str(x.get("direction")), str(x.get("count", "-")),
+                 _num(x.get("mean_seconds"), 3), _mb(x.get("mean_bw_bytes_per_s"))]
+                for x in summary]
+        return ["  results (MB/s = 10^6 bytes/s, means over the repetitions):",
+                *_table(["phase", "direction", "count", "mean s", "MB/s"], body)]
+    lines: list[str] = []
+    for w in (x for x in r.get("workloads", []) if isinstance(x, dict)):  # curves
+        body = [[("max rate" if pt.get("kind") == "max" else f"{_num(pt.get('fraction_pct'))} %"
+                  if pt.get("fraction_pct") is not None else str(pt.get("kind"))),
+                 _num(pt.get("target_iops")), _num(pt.get("iops")),
+                 _num(pt.get("delivered_pct"), 1), _num(pt.get("lat_mean_us"), 1),
+                 _num(pt.get("lat_p99_us"), 1), "SHORT" if pt.get("short") else ""]
+                for pt in w.get("points", []) if isinstance(pt, dict)]
+        lines += [f"  {w.get('title', w.get('name'))} (max {_num(w.get('max_iops'))} IOPS):",
+                  *_table(["point", "target IOPS", "delivered IOPS", "delivered %",
+                           "mean us", "p99 us", "flag"], body)]
+    cell = r.get("cell")
+    if isinstance(cell, dict):  # replay
+        lines += _table(["IOPS", "MB/s", "mean us", "p99 us", "max us"],
+                        [[_num(cell.get("iops")), _mb(cell.get("bw_bytes_per_s")),
+                          _num(cell.get("lat_mean_us"), 1), _num(cell.get("lat_p99_us"), 1),
+                          _num(cell.get("lat_max_us"), 1)]])
+    return lines
+
+
 def render_run(run: RunData) -> str:
     lines = header_lines(run)
     throughput = [t for t in run.tests if t.name.startswith("throughput")]
@@ -225,6 +280,8 @@ def render_run(run: RunData) -> str:
             lines += ["  latency (window average; max over window):", *latency_table(test)]
         elif test is (throughput[-1] if throughput else None):
             lines += [f"  throughput ({how}):", *throughput_table(throughput)]
+        elif not published:
+            lines += preset_lines(test)
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"
