@@ -137,24 +137,36 @@ def _steady_random_write(emu: emulator.Emulator, precondition_bytes: int) -> tup
 
 
 def test_fob_burst_settles_and_more_op_gives_higher_steady_iops(start_emulator: Start) -> None:
-    def measure(emu: emulator.Emulator) -> tuple[dict[str, Any], float, float, float]:
-        config = truth(emu)["config"]
-        fob = randwrite(emu, f"--io_size={16 * MIB}")["iops"]  # 25 % of the drive, from FOB
-        emulator.control(emu, "format")
-        steady, wa = _steady_random_write(emu, 3 * 128 * MIB)
-        print(f"{emu.name}: FOB {fob:.0f} IOPS, steady {steady:.0f} IOPS, WA {wa:.2f}")
-        return config, fob, steady, wa
-
     drives = [start_emulator(name, profile, 128 * MIB, *SMALL)
               for name, profile in (("op7", "enterprise-tlc"), ("op28", "max-op"))]
-    # both drives at once: at steady state each runs a few thousand IOPS, far below what
-    # two CPUs serve, so the NAND model sets the numbers (the bounds below are checked)
+    # The fresh-out-of-box bursts run one drive at a time: at ~40K IOPS each they need
+    # most of both CPUs, and two at once would measure the host, not the model (a CI run
+    # saw the max-op burst cut to 27K that way). 25 % of the drive, from FOB.
+    fobs = {emu.name: randwrite(emu, f"--io_size={16 * MIB}")["iops"] for emu in drives}
+
+    def measure(emu: emulator.Emulator) -> tuple[dict[str, Any], float, float, float]:
+        config = truth(emu)["config"]
+        emulator.control(emu, "format")
+        steady, wa = _steady_random_write(emu, 3 * 128 * MIB)
+        print(f"{emu.name}: FOB {fobs[emu.name]:.0f} IOPS, steady {steady:.0f} IOPS, "
+              f"WA {wa:.2f}")
+        return config, fobs[emu.name], steady, wa
+
+    # the steady phases at once: at steady state each runs a few thousand IOPS, far below
+    # what two CPUs serve, so the NAND model sets the numbers (the bounds below are checked)
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = dict(zip(("op7", "op28"), pool.map(measure, drives), strict=True))
 
-    for _config, fob, steady, wa in results.values():
-        assert fob > 3 * steady  # the fresh-out-of-box burst is well above steady state
+    for config, fob, steady, wa in results.values():
+        # the burst is well above steady state: by at least the write amplification (a
+        # host page costs one program fresh, WA programs plus relocation reads and erases
+        # at steady state), less a fifth for the host's share of a 0.4 s burst
+        assert fob > 0.8 * wa * steady
+        assert fob > 2 * steady
         assert wa > 1.5
+        # and the burst itself is the model's: the dies programming in parallel
+        fob_bound = config["dies"] * 1e6 / (config["t_prog_us"] + config["t_xfer_us"])
+        assert 0.5 * fob_bound <= fob <= 1.05 * fob_bound
 
     (c7, _, iops7, wa7), (c28, _, iops28, wa28) = results["op7"], results["op28"]
     assert iops28 > 2 * iops7
