@@ -118,6 +118,26 @@ def test_screenshots_of_the_snia_pages(page: Page) -> None:
         assert path.stat().st_size > 20_000, name
 
 
+#: A4 less the report's 10 mm side margins, in CSS pixels (96 per inch)
+A4_PRINT_WIDTH_PX = int((210 - 2 * 10) / 25.4 * 96)
+
+
+def test_no_page_is_wider_than_a4_in_print(report: tuple[Path, dict[str, str]]) -> None:
+    # Chromium shrinks the whole PDF to fit its widest element: one table too wide for A4
+    # printed every page of a 20-run report small
+    out, _ = report
+    with Browser() as browser, browser.open_page(
+        out / "report.html", viewport=(A4_PRINT_WIDTH_PX, 1000)
+    ) as opened:
+        opened.emulate_print()
+        wide = opened.evaluate(
+            "[...document.querySelectorAll('section.page')]"
+            ".filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.id)"
+        )
+        assert wide == []
+        assert opened.evaluate("document.documentElement.scrollWidth") <= A4_PRINT_WIDTH_PX
+
+
 def test_the_pdf_has_the_expected_pages(report: tuple[Path, dict[str, str]]) -> None:
     require_tool("pdftotext")
     out, ids = report

@@ -355,6 +355,10 @@ class Page:
             raise BrowserError(f"{js!r} threw {_exception_text(result)}")
         return result["result"].get("value")
 
+    def emulate_print(self) -> None:
+        """Lay the page out for print (``@media print``), as Chromium does for a PDF."""
+        self._send("Emulation.setEmulatedMedia", {"media": "print"})
+
     def hover(self, selector: str) -> None:
         x, y = self._centre_of(selector)
         self._mouse("mouseMoved", x, y)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.plan.options import PtsArgs
+from ssdlab.report import charts as ch
 from ssdlab.report.build import ReportRequest, render, write_report
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
@@ -200,3 +201,100 @@ def test_write_report_times_and_counts(store: Store, tmp_path: Path) -> None:
     assert files.html.exists() and files.pdf is None
     assert files.pages == 1 + 1 + 3  # cover, title page, three latency pages
     assert files.seconds_html < 5
+
+
+def _section(text: str, section_id: str) -> str:
+    found = re.search(rf'<section class="page" id="{section_id}">(.*?)</section>', text, re.S)
+    assert found, section_id
+    return html.unescape(found.group(1))
+
+
+def test_title_page_names_device_host_and_every_parameter(store: Store, tmp_path: Path) -> None:
+    run_id = stored_run(store, tmp_path, noisy(10_000, 1))
+    run = store.load(run_id)
+    text, _ = render([run])
+    title = html.unescape(text[: text.index('id="run0-t0-')])
+    for value in (run.run_id, run.target_path, "1,073,741,824 bytes", "fio", "3.33",
+                  str(run.host["hostname"]), f"x{run.host['cpu_count']}"):
+        assert value in title, value
+    options = run.plan["options"]
+    assert isinstance(options, dict) and len(options) >= 10
+    for key in options:  # every stored option has its row on the title page
+        assert f">{key.replace('_', ' ')}<" in title, key
+    assert "- x-" not in title and "- / -" not in title
+
+
+def test_snia_pages_carry_bands_fit_percentiles_and_throughput_bars(
+    store: Store, tmp_path: Path
+) -> None:
+    run_id = stored_run(store, tmp_path, noisy(10_000, 1))
+    text, _ = render([store.load(run_id)])
+    verification = _section(text, "run0-t0-ver")
+    for label in ("average +-10 %", "average +-20 %", "+10 %", "-20 %", "fitted line",
+                  "data excursion", "slope excursion"):
+        assert label in verification, label
+    assert verification.count('data-chart="line"') == 3  # the v2.0 IOPS tracking cells
+    convergence = _section(text, "run0-t0-conv")
+    assert convergence.count('data-chart="line"') == 7  # one chart per mix
+    assert convergence.count('class="legend-item"') == 7 * 8  # a series per block size
+    latency = next(s for s in re.findall(r'id="(run0-t\d-res)"', text)
+                   if "Latency: results" in _section(text, s))
+    for column in ("mean", "max", "p99", "p99.9", "p99.99"):
+        assert f">{column}" in _section(text, latency), column
+    throughput = [s for s in re.findall(r'id="(run0-t\d-res)"', text)
+                  if "Throughput" in _section(text, s)]
+    assert len(throughput) == 2
+    for section in throughput:
+        assert 'data-chart="bar"' in _section(text, section)
+
+
+def test_leaderboards_rank_best_first_and_latency_lowest_first(
+    store: Store, tmp_path: Path
+) -> None:
+    args = PtsArgs(profile="quick", tests="iops,latency", purge="none", precondition=False)
+    runs = [store.load(stored_run(store, tmp_path, noisy(level, seed), args))
+            for seed, level in ((1, 5_000), (2, 20_000))]  # run 1 is four times faster
+    text, _ = render(runs)
+    board = _section(text, "leaderboard")
+
+    def ranking(heading: str) -> list[tuple[int, str, float]]:
+        part = board[board.index(f"<h3>{heading}</h3>"):]
+        rows = re.findall(r'<tr><td>(\d+)</td><td><span class="swatch" '
+                          r'style="background:(#[0-9A-F]+)"></span>.*?</td>'
+                          r'<td class="num">([\d,.]+)</td>', part[:part.index("</table>")])
+        return [(int(rank), colour, float(value.replace(",", ""))) for rank, colour, value
+                in rows]
+
+    iops = ranking("4 KiB random read IOPS")
+    assert [(rank, colour) for rank, colour, _ in iops] == [(1, ch.colour(1)),
+                                                            (2, ch.colour(0))]
+    assert iops[0][2] > iops[1][2]
+    # the fake fio's latency falls as its level rises: the faster run has the lower mean
+    # latency and leads the board with the smaller value
+    latency = ranking("4 KiB random read: mean latency (us)")
+    assert [(rank, colour) for rank, colour, _ in latency] == [(1, ch.colour(1)),
+                                                               (2, ch.colour(0))]
+    assert latency[0][2] < latency[1][2]
+
+
+def test_many_runs_split_the_parameter_table_to_fit_the_page(
+    store: Store, tmp_path: Path
+) -> None:
+    # one table with a column per run made a 20-run report wider than A4, and Chromium
+    # then printed every page of the PDF shrunk to fit it (38 %)
+    from ssdlab.report.compare_pages import RUNS_PER_PARAMETER_TABLE
+
+    a = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                block_sizes="4", mixes="100/0", max_rounds=5)
+    b = PtsArgs(profile="quick", tests="iops", purge="none", precondition=False,
+                block_sizes="4", mixes="100/0", max_rounds=5, iodepth=8)
+    ids = [stored_run(store, tmp_path, noisy(1000, s), b if s == 11 else a) for s in range(12)]
+    text, _ = render([store.load(r) for r in ids])
+    page = _section(text, "compare")
+    tables = re.findall(r"<table>.*?</table>", page, re.S)[1:]  # after the list of runs
+    assert len(tables) == -(-12 // RUNS_PER_PARAMETER_TABLE)
+    for tbl in tables:
+        header = re.search(r"<thead>(.*?)</thead>", tbl, re.S)
+        assert header and header.group(1).count("<th>") <= RUNS_PER_PARAMETER_TABLE + 1
+        # the row that differs (in the last run only) is flagged in every table
+        assert re.search(r'<tr class="flag"><td>iops: threads x QD</td>', tbl)

@@ -119,3 +119,21 @@ def test_scale_of_a_single_value_is_not_degenerate() -> None:
     scale = value_scale([5.0, 5.0], 100.0, 0.0, include_zero=False)
     assert scale.hi > scale.lo
     assert Scale(1, 1, 0, 10)(1) == 5
+
+
+@pytest.mark.parametrize("frame", [ch.Frame(), ch.Frame(width=470, right=104)])
+def test_legend_names_fit_their_column_and_keep_the_full_name_as_tooltip(
+    frame: ch.Frame,
+) -> None:
+    name = "Toshiba CM5-R (published, StorageReview 2021)"
+    svg = ch.line_chart("c4", "t", [ch.Series(name, (1.0, 2.0), (1.0, 2.0))],
+                        x_label="x", y_label="y", frame=frame)
+    item = parse(svg).find(f".//{SVG}g[@class='legend-item']")
+    assert item is not None
+    shown = item.find(f"{SVG}text")
+    assert shown is not None and shown.text is not None and shown.text.endswith("\u2026")
+    x = float(shown.get("x", "0"))
+    # DejaVu Sans at 10 px averages under 6 px a character
+    assert x + 6 * len(shown.text) <= frame.width
+    tip = item.find(f"{SVG}title")
+    assert tip is not None and tip.text is not None and tip.text.startswith(name)

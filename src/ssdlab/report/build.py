@@ -3,12 +3,16 @@
 Reads the store only (never a live run), so any stored or imported run can be reported
 and compared. The HTML is rendered here; the PDF is Chromium printing that same file
 (:mod:`ssdlab.report.pdf`), so both have the same content, with charts as vector
-graphics. Files are written under temporary names and renamed when complete.
+graphics. (The printed copy leaves out the script for hovering and toggling series,
+which has nothing to do on paper.) Files are written under temporary names and renamed
+when complete.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,6 +104,15 @@ def render(
     title: str | None = None,
 ) -> tuple[str, int]:
     """The whole report as HTML, and its number of page sections."""
+    name, pages, cover = _render_pages(runs, baseline, claims, title)
+    return document(name, pages, cover), len(pages) + 1
+
+
+def _render_pages(
+    runs: Sequence[RunData], baseline: int, claims: dict[str, Claim] | None,
+    title: str | None,
+) -> tuple[str, list[Page], str]:
+    """The report's title, its pages and its cover."""
     claims = claims or {}
     compared = compare_pages.build(list(runs), baseline)
     pages: list[Page] = []
@@ -117,7 +130,7 @@ def render(
         f"{compared.labels[0]}: SNIA PTS report" if len(runs) == 1
         else f"{len(runs)} runs compared: SNIA PTS report"
     )
-    return document(name, pages, _cover(runs, name, compared.labels)), len(pages) + 1
+    return name, pages, _cover(runs, name, compared.labels)
 
 
 def load_runs(store: Store, refs: Sequence[str]) -> list[RunData]:
@@ -151,16 +164,27 @@ def write_report(store: Store, request: ReportRequest) -> ReportFiles:
     if out.exists() and not out.is_dir():
         raise UserError(f"-o {out}: exists and is not a directory")
     started = time.perf_counter()
-    text, pages = render(runs, baseline=baseline, claims=claims, title=request.title)
+    name, pages, cover = _render_pages(runs, baseline, claims, request.title)
     out.mkdir(parents=True, exist_ok=True)
     html_path = out / HTML_NAME
-    write_atomic(html_path, text)
+    write_atomic(html_path, document(name, pages, cover))
     seconds_html = time.perf_counter() - started
     pdf_path = None
     seconds_pdf = 0.0
     if request.pdf:
         started = time.perf_counter()
         pdf_path = out / PDF_NAME
-        html_to_pdf(html_path, pdf_path)
+        _print_pdf(document(name, pages, cover, interactive=False), pdf_path)
         seconds_pdf = time.perf_counter() - started
-    return ReportFiles(html_path, pdf_path, pages, seconds_html, seconds_pdf)
+    return ReportFiles(html_path, pdf_path, len(pages) + 1, seconds_html, seconds_pdf)
+
+
+def _print_pdf(text: str, pdf_path: Path) -> None:
+    """Print the report's static copy (no script) to ``pdf_path``, through a hidden file."""
+    fd, name = tempfile.mkstemp(prefix=".report.print.", suffix=".html", dir=pdf_path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        html_to_pdf(Path(name), pdf_path, settle=False)  # no script: nothing to wait for
+    finally:
+        Path(name).unlink(missing_ok=True)

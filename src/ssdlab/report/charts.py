@@ -199,6 +199,9 @@ def _legend(names: Sequence[tuple[int, str, str]], frame: Frame) -> list[str]:
     """Legend entries (series index, name, style) in the right-hand column."""
     out = []
     x = frame.x1 + 12
+    # what fits right of the swatch in the legend column (10 px DejaVu Sans: <= 6 px a
+    # character); the full name is in the entry's tooltip
+    fits = max(6, int((frame.right - 12 - 23 - 2) / 6))
     for row, (k, name, style) in enumerate(names):
         y = frame.y1 + 8 + row * 16
         if y > frame.height - 10:
@@ -206,7 +209,7 @@ def _legend(names: Sequence[tuple[int, str, str]], frame: Frame) -> list[str]:
                        "more</text>")
             break
         dash = DASHES[2] if style == "dashed" else DASHES[(k // len(PALETTE)) % len(DASHES)]
-        shown = name if len(name) <= 22 else name[:21] + "\u2026"
+        shown = name if len(name) <= fits else name[: fits - 1] + "\u2026"
         out.append(
             f'<g class="legend-item" data-series="{k}" tabindex="0" role="button" '
             f'style="cursor:pointer"><title>{_esc(name)}: click to show or hide</title>'

@@ -129,12 +129,20 @@ def _mismatch_banner(c: Compared, kind: str) -> str:
                   "Differences below may come from the set-up, not the drives.") if why else ""
 
 
+#: run columns per table of parameters: five fit an A4 page beside the parameter names
+RUNS_PER_PARAMETER_TABLE = 5
+
+
 def parameters_page(c: Compared) -> Page:
     rows = parameter_rows(c.runs)
-    header = ["parameter", *[f"{_swatch(i)}{esc(label)}" for i, label in enumerate(c.labels)]]
-    body_rows = [[esc(name), *[esc(v) for v in values]] for name, values in rows]
     flags = ["flag" if len({v for v in values if v != "published"}) > 1 else ""
              for _, values in rows]
+    tables = []
+    for start in range(0, len(c.runs), RUNS_PER_PARAMETER_TABLE):
+        chunk = range(start, min(start + RUNS_PER_PARAMETER_TABLE, len(c.runs)))
+        header = ["parameter", *[f"{_swatch(i)}{esc(c.labels[i])}" for i in chunk]]
+        body_rows = [[esc(name), *[esc(values[i]) for i in chunk]] for name, values in rows]
+        tables.append(table(header, body_rows, row_classes=flags))
     runs_table = table(
         ["", "run", "device", "profile", "status"],
         [[_swatch(i), esc(r.run_id), esc(c.labels[i]), esc(r.profile),
@@ -145,9 +153,10 @@ def parameters_page(c: Compared) -> Page:
     return Page(
         "compare", "Comparison: runs and parameters",
         runs_table + warn
-        + note("Highlighted rows differ between runs; published figures carry their "
+        + note("Highlighted rows differ between runs (across all of them, also when the "
+               "runs are split over several tables); published figures carry their "
                "review's own set-up.")
-        + table(header, body_rows, row_classes=flags),
+        + "".join(tables),
         f"{len(c.runs)} runs, baseline {esc(c.labels[c.baseline])}",
     )
 

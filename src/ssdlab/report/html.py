@@ -48,7 +48,9 @@ def page_html(page: Page) -> str:
     )
 
 
-def document(title: str, pages: Sequence[Page], cover: str) -> str:
+def document(title: str, pages: Sequence[Page], cover: str, *, interactive: bool = True) -> str:
+    """The report page. ``interactive=False`` leaves out the hover and toggle script: the
+    copy that is printed to PDF, where it has nothing to do and costs Chromium time."""
     toc_items = "".join(
         f'<li><a href="#{esc(p.anchor)}">{esc(p.title)}</a></li>' for p in pages if p.toc
     )
@@ -62,8 +64,9 @@ def document(title: str, pages: Sequence[Page], cover: str) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{asset('report.css')}</style></head>"
         f'<body><main>{cover_page}{"".join(page_html(p) for p in pages)}</main>'
-        f'<div id="tip" role="tooltip"></div><script>{asset("report.js")}</script>'
-        "</body></html>\n"
+        + (f'<div id="tip" role="tooltip"></div><script>{asset("report.js")}</script>'
+           if interactive else "")
+        + "</body></html>\n"
     )
 
 

@@ -9,9 +9,11 @@ What the print waits for (Chromium 156, measured): the ``load`` event, the handl
 callbacks would run after the print; :data:`SETTLE_FLAGS` lets them run first, on
 virtual time, so a page that is idle after ``load`` is not slowed down.
 
-Cost (2 cores): about 0.5 s to start Chromium and print a small page; a 1.9 MB page
-with 200 inline SVG charts (12,000 marks, 101 A4 pages) takes about 3.5-4 s, most of
-it layout and PDF output rather than Chromium's start.
+Cost (2 cores): about 0.5 s to start Chromium and print a small page; a 20-run report
+(5.8 MB, 466 inline SVG charts, 374 A4 pages) takes about 9 s, most of it layout and
+painting of the SVG text and marks. Chromium scales a whole document down to fit its
+widest element onto the paper, so report pages must never be wider than A4 (a
+20-column table once printed every page of a report at 38 %).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ HEADLESS_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
 )
+#: an untagged PDF: Chromium's tagging (the accessibility structure tree) made a 290-page
+#: report's PDF 2x larger and its printing about a third slower (measured: 8.9 -> 4.2 MB,
+#: 17.4 -> 13.2 s); the text stays text, searchable and extractable
+PRINT_FLAGS = ("--no-pdf-header-footer", "--disable-pdf-tagging")
 #: run timers and animation frames started on load before printing (virtual time)
 SETTLE_FLAGS = ("--run-all-compositor-stages-before-draw", "--virtual-time-budget=2000")
 
@@ -77,12 +83,16 @@ def find_chromium() -> str:
     )
 
 
-def html_to_pdf(html_path: Path, pdf_path: Path, *, timeout_s: float = 120) -> None:
+def html_to_pdf(
+    html_path: Path, pdf_path: Path, *, timeout_s: float = 120, settle: bool = True
+) -> None:
     """Print a local HTML file to ``pdf_path``; a failure leaves no PDF (and no part file).
 
     The PDF is written to a temporary name next to ``pdf_path`` and renamed only when
     Chromium finished and the file is a complete PDF, so an existing ``pdf_path`` is
-    either replaced whole or left alone. Raises :class:`EnvironmentProblem` when Chromium
+    either replaced whole or left alone. ``settle=False`` prints a page without scripts
+    right after ``load``, without running its timers first (:data:`SETTLE_FLAGS` cost a
+    20-run report about 2 s). Raises :class:`EnvironmentProblem` when Chromium
     is missing, fails or does not finish within ``timeout_s`` (it is then killed, with
     every process it started); Ctrl-C stops Chromium the same way and is re-raised.
     """
@@ -94,7 +104,7 @@ def html_to_pdf(html_path: Path, pdf_path: Path, *, timeout_s: float = 120) -> N
     os.close(fd)
     part = Path(part_name).absolute()
     try:
-        problem = _print(chromium, source, part, timeout_s)
+        problem = _print(chromium, source, part, timeout_s, SETTLE_FLAGS if settle else ())
         if problem is not None:
             raise EnvironmentProblem(f"Chromium could not print {html_path} to PDF: {problem}")
         part.chmod(shared_mode())
@@ -103,7 +113,9 @@ def html_to_pdf(html_path: Path, pdf_path: Path, *, timeout_s: float = 120) -> N
         part.unlink(missing_ok=True)
 
 
-def _print(chromium: str, source: Path, part: Path, timeout_s: float) -> str | None:
+def _print(
+    chromium: str, source: Path, part: Path, timeout_s: float, settle: tuple[str, ...]
+) -> str | None:
     """Run Chromium once; None when it exited normally, else why it failed (one line)."""
     with tempfile.TemporaryDirectory(
         prefix="ssdlab-chromium-", ignore_cleanup_errors=True
@@ -113,9 +125,9 @@ def _print(chromium: str, source: Path, part: Path, timeout_s: float) -> str | N
         command = [
             chromium,
             *HEADLESS_FLAGS,
-            *SETTLE_FLAGS,
+            *settle,
             f"--user-data-dir={profile}",
-            "--no-pdf-header-footer",
+            *PRINT_FLAGS,
             f"--print-to-pdf={part}",
             source.as_uri(),
         ]

@@ -35,7 +35,7 @@ from ssdlab.report.html import (
 from ssdlab.report.scales import fmt_value
 from ssdlab.store.records import RunData, TestData
 
-SMALL = ch.Frame(width=470, height=250, left=58, right=96, top=28, bottom=40)
+SMALL = ch.Frame(width=470, height=250, left=58, right=104, top=28, bottom=40)
 
 
 def is_reference(run: RunData) -> bool:
@@ -83,20 +83,28 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
         ("firmware", t.get("firmware")),
         ("capacity", cap_text),
         ("sectors (logical / physical)",
-         f"{t.get('logical_sector_bytes', '-')} / {t.get('physical_sector_bytes', '-')} B"),
+         _joined(t.get("logical_sector_bytes"), t.get("physical_sector_bytes"), sep=" / ")
+         + (" B" if t.get("logical_sector_bytes") else "")),
         ("NUMA node", t.get("numa_node")),
         ("I/O scheduler", t.get("scheduler")),
     ]
 
 
+def _joined(*parts: object, sep: str) -> str:
+    """Known parts joined; "-" when none is known (imported reference runs have no host)."""
+    known = [str(p) for p in parts if p not in (None, "")]
+    return sep.join(known) if known else "-"
+
+
 def _host(run: RunData) -> list[tuple[str, object]]:
     h = run.host
     memory = h.get("memory_bytes")
+    count = h.get("cpu_count")
     return [
         ("host", h.get("hostname")),
-        ("CPU", f"{h.get('cpu_model', '-')} x{h.get('cpu_count', '-')}"),
+        ("CPU", _joined(h.get("cpu_model"), f"x{count}" if count else None, sep=" ")),
         ("memory", format_bytes(memory) if isinstance(memory, int) else "-"),
-        ("OS / kernel", f"{h.get('os', '-')} / {h.get('kernel', '-')}"),
+        ("OS / kernel", _joined(h.get("os"), h.get("kernel"), sep=" / ")),
         ("fio", run.versions.get("fio")),
         ("ssdlab", run.versions.get("ssdlab")),
     ]
@@ -324,9 +332,10 @@ def verification_body(test: TestData, cid: str) -> str:
         svgs.append(ch.line_chart(
             f"{cid}-ver-{i}", var["name"],
             [
-                ch.Series(f"{var['name']}", rounds, tuple(v / scale for v in check.values),
+                # the chart's title names the variable; the legend column is narrow
+                ch.Series("measured", rounds, tuple(v / scale for v in check.values),
                           colour_index=0),
-                ch.Series("least-squares line", rounds, fitted, style="dashed",
+                ch.Series("fitted line", rounds, fitted, style="dashed",
                           colour_index=3),
             ],
             x_label="round (measurement window)", y_label=unit, y_unit=unit,
@@ -429,7 +438,7 @@ def throughput_results_body(test: TestData, cid: str) -> str:
         f"{cid}-bw", f"Sequential {block_label(block)} throughput", dirs,
         [ch.Series("MiB/s", tuple(float(i) for i in range(len(dirs))), bw_values)],
         x_label="direction", y_label="bandwidth (MiB/s)", y_unit="MiB/s", y_log=False,
-        frame=ch.Frame(width=470, height=250, left=58, right=96, top=28, bottom=40),
+        frame=SMALL,
     )
     return (
         "<h3>Throughput (measurement-window average)</h3>"
