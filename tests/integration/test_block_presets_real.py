@@ -120,3 +120,40 @@ def test_each_preset_runs_quick_and_is_reported(
     shown = ssdlab("show", run_ids["cdm"], "--store", str(store), env=env)
     assert shown.returncode == 0 and "preset cdm v1" in shown.stdout
     assert "best MB/s" in shown.stdout and "RND4K Q1T1" in shown.stdout
+
+
+def test_the_other_sets_and_the_mix_mode_run_for_real(shm_dir: Path) -> None:
+    """CrystalDiskMark's NVMe set in its mix mode and IOmeter's controller set, with real
+    fio on a directory (the suite's main test shortens them away)."""
+    work = shm_dir / "share"
+    work.mkdir()
+    store = str(shm_dir / "results.sqlite")
+    cdm = ssdlab("run", "cdm", "--dir", str(work), "--profile", "quick", "--set", "nvme",
+                 "--modes", "mix", "--mix-read-pct", "70", "--measure-seconds", "0.3",
+                 "--store", store, timeout=120)
+    assert cdm.returncode == 0, cdm.stdout + cdm.stderr
+    iometer = ssdlab("run", "iometer", "--dir", str(work), "--profile", "quick", "--set",
+                     "controller", "--seconds", "0.6", "--log-interval", "200",
+                     "--store", store, timeout=120)
+    assert iometer.returncode == 0, iometer.stdout + iometer.stderr
+    assert os.listdir(work) == []
+    with Store.open(Path(store)) as opened:
+        cdm_test = opened.load(_run_id(cdm.stdout)).test("cdm")
+        io_test = opened.load(_run_id(iometer.stdout)).test("iometer")
+    rows = [(r["group"], r["mode"]) for r in cdm_test.result["rows"]]
+    assert rows == [(g, "mix") for g in ("SEQ1M Q8T1", "SEQ128K Q32T1", "RND4K Q32T16",
+                                         "RND4K Q1T1")]
+    for cell in (c for r in cdm_test.rounds for c in r.cells):
+        assert cell["read_pct"] == 70 and cell["read_iops"] > 0 and cell["write_iops"] > 0
+        # fio's own split of the mix: about 70 % of the I/Os are reads
+        assert 0.6 < cell["read_iops"] / cell["iops"] < 0.8, cell
+    q32t16 = next(c for r in cdm_test.rounds for c in r.cells if c["group"] == "RND4K Q32T16")
+    assert (q32t16["threads"], q32t16["iodepth"]) == (16, 32)
+    cells = [c for r in io_test.rounds for c in r.cells]
+    assert sorted((c["block_bytes"] // 1024, c["pattern"], c["read_pct"]) for c in cells) == [
+        (4, "random", 0), (4, "random", 50), (4, "random", 100),
+        (256, "sequential", 0), (256, "sequential", 50), (256, "sequential", 100)]
+    for cell in cells:
+        assert cell["iops"] > 0 and cell["timeline"]
+        if cell["read_pct"] == 50:
+            assert cell["read_iops"] > 0 and cell["write_iops"] > 0

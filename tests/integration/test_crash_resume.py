@@ -80,12 +80,25 @@ def test_twenty_sigkills_lose_no_round_and_the_run_completes(
         phases.append(len(now) - len(seen))
         seen = now
         if not run_id and store.exists():
-            with sqlite3.connect(store) as conn:
-                row = conn.execute("SELECT id FROM runs").fetchone()
+            try:
+                with sqlite3.connect(store) as conn:
+                    row = conn.execute("SELECT id FROM runs").fetchone()
+            except sqlite3.OperationalError:  # killed before the schema was made
+                row = None
             run_id = row[0] if row else ""
     assert kills == KILLS, f"the run completed after only {kills} kills"
     print(f"rounds gained per kill cycle: {phases}")
     assert 0 in phases and any(p > 0 for p in phases)  # killed before and after progress
+
+    # a target whose size changed since is not the run's target: refused, nothing run
+    size = target.stat().st_size
+    os.truncate(target, size + (1 << 20))
+    changed = ssdlab("resume", run_id, "--store", str(store))
+    assert changed.returncode == 3, changed.stderr
+    assert "is not the same target (capacity_bytes was" in changed.stderr
+    assert len(changed.stderr.strip().splitlines()) == 1
+    assert committed(store) == seen
+    os.truncate(target, size)  # back as it was (the added tail held nothing)
 
     final = ssdlab("resume", run_id, "--store", str(store))
     assert final.returncode == 0, final.stderr + final.stdout[-2000:]

@@ -140,8 +140,14 @@ def test_curves_quick_on_a_directory_and_on_a_loop_device(
     device = loop_device(128 * MIB)
     on_loop = ok(ssdlab("run", "curves", "--target", device, "--destroy-data", *SHORT,
                         "--fill-region", "25", "--workload", "70-30-8k", "--store", store))
-    result = test_result(exported(Path(store), run_id(on_loop)), "curves")
+    region_doc = exported(Path(store), run_id(on_loop))
+    result = test_result(region_doc, "curves")
     assert result["fill"]["bytes"] == 128 * MIB
+    # the whole device was filled, then every measured job ran on the first 25 % of it
+    assert region_doc["plan"]["region"] == {"offset_bytes": 0, "size_bytes": 32 * MIB}
+    jobs = [r["job_file"] for t in region_doc["tests"] for r in t["rounds"]
+            if r.get("job_file")]
+    assert jobs and all(f"size={32 * MIB}\n" in j and "offset=0\n" in j for j in jobs)
     w = result["workloads"][0]
     assert w["name"] == "70-30-8k" and all(p["iops"] > 0 for p in w["points"])
     assert w["points"][1]["fio_rate"].startswith("rate_iops=")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sqlite3
 import subprocess
 import threading
@@ -145,6 +146,11 @@ def test_a_hung_fio_is_killed_by_the_watchdog(
                  "--store", str(store), env={**env, "SSDLAB_WATCHDOG_MARGIN_S": "1"})
     control(device, "fault clear")
     assert run.returncode == 1 and time.monotonic() - started < 60
+    # the user sees what happened: the round killed by the watchdog, the run's outcome
+    assert re.search(r"iops: FAILED: round \d+: fio did not finish in time and was killed "
+                     r"by the watchdog", run.stdout)
+    assert re.search(r"^run \S+ complete, 1 test\(s\) failed: iops", run.stdout, re.M)
+    assert one_line_error(run).startswith("Error: test(s) failed: iops")
     doc = export(store)
     iops = doc["tests"][0]
     assert iops["status"] == "failed" and "watchdog" in iops["result"]["error"]

@@ -15,7 +15,6 @@ import itertools
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,15 +53,12 @@ def test_quick_latency_iops_on_the_emulated_ssd(
 ) -> None:
     device, env, workdir = emulated_ssd
     store = str(workdir / "results.sqlite")
-    started = time.monotonic()
     run = ssdlab("run", "latency-iops", "--target", device, "--destroy-data", "--profile",
                  "quick", "--block-sizes", "4", "--mixes", "100/0", "--threads", "1,2",
                  "--store", store, env=env, timeout=300)
-    seconds = time.monotonic() - started
     assert run.returncode == 0, run.stderr + run.stdout[-3000:]
     assert run.stderr == ""
     assert "[QUICK]" in run.stdout and "emulated SSD latiops" in run.stdout
-    assert seconds < 60, f"the run took {seconds:.1f} s"
 
     exported = ssdlab("export", "last", "--format", "json", "--store", store)
     assert exported.returncode == 0 and exported.stderr == ""

@@ -144,3 +144,60 @@ def test_idle_recovery_on_a_drive_with_idle_gc_and_none_without(
     assert off["result"]["wait_states"][0]["ratio"] < 1.15
     kinds = [r["cells"][0]["kind"] for r in on["rounds"]]
     assert kinds == ["burst"] * 4 + ["baseline"] * 3
+    # per burst, IOPS and fio's mean latency; the bursts after idle GC are faster, so
+    # their mean latency is lower than the baseline's (Little's law at the same QD)
+    bursts = [r["cells"][0] for r in on["rounds"] if r["cells"][0]["kind"] == "burst"]
+    baselines = [r["cells"][0] for r in on["rounds"] if r["cells"][0]["kind"] == "baseline"]
+    assert all(b["iops"] > 0 and b["lat_mean_us"] > 0 for b in bursts + baselines)
+    counted = bursts[1:]  # the first burst of a wait state is not counted (docs)
+    mean = sum(b["lat_mean_us"] for b in counted) / len(counted)
+    assert mean < sum(b["lat_mean_us"] for b in baselines) / len(baselines)
+
+    # the report shows both tests with their charts, and the export carries them as CSV
+    out = tmp_path / "report"
+    made = ssdlab("report", "last", "-o", str(out), "--no-pdf", "--store",
+                  str(tmp_path / "hiron.sqlite"))
+    assert made.returncode == 0, made.stderr
+    text = (out / "report.html").read_text()
+    for title in ("Write Saturation</h2>", "Write Saturation: latency per round</h2>",
+                  "Host Idle Recovery</h2>"):
+        assert title in text, title
+    section = text[text.index("Host Idle Recovery</h2>"):]
+    section = section[: section.index("</section>")]
+    assert section.count('<svg xmlns="http://www.w3.org/2000/svg" class="chart"') >= 2
+    assert "recover" in section
+    csv_out = ssdlab("export", "last", "--format", "csv", "--store",
+                     str(tmp_path / "hiron.sqlite"))
+    assert csv_out.returncode == 0, csv_out.stderr
+    assert csv_out.stdout.count(",hir,") >= 7 and csv_out.stdout.count(",wsat,") >= 1
+
+
+@pytest.mark.parametrize(
+    ("limit", "reason"),
+    [(("--max-written", "2", "--max-hours", "1"), "2x written"),
+     (("--max-written", "100", "--max-hours", "0.001"), "time limit")],
+)
+def test_write_saturation_stops_at_the_amount_written_or_the_time_limit(
+    start_emulator: tuple[Start, dict[str, str]], tmp_path: Path,
+    limit: tuple[str, ...], reason: str,
+) -> None:
+    start, env = start_emulator
+    emu = start("stop", 64 * MIB)
+    store = tmp_path / "s.sqlite"
+    run = ssdlab("run", "saturation", "--target", emu.target, "--destroy-data", "--profile",
+                 "quick", "--no-hir", "--max-rounds", "60", *limit, "--store", str(store),
+                 env=env)
+    assert run.returncode == 0, run.stderr + run.stdout[-2000:]
+    doc = json.loads(ssdlab("export", "last", "--store", str(store)).stdout)
+    wsat = next(t for t in doc["tests"] if t["name"] == "wsat")
+    cells = [r["cells"][0] for r in wsat["rounds"]]
+    assert wsat["result"]["stop_reason"] == reason
+    range_bytes = 64 * MIB
+    if reason == "2x written":  # the last round crossed 2x the range, none before it
+        assert cells[-1]["written_bytes"] >= 2 * range_bytes
+        assert all(c["written_bytes"] < 2 * range_bytes for c in cells[:-1])
+    else:  # 3.6 s: rounds go on while half a round still fits in the limit
+        assert all(c["written_bytes"] < 100 * range_bytes for c in cells)
+        assert cells[-1]["elapsed_s"] + 0.5 > 3.6
+        assert all(c["elapsed_s"] + 0.5 <= 3.6 + 1e-6 for c in cells[:-1])
+    assert len(cells) < 60

@@ -37,3 +37,28 @@ def sha256_of(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def ssdlab_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ssdlab ARGS`` through :func:`ssdlab.cli.main.main` in this process, its output
+    captured: the same parsing, validation and exit codes as the command, without the
+    0.3 s of a new interpreter. For the hundreds of bad-input cases; the black-box tests
+    use :func:`ssdlab`. Main thread only (the command installs a SIGTERM handler, which
+    is put back afterwards)."""
+    import contextlib
+    import io
+    import signal
+
+    from ssdlab.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's own exits (--help)
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return subprocess.CompletedProcess(["ssdlab", *args], code, out.getvalue(), err.getvalue())

@@ -58,7 +58,7 @@ def run_preset(args: argparse.Namespace, argv: list[str], build: PlanBuilder) ->
                                lambda store, fio, pr: PresetRun(prepared, store, fio, pr))
     run_id = run.run_id
     quick = " (QUICK profile)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; {plan.title} preset {plan.preset} "
+    print(f"run {run_id} {run.status_text}{quick}; {plan.title} preset {plan.preset} "
           f"v{plan.version}; results in {stored_in}")
     test = run.tests[0] if run.tests else None
     if test is not None and isinstance(test.result, dict) and test.result.get("message"):

@@ -90,7 +90,7 @@ def curves_command(args: argparse.Namespace, argv: list[str]) -> int:
     run_id = run.run_id
     test = run.test(cv.TEST)
     quick = " (QUICK profile: not a valid result)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; results in {stored_in}")
+    print(f"run {run_id} {run.status_text}{quick}; results in {stored_in}")
     for name, verdict in test.verdicts.items():
         if isinstance(verdict, dict):
             print(f"  {name}: {verdict.get('message')}")

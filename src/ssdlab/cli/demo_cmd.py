@@ -24,6 +24,8 @@ from ssdlab.targets.filetarget import remove_file_target
 DEFAULT_DIR = "/dev/shm"
 DEFAULT_NAME = "ssdlab-demo.img"
 DEMO_EMULATOR = "demo"
+#: what the demo runs: the quick PTS suite (tests shorten it further)
+DEMO_ARGS = PtsArgs(profile="quick")
 
 
 def register(sub: Any) -> None:
@@ -62,7 +64,7 @@ def _run_on_emulator(size: int, args: argparse.Namespace, argv: list[str]) -> st
     print(f"demo target: emulated SSD {emu.name} ({args.drive}) at {emu.target}")
     try:
         request = RunRequest(
-            target=emu.target, size_bytes=None, destroy_data=True, args=PtsArgs(profile="quick")
+            target=emu.target, size_bytes=None, destroy_data=True, args=DEMO_ARGS
         )
         return execute(request, args, ["demo", *argv])
     finally:
@@ -73,7 +75,7 @@ def _run_on_file(size: int, args: argparse.Namespace, argv: list[str]) -> str:
     from ssdlab.run.prepare import RunRequest
     target = os.path.join(DEFAULT_DIR, DEFAULT_NAME)
     request = RunRequest(
-        target=target, size_bytes=size, destroy_data=False, args=PtsArgs(profile="quick")
+        target=target, size_bytes=size, destroy_data=False, args=DEMO_ARGS
     )
     try:
         return execute(request, args, ["demo", *argv])

@@ -142,7 +142,7 @@ def run_files(prepared: Any, args: argparse.Namespace, argv: list[str]) -> int:
     run_id = run.run_id
     test = run.test(plan.preset)
     result = test.result if isinstance(test.result, dict) else {}
-    print(f"run {run_id} {run.status}; {result.get('message') or test.status}")
+    print(f"run {run_id} {run.status_text}; {result.get('message') or test.status}")
     if test.status == "failed":
         raise UserError(f"{plan.preset} failed: {result.get('error')} (see `ssdlab show "
                         f"{run_id}`)", ExitCode.FAILURE)

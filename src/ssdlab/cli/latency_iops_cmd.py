@@ -192,7 +192,7 @@ def resume(run: RunData, args: argparse.Namespace, argv: list[str]) -> str:
 def report_end(run: RunData, store_path: object) -> int:
     test = run.test(li.TEST)
     quick = " (QUICK profile: not a valid result)" if run.quick else ""
-    print(f"run {run.run_id} {run.status}{quick}; results in {store_path}")
+    print(f"run {run.run_id} {run.status_text}{quick}; results in {store_path}")
     host_bound = test.result.get("host_bound") if isinstance(test.result, dict) else None
     if isinstance(host_bound, dict) and host_bound.get("host_bound"):
         print(f"  {host_bound.get('message')}")

@@ -82,7 +82,7 @@ def op_sweep_command(args: argparse.Namespace, argv: list[str]) -> int:
                                lambda store, fio, pr: OpSweepRun(prepared, store, fio, pr))
     run_id = run.run_id
     quick = " (QUICK profile: not a valid PTS result)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; results in {stored_in}")
+    print(f"run {run_id} {run.status_text}{quick}; results in {stored_in}")
     test = run.tests[0] if run.tests else None
     result = test.result if test is not None and isinstance(test.result, dict) else {}
     rec = result.get("recommendation")

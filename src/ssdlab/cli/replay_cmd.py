@@ -70,7 +70,7 @@ def replay_command(args: argparse.Namespace, argv: list[str]) -> int:
                      lambda store, fio, pr: ReplayRun(prepared, store, fio, pr))[0]
     run_id = run.run_id
     test = run.test(rp.TEST)
-    print(f"run {run_id} {run.status}; {test.result.get('message', test.status)}")
+    print(f"run {run_id} {run.status_text}; {test.result.get('message', test.status)}")
     print(f"  see them: ssdlab report {run_id} -o DIR")
     if test.status == "failed":
         raise UserError(f"replay failed: {test.result.get('error')}", ExitCode.FAILURE)

@@ -209,7 +209,7 @@ def run_command(args: argparse.Namespace, argv: list[str]) -> int:
         run = store.load(run_id)
     failed = [t.name for t in run.tests if t.status == "failed"]
     quick = " (QUICK profile: not a valid PTS result)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; results in {store.path}")
+    print(f"run {run_id} {run.status_text}{quick}; results in {store.path}")
     print(f"  see them: ssdlab show {run_id}    export: ssdlab export {run_id} --format json")
     if failed:
         raise UserError(

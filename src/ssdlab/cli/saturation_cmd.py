@@ -104,7 +104,7 @@ def saturation_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 def report_end(run: RunData, store_path: object) -> int:
     quick = " (QUICK profile: not a valid PTS result)" if run.quick else ""
-    print(f"run {run.run_id} {run.status}{quick}; results in {store_path}")
+    print(f"run {run.run_id} {run.status_text}{quick}; results in {store_path}")
     print(f"  see them: ssdlab show {run.run_id}    report: ssdlab report {run.run_id} -o DIR")
     failed = [t.name for t in run.tests if t.status == "failed"]
     if failed:

@@ -92,7 +92,7 @@ def slc_probe_command(args: argparse.Namespace, argv: list[str]) -> int:
                                lambda store, fio, pr: SlcProbeRun(prepared, store, fio, pr))
     run_id = run.run_id
     quick = " (QUICK profile)" if run.quick else ""
-    print(f"run {run_id} {run.status}{quick}; results in {stored_in}")
+    print(f"run {run_id} {run.status_text}{quick}; results in {stored_in}")
     test = run.tests[0] if run.tests else None
     if test is not None and isinstance(test.result, dict) and test.result.get("message"):
         print(f"  {test.result['message']}")

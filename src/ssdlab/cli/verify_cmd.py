@@ -62,7 +62,7 @@ def verify_command(args: argparse.Namespace, argv: list[str]) -> int:
                                lambda store, fio, pr: VerifyRun(prepared, store, fio, pr))
     run_id = run.run_id
     test = run.test("verify")
-    print(f"run {run_id} {run.status}; {test.result.get('message', test.status)}")
+    print(f"run {run_id} {run.status_text}; {test.result.get('message', test.status)}")
     if test.status == "corrupt":
         raise UserError(f"data corruption found on {prepared.target.info.path} "
                         f"(see `ssdlab show {run_id}`)", ExitCode.FAILURE)

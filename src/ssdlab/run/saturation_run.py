@@ -312,6 +312,15 @@ class SaturationRun:
         done = {(int(r.cells[0]["group"]), r.cells[0]["kind"], int(r.cells[0]["index"]))
                 for r in (previous.rounds if previous else []) if r.status == "ok" and r.cells}
         round_no = max((r.round_no for r in previous.rounds), default=0) if previous else 0
+        ended = [r.ended_at for r in previous.rounds if r.status == "ok"] if previous else []
+        if ended:
+            idle = time.time() - max(ended)
+            self.store.add_event(
+                self.run_id, HIR, "warning",
+                f"resumed after round {round_no}: the drive was idle for {idle:,.0f} s, so "
+                "the next burst follows that idle time, not its wait state's",
+                {"after_round": round_no, "idle_s": idle},
+            )
         for group, wait_s in enumerate(o.waits_s):
             for index in range(o.bursts):
                 if (group, "burst", index) in done:

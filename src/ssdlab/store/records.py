@@ -138,6 +138,11 @@ class RunData:
     events: list[EventData] = field(default_factory=list)
     steps: list[StepData] = field(default_factory=list)  # all tests' steps, in order
 
+    @property
+    def status_text(self) -> str:
+        """``complete``, or ``complete, 1 test(s) failed: iops``: the status and its note."""
+        return f"{self.status}, {self.message}" if self.message else self.status
+
     def test(self, name: str) -> TestData:
         for test in self.tests:
             if test.name == name:
