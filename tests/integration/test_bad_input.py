@@ -146,9 +146,12 @@ PRESETS: dict[str, list[Case]] = {
     "smallfiles": [(["--wait-seconds", "-1"], None), (["--file-size", "0"], None)],
     "copy": [(["--repetitions", "0"], None), (["--sets", "x"], None)],
     "curves": [(["--workload", "nope"], None), (["--fractions", "0"], None),
-               (["--fill-region", "150"], None)],
+               (["--fill-region", "150"], None),
+               # found by the config fuzzer: below fio's millisecond resolution they crashed
+               (["--ramp", "1e-9"], "--ramp 1e-09"), (["--seconds", "0.0004"], None),
+               (["--ramp", "0.0015"], None), (["--ramp", "1e308"], "1e+308")],
     "replay": [(["--trace", "/nonexistent.iolog"], None), ([*TRACE, "--time-scale", "0"], None),
-               ([*TRACE, "--qd", "0"], None)],
+               ([*TRACE, "--qd", "0"], None), ([*TRACE, "--max-seconds", "1e-9"], "1e-09")],
 }
 SUITES = {"pts": PTS, "latency-iops": LATENCY_IOPS, "op-sweep": OP_SWEEP,
           "saturation": SATURATION, "slc-probe": SLC_PROBE, "verify": VERIFY, **PRESETS}

@@ -12,6 +12,7 @@ this machine does not have); everything else is made by the real tool.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import struct
@@ -69,6 +70,9 @@ class Danger:
     args: tuple[str, ...]
     needles: tuple[str, ...]
     watched: list[str] = field(default_factory=list)  # files whose bytes must not change
+    #: only the first page is compared: a swap area in use is written by the kernel itself
+    #: (a full-suite run saw it swap pages out to it), but never its header
+    header_only: bool = False
 
 
 @dataclass
@@ -185,7 +189,8 @@ def _swap_in_use(lab: Lab) -> Danger:
     _run("swapon", device)
     lab.cleanup.callback(subprocess.run, ["swapoff", device], check=False)
     return Danger(device, (f"--destroy-data={device}",), (
-        f"refusing {device}: it holds the running system (swap on {device}); swapoff it first",))
+        f"refusing {device}: it holds the running system (swap on {device}); swapoff it first",),
+        header_only=True)
 
 
 def _held_exclusively(lab: Lab) -> Danger:
@@ -265,6 +270,9 @@ def _watched(danger: Danger) -> dict[str, str]:
     files = list(danger.watched)
     if danger.target.startswith("/dev/loop"):
         files.append(_backing(danger.target))
+    if danger.header_only:
+        return {path: hashlib.sha256(Path(path).read_bytes()[:4096]).hexdigest()
+                for path in files}
     return {path: sha256_of(path) for path in files}
 
 
@@ -280,7 +288,7 @@ def assert_refused(lab: Lab, danger: Danger, *command: str) -> str:
     for needle in danger.needles:
         assert needle in line
     assert not store.exists()
-    assert {path: sha256_of(path) for path in before} == before
+    assert _watched(danger) == before
     return line
 
 

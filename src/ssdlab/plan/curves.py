@@ -19,7 +19,7 @@ from ssdlab import presets
 from ssdlab.engine.jobfile import fio_time, global_section
 from ssdlab.errors import UserError
 from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
-from ssdlab.plan.units import parse_size
+from ssdlab.plan.units import check_fio_seconds, parse_size
 
 PRESET = "curves"
 TEST = "curves"
@@ -196,14 +196,6 @@ class CurvesOptions:
         return self.measure_s + self.ramp_s
 
 
-def _positive(name: str, value: float | None, default: float, low: float = 0.0) -> float:
-    if value is None:
-        return default
-    if not (math.isfinite(value) and value > low) or value > 86400:
-        raise UserError(f"{name} {value!r}: give a number of seconds > {low:g} and <= 86400")
-    return float(value)
-
-
 def parse_fractions(text: str) -> tuple[int, ...]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -244,8 +236,10 @@ def build_options(args: CurvesArgs, purge_methods: tuple[str, ...],
     fractions = parse_fractions(args.fractions) if args.fractions is not None else tuple(
         int(v) for v in data["quick_fractions_pct" if quick else "fractions_pct"])
     measure_default, ramp_default = PROFILE_SECONDS[args.profile]
-    measure = _positive("--seconds", args.seconds, measure_default)
-    ramp = 0.0 if args.ramp == 0 else _positive("--ramp", args.ramp, ramp_default)
+    measure = measure_default if args.seconds is None else check_fio_seconds(
+        "--seconds", args.seconds, 0.1, 86400)
+    ramp = ramp_default if args.ramp is None else 0.0 if args.ramp == 0 else check_fio_seconds(
+        "--ramp", args.ramp, 0.001, 86400)
     if args.threads is not None and not 1 <= args.threads <= MAX_OUTSTANDING:
         raise UserError(f"--threads {args.threads!r}: give 1 to {MAX_OUTSTANDING}")
     if args.jobs is not None and not 1 <= args.jobs <= 256:

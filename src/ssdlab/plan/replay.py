@@ -11,7 +11,6 @@ lengths in whole sectors. Pure: the trace's bytes in, a summary out.
 
 from __future__ import annotations
 
-import math
 import os
 import struct
 from collections import Counter
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ssdlab.engine.jobfile import fio_time
 from ssdlab.errors import UserError
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.units import check_fio_seconds, format_bytes
 
 TEST = "replay"
 IOLOG_V2 = "fio version 2 iolog"
@@ -271,8 +270,8 @@ def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions
     if not 10 <= args.log_interval_ms <= 60_000:
         raise UserError(f"--log-interval {args.log_interval_ms!r}: give 10 to 60000 ms")
     m = args.max_seconds
-    if m is not None and not (math.isfinite(m) and 0 < m <= 7 * 86400):
-        raise UserError(f"--max-seconds {m!r}: give a positive number of seconds")
+    if m is not None:
+        check_fio_seconds("--max-seconds", m, 0.1, 7 * 86400)
     if args.ioengine not in ioengines:
         raise UserError(f"--ioengine {args.ioengine!r}: choose from {', '.join(ioengines)}")
     trace = read_trace(args.trace)

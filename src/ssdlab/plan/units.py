@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
+
+from ssdlab.errors import UserError
 
 _SIZE_UNITS = {
     "": 1,
@@ -58,3 +61,13 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def check_fio_seconds(option: str, value: float, minimum: float, maximum: float) -> float:
+    """A duration fio is given (``runtime=``, ``ramp_time=``): ``minimum`` to ``maximum``
+    seconds and a whole number of milliseconds, fio's resolution; else a one-line error."""
+    in_range = math.isfinite(value) and minimum <= value <= maximum
+    if not (in_range and abs(value * 1000 - round(value * 1000)) <= 1e-6):
+        raise UserError(f"{option} {value!r}: give {minimum:g} to {maximum:g} seconds, a "
+                        "whole number of milliseconds")
+    return float(value)
