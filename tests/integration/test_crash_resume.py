@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import ssdlab
+from tests.support.cli import processes_using, ssdlab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow]
 
@@ -117,5 +117,4 @@ def test_twenty_sigkills_lose_no_round_and_the_run_completes(
     for name in tests:
         numbers = sorted(n for t, n in done if t == name)
         assert numbers == list(range(1, len(numbers) + 1)), (name, numbers)
-    leftover = subprocess.run(["pgrep", "-f", str(target)], capture_output=True, text=True)
-    assert leftover.stdout == ""  # no fio left running on the target
+    assert processes_using(target) == []  # no fio left running on the target

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine.runner import FioExecutor, FioInterrupted
-from tests.support.cli import ssdlab
+from tests.support.cli import processes_using, ssdlab
 
 MIB = 1024 * 1024
 
@@ -94,5 +94,4 @@ def test_sigint_during_a_real_run_exits_130_and_keeps_rounds(loop_device, tmp_pa
     assert doc["run"]["status"] == "interrupted"
     rounds = doc["tests"][0]["rounds"]
     assert len(rounds) >= 2 and all(r["status"] == "ok" for r in rounds)
-    leftover = subprocess.run(["pgrep", "-f", f"filename={device}"], capture_output=True)
-    assert leftover.returncode == 1  # no fio left behind
+    assert processes_using(device) == []  # no fio left behind

@@ -19,7 +19,7 @@ import pytest
 
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
-from tests.support.cli import ssdlab
+from tests.support.cli import processes_using, ssdlab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -67,20 +67,21 @@ def test_transition_at_gc_start_and_a_killed_run_resumes(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # kill it once three rounds are committed
         if store.exists():
-            with sqlite3.connect(store) as conn:
-                row = conn.execute("SELECT id FROM runs").fetchone()
-            run_id = row[0] if row else ""
-            if run_id and len(_ok_rounds(store, run_id)) >= 3:
-                break
+            try:
+                with sqlite3.connect(store) as conn:
+                    row = conn.execute("SELECT id FROM runs").fetchone()
+                run_id = row[0] if row else ""
+                if run_id and len(_ok_rounds(store, run_id)) >= 3:
+                    break
+            except sqlite3.OperationalError:  # the file is there, its schema not yet
+                pass
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     kept = _ok_rounds(store, run_id)
     assert len(kept) >= 3, kept
     time.sleep(0.5)  # fio dies with ssdlab (PDEATHSIG)
-    left = subprocess.run(["pgrep", "-f", f"filename={emu.target}"], capture_output=True,
-                          text=True).stdout
-    assert left == ""  # no fio left writing to the device (others' fio may run elsewhere)
+    assert processes_using(emu.target) == []  # no fio left writing to the device
 
     refused = ssdlab("resume", run_id, "--store", str(store), env=env)
     assert refused.returncode == 3 and "--destroy-data" in refused.stderr  # block device

@@ -62,3 +62,23 @@ def ssdlab_in_process(*args: str) -> subprocess.CompletedProcess[str]:
     finally:
         signal.signal(signal.SIGTERM, previous)
     return subprocess.CompletedProcess(["ssdlab", *args], code, out.getvalue(), err.getvalue())
+
+
+def processes_using(path: str | Path) -> list[str]:
+    """``PID (command)`` of every process with ``path`` open (its /proc/PID/fd links), as
+    ``fuser`` finds them: fio reads its job file from stdin, so its command line never
+    names the target."""
+    wanted = os.path.realpath(path)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            links = [os.readlink(f"/proc/{entry}/fd/{fd}") for fd in os.listdir(
+                f"/proc/{entry}/fd")]
+            comm = Path(f"/proc/{entry}/comm").read_text().strip()
+        except OSError:  # gone meanwhile, or a kernel thread
+            continue
+        if wanted in links:
+            found.append(f"{entry} ({comm})")
+    return found
