@@ -69,6 +69,17 @@ def build_store(path: Path, runs: int, rounds: int) -> list[str]:
     return ids
 
 
+def cpu_reference_s() -> float:
+    """Seconds a fixed pure-Python loop takes (20 million additions): the machine's speed at
+    the time, to read the report times against (on these VMs the same print took 8 s and
+    13 s hours apart)."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(20_000_000):
+        total += i
+    return time.perf_counter() - started
+
+
 def measure(store_path: Path, ids: Sequence[str], out: Path) -> dict[str, float]:
     from ssdlab.report.build import ReportRequest, write_report
     from ssdlab.store.db import Store
@@ -119,6 +130,10 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{s['sections']} sections, {s['pdf_pages']} PDF pages, HTML "
         f"{s['html_bytes'] / 1e6:.1f} MB, PDF {s['pdf_bytes'] / 1e6:.1f} MB.",
         "",
+        "Machine speed: a fixed Python loop (20 million additions) took "
+        f"{doc['cpu_reference_s'][0]:.2f} s before the repetitions and "
+        f"{doc['cpu_reference_s'][1]:.2f} s after, for comparing runs of this benchmark.",
+        "",
         "| repetition | load + HTML (s) | PDF (s) | total (s) |",
         "| --- | --- | --- | --- |",
     ]
@@ -146,11 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         started = time.perf_counter()
         ids = build_store(store, args.runs, args.rounds)
         build_s = time.perf_counter() - started
+        reference_before = cpu_reference_s()
         reps = []
         for rep in range(args.repetitions):
             out = Path(scratch) / f"report{rep}"
             reps.append(measure(store, ids, out))
             print(f"repetition {rep + 1}: {reps[-1]['total_s']:.2f} s", flush=True)
+        reference_after = cpu_reference_s()
         pages = pdf_pages(Path(scratch) / "report0" / "report.pdf")
         store_bytes = store.stat().st_size
     totals = [r["total_s"] for r in reps]
@@ -166,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model,
                     "kernel": platform.release(), "chromium": version},
         "build_s": build_s,
+        "cpu_reference_s": [reference_before, reference_after],
         "store_bytes": store_bytes,
         "repetitions": reps,
         "summary": {
