@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import processes_using, ssdlab
+from tests.support.cli import fio_processes, processes_using, ssdlab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow]
 
@@ -52,6 +52,7 @@ def test_twenty_sigkills_lose_no_round_and_the_run_completes(
 ) -> None:
     store = tmp_path / "s.sqlite"
     target = shm_dir / "crash.img"
+    fio_before = fio_processes()
     rng = random.Random(2026)
     seen: Rounds = {}
     run_id = ""
@@ -118,3 +119,7 @@ def test_twenty_sigkills_lose_no_round_and_the_run_completes(
         numbers = sorted(n for t, n in done if t == name)
         assert numbers == list(range(1, len(numbers) + 1)), (name, numbers)
     assert processes_using(target) == []  # no fio left running on the target
+    # nor anywhere: fio's jobs are threads, so none outlives a fio the kernel killed with
+    # ssdlab (forked job processes did: each kill left two, orphaned, waiting forever)
+    time.sleep(0.5)
+    assert fio_processes() - fio_before == set()

@@ -82,3 +82,18 @@ def processes_using(path: str | Path) -> list[str]:
         if wanted in links:
             found.append(f"{entry} ({comm})")
     return found
+
+
+def fio_processes() -> set[int]:
+    """PIDs of the fio processes ssdlab runs (``fio --output-format=json... -``)."""
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"fio" and b"--eta=never" in argv:
+            pids.add(int(entry))
+    return pids

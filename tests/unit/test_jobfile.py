@@ -184,7 +184,7 @@ def test_global_section() -> None:
         (cell(),),
         ioengine="io_uring",
         direct=False,
-        extra_global=(("thread", "1"),),
+        extra_global=(("log_avg_msec", "500"),),
     )
     name, flags, opts = sections(render(job))[0]
     assert (name, flags) == ("global", [])
@@ -193,7 +193,8 @@ def test_global_section() -> None:
     assert opts["direct"] == "0"
     assert opts["group_reporting"] == "1"
     assert opts["percentile_list"] == "50:99:99.9:99.99"
-    assert opts["thread"] == "1"
+    assert opts["thread"] == "1"  # jobs are threads: none outlives a killed fio
+    assert opts["log_avg_msec"] == "500"
     assert sections(render(FioJob("/x", (cell(),))))[0][2]["direct"] == "1"
 
 

@@ -16,7 +16,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ssdlab.engine.jobfile import fio_time
+from ssdlab.engine.jobfile import THREAD, fio_time
 from ssdlab.errors import UserError
 from ssdlab.plan.units import check_fio_seconds, format_bytes
 
@@ -282,7 +282,7 @@ def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions
 def job_text(o: ReplayOptions, target: str, log_prefix: str, header: str) -> str:
     """The replay job: the trace through fio, every I/O redirected to the target."""
     lines = [f"; {line}" for line in header.splitlines()]
-    lines += ["[global]", f"ioengine={o.ioengine}", "direct=1", "group_reporting=1",
+    lines += ["[global]", f"ioengine={o.ioengine}", "direct=1", "group_reporting=1", THREAD,
               "lat_percentiles=0", "percentile_list=50:99:99.9:99.99", "",
               f"[{TEST}]", f"read_iolog={o.trace.path}", f"replay_redirect={target}",
               f"iodepth={o.iodepth}", f"write_iops_log={log_prefix}",
