@@ -7,26 +7,31 @@ executor of the test suite, so that each run has the shape and size of a real on
 IOPS test's 56 cells settling over ``--rounds`` (12) rounds, both throughput tests and the
 latency test, every round's cells and job file stored. Then, ``--repetitions`` (7) times,
 times ``ssdlab report`` of all of them (through the same function the command calls):
-loading from the store, rendering the HTML, and printing the PDF with Chromium.
+loading from the store, rendering the HTML, and printing the PDF with Chromium. In each
+repetition, side by side, it also times the two ways ssdlab printed before: in one
+Chromium process (``SSDLAB_PRINT_JOBS=1``), and in one process of the full browser
+(``SSDLAB_CHROMIUM=chromium``, when installed).
 
-Claim: the median total (HTML + PDF) is below ``--limit`` (10) seconds. Results go to
+Claim: ssdlab's median total (HTML + PDF) is below ``--limit`` (10) seconds. Results go to
 bench/results/report_speed.json and .md. Needs Chromium (``apt-get install chromium``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import io
 import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +83,29 @@ def cpu_reference_s() -> float:
     for i in range(20_000_000):
         total += i
     return time.perf_counter() - started
+
+
+#: what is timed side by side, in turn within each repetition: ssdlab as it is, and the
+#: two ways it printed before (one process; one process of the full browser)
+CONFIGS: dict[str, dict[str, str]] = {
+    "ssdlab": {},
+    "one process": {"SSDLAB_PRINT_JOBS": "1"},
+    "one process, full browser": {"SSDLAB_PRINT_JOBS": "1", "SSDLAB_CHROMIUM": "chromium"},
+}
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def measure(store_path: Path, ids: Sequence[str], out: Path) -> dict[str, float]:
@@ -134,6 +162,23 @@ def markdown(doc: dict[str, Any]) -> str:
         f"{doc['cpu_reference_s'][0]:.2f} s before the repetitions and "
         f"{doc['cpu_reference_s'][1]:.2f} s after, for comparing runs of this benchmark.",
         "",
+        f"ssdlab printed the PDF in {s['print_jobs']} part(s) at once, with "
+        f"`{doc['configurations']['ssdlab']['chromium']}`.",
+        "",
+        "Side by side in the same run (each repetition times every configuration in turn):",
+        "",
+        "| configuration | Chromium | median (s) | fastest (s) | slowest (s) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, conf in doc["configurations"].items():
+        env = " ".join(f"{k}={v}" for k, v in conf["environment"].items())
+        lines.append(f"| {name}{f' ({env})' if env else ''} | `{Path(conf['chromium']).name}` | "
+                     f"{conf['median_total_s']:.2f} | {conf['min_total_s']:.2f} | "
+                     f"{conf['max_total_s']:.2f} |")
+    lines += [
+        "",
+        "ssdlab, each repetition:",
+        "",
         "| repetition | load + HTML (s) | PDF (s) | total (s) |",
         "| --- | --- | --- | --- |",
     ]
@@ -153,48 +198,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     if min(args.runs, args.rounds, args.repetitions) < 1:
         p.error("--runs, --rounds and --repetitions must be positive")
     sys.path.insert(0, str(ROOT / "src"))
-    from ssdlab.report.pdf import find_chromium
+    from ssdlab.report.pdf import find_chromium, print_jobs
 
-    chromium = find_chromium()
+    if shutil.which("chromium") is None:
+        del CONFIGS["one process, full browser"]
+    binaries = {}
+    for name, env in CONFIGS.items():
+        with environment(env):
+            binaries[name] = find_chromium(printing=True)
     with tempfile.TemporaryDirectory(prefix="ssdlab-bench-report-") as scratch:
         store = Path(scratch) / "store.sqlite"
         started = time.perf_counter()
         ids = build_store(store, args.runs, args.rounds)
         build_s = time.perf_counter() - started
         reference_before = cpu_reference_s()
-        reps = []
+        reps: dict[str, list[dict[str, float]]] = {name: [] for name in CONFIGS}
         for rep in range(args.repetitions):
-            out = Path(scratch) / f"report{rep}"
-            reps.append(measure(store, ids, out))
-            print(f"repetition {rep + 1}: {reps[-1]['total_s']:.2f} s", flush=True)
+            for name, env in CONFIGS.items():
+                out = Path(scratch) / f"report{rep}-{len(reps[name])}-{hash(name)}"
+                with environment(env):
+                    reps[name].append(measure(store, ids, out))
+                    if name == "ssdlab":
+                        reps[name][-1]["print_jobs"] = print_jobs(reps[name][-1]["html_bytes"])
+                print(f"repetition {rep + 1}, {name}: {reps[name][-1]['total_s']:.2f} s",
+                      flush=True)
+                if rep == 0 and name == "ssdlab":
+                    pages = pdf_pages(out / "report.pdf")
         reference_after = cpu_reference_s()
-        pages = pdf_pages(Path(scratch) / "report0" / "report.pdf")
         store_bytes = store.stat().st_size
-    totals = [r["total_s"] for r in reps]
+    main_reps = reps["ssdlab"]
+    totals = [r["total_s"] for r in main_reps]
     median = statistics.median(totals)
     cpu_model = next((line.split(":", 1)[1].strip() for line in
                       Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("model name")), platform.processor())
-    version = os.popen(f"{chromium} --version 2>/dev/null").read().strip()
+    versions = {name: os.popen(f"{path} --version 2>/dev/null").read().strip()
+                for name, path in binaries.items()}
     doc = {
         "benchmark": RESULT_NAME,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model,
-                    "kernel": platform.release(), "chromium": version},
+                    "kernel": platform.release(), "chromium": versions["ssdlab"]},
+        "configurations": {
+            name: {"environment": CONFIGS[name], "chromium": binaries[name],
+                   "chromium_version": versions[name],
+                   "median_total_s": statistics.median(r["total_s"] for r in runs),
+                   "min_total_s": min(r["total_s"] for r in runs),
+                   "max_total_s": max(r["total_s"] for r in runs)}
+            for name, runs in reps.items()
+        },
         "build_s": build_s,
         "cpu_reference_s": [reference_before, reference_after],
         "store_bytes": store_bytes,
-        "repetitions": reps,
+        "repetitions": main_reps,
+        "repetitions_by_configuration": reps,
         "summary": {
             "median_total_s": median,
             "min_total_s": min(totals),
             "max_total_s": max(totals),
             "pass": median < args.limit,
-            "sections": reps[0]["sections"],
+            "print_jobs": main_reps[0]["print_jobs"],
+            "sections": main_reps[0]["sections"],
             "pdf_pages": pages,
-            "html_bytes": reps[0]["html_bytes"],
-            "pdf_bytes": reps[0]["pdf_bytes"],
+            "html_bytes": main_reps[0]["html_bytes"],
+            "pdf_bytes": main_reps[0]["pdf_bytes"],
         },
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)

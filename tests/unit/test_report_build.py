@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import io
+import os
 import random
 import re
 from collections.abc import Callable
@@ -16,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from ssdlab.errors import UserError
 from ssdlab.plan.options import PtsArgs
 from ssdlab.report import charts as ch
-from ssdlab.report.build import ReportRequest, render, write_report
+from ssdlab.report import pdf
+from ssdlab.report.build import ReportRequest, _render_pages, render, write_report
+from ssdlab.report.html import Page, document, print_parts
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
 from ssdlab.store.db import Store
@@ -298,3 +302,82 @@ def test_many_runs_split_the_parameter_table_to_fit_the_page(
         assert header and header.group(1).count("<th>") <= RUNS_PER_PARAMETER_TABLE + 1
         # the row that differs (in the last run only) is flagged in every table
         assert re.search(r'<tr class="flag"><td>iops: threads x QD</td>', tbl)
+
+
+def _rendered(store: Store, tmp_path: Path, runs: int) -> tuple[str, list[Page], str]:
+    args = PtsArgs(profile="quick", tests="iops,latency", purge="none", precondition=False,
+                   block_sizes="4,64", mixes="100/0,0/100", max_rounds=5)
+    ids = [stored_run(store, tmp_path, noisy(1000 + 100 * s, s), args) for s in range(runs)]
+    return _render_pages([store.load(r) for r in ids], 0, None, None)
+
+
+_SECTION_ID = re.compile(r'<section class="page" id="([^"]*)"')
+
+
+def test_the_print_copy_in_one_part_is_the_report_without_its_script(
+    store: Store, tmp_path: Path
+) -> None:
+    name, pages, cover = _rendered(store, tmp_path, 2)
+    (only,) = print_parts(name, pages, cover, 1)
+    assert only.html == document(name, pages, cover, interactive=False)
+    assert only.stand_ins == frozenset()
+    assert "<script" not in only.html and "<script" in document(name, pages, cover)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_print_parts_hold_every_section_once_and_keep_the_links_between_them(
+    store: Store, tmp_path: Path, parts: int
+) -> None:
+    name, pages, cover = _rendered(store, tmp_path, 4)
+    whole = document(name, pages, cover, interactive=False)
+    cut = print_parts(name, pages, cover, parts)
+    assert len(cut) == parts
+    bodies = [p.html.split("<main>", 1)[1].split("</main>", 1)[0] for p in cut]
+    # the same sections in the same order, each once, the cover with its contents first
+    assert [s for b in bodies for s in _SECTION_ID.findall(b)] == _SECTION_ID.findall(whole)
+    assert "".join(bodies) == whole.split("<main>", 1)[1].split("</main>", 1)[0]
+    assert _SECTION_ID.findall(bodies[0])[0] == "cover"
+    work = [b.count("<") for b in bodies]  # tags: what Chromium lays out and paints
+    assert max(work) < 2.5 * sum(work) / parts  # about equal: each part has a CPU's work
+    ids = [set(re.findall(r'\bid="([^"]*)"', b)) for b in bodies]
+    links = [set(re.findall(r'href="#([^"]*)"', b)) for b in bodies]
+    crossing = 0
+    for n, part in enumerate(cut):
+        elsewhere = links[n] - ids[n]
+        crossing += len(elsewhere)
+        assert part.stand_ins == elsewhere  # every link target is in some part
+        tail = part.html.split("</main>", 1)[1]
+        # out of sight and of no size: a stand-in target per link leaving the part ...
+        assert all(f'<a id="{a}"></a>' in tail for a in elsewhere)
+        assert 'style="position:absolute;left:0;top:0;width:0;height:0;' in tail
+        # ... and a hidden link to each of its sections that another part links to
+        wanted = set().union(*(links[j] for j in range(parts) if j != n)) & ids[n]
+        assert set(re.findall(r'<a href="#([^"]*)" style="display:none">', tail)) == wanted
+        assert "<script" not in part.html and f"<title>{html.escape(name)}</title>" in part.html
+    assert cut[0].stand_ins and crossing >= len(cut[0].stand_ins)  # the cover's contents
+
+
+def test_print_parts_never_outnumber_the_sections(store: Store, tmp_path: Path) -> None:
+    name, pages, cover = _rendered(store, tmp_path, 1)
+    cut = print_parts(name, pages, cover, len(pages) + 10)
+    assert len(cut) == len(pages) + 1  # the cover and one section per part
+
+
+def test_print_jobs_one_per_cpu_for_a_large_report_and_as_told(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(pdf.PRINT_JOBS_ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert pdf.print_jobs(300_000) == 1  # a one-run report: not worth a second Chromium
+    assert pdf.print_jobs(pdf.BYTES_PER_JOB * 2) == 2
+    assert pdf.print_jobs(50_000_000) == 2  # no more than the CPUs
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert pdf.print_jobs(50_000_000) == pdf.MAX_PRINT_JOBS
+    monkeypatch.setenv(pdf.PRINT_JOBS_ENV, "3")
+    assert pdf.print_jobs(10) == 3
+    monkeypatch.setattr(pdf, "_can_join", lambda: False)  # no pypdf: one Chromium
+    assert pdf.print_jobs(50_000_000) == 1
+    for bad in ("0", "-1", "two", "2.5", "", "99"):
+        monkeypatch.setenv(pdf.PRINT_JOBS_ENV, bad)
+        with pytest.raises(UserError, match=r"^SSDLAB_PRINT_JOBS=.*: give a whole number from 1"):
+            pdf.print_jobs(10)

@@ -20,7 +20,9 @@ def register(sub: Any) -> None:
         "convergence and verification, measurement window, IOPS/throughput/latency results "
         "with charts). With several runs: parameters side by side, every run on one chart "
         "per test, ratios to a baseline with their significance, leaderboards. Where a "
-        "run's drive matches a vendor spec sheet (`ssdlab specs`), measured against claimed.",
+        "run's drive matches a vendor spec sheet (`ssdlab specs`), measured against claimed. "
+        "A large report is printed in parts, one Chromium per CPU at once, and joined "
+        "($SSDLAB_PRINT_JOBS sets how many; $SSDLAB_CHROMIUM names the Chromium binary).",
     )
     report.add_argument(
         "runs", nargs="+", metavar="RUN", help="run ids, unique prefixes, or 'last'"

@@ -11,7 +11,6 @@ when complete.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -24,8 +23,8 @@ from ssdlab.reference.specs import VendorSpec, find_spec, load_specs, match_spec
 from ssdlab.report import compare_pages, run_pages, suites
 from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
-from ssdlab.report.html import QUICK_TEXT, Page, document, esc, table
-from ssdlab.report.pdf import html_to_pdf
+from ssdlab.report.html import QUICK_TEXT, Page, PrintPart, document, esc, print_parts, table
+from ssdlab.report.pdf import htmls_to_pdf, print_jobs
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
@@ -167,24 +166,26 @@ def write_report(store: Store, request: ReportRequest) -> ReportFiles:
     name, pages, cover = _render_pages(runs, baseline, claims, request.title)
     out.mkdir(parents=True, exist_ok=True)
     html_path = out / HTML_NAME
-    write_atomic(html_path, document(name, pages, cover))
+    text = document(name, pages, cover)
+    write_atomic(html_path, text)
     seconds_html = time.perf_counter() - started
     pdf_path = None
     seconds_pdf = 0.0
     if request.pdf:
         started = time.perf_counter()
         pdf_path = out / PDF_NAME
-        _print_pdf(document(name, pages, cover, interactive=False), pdf_path)
+        _print_pdf(print_parts(name, pages, cover, print_jobs(len(text))), pdf_path)
         seconds_pdf = time.perf_counter() - started
     return ReportFiles(html_path, pdf_path, len(pages) + 1, seconds_html, seconds_pdf)
 
 
-def _print_pdf(text: str, pdf_path: Path) -> None:
-    """Print the report's static copy (no script) to ``pdf_path``, through a hidden file."""
-    fd, name = tempfile.mkstemp(prefix=".report.print.", suffix=".html", dir=pdf_path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        html_to_pdf(Path(name), pdf_path, settle=False)  # no script: nothing to wait for
-    finally:
-        Path(name).unlink(missing_ok=True)
+def _print_pdf(parts: Sequence[PrintPart], pdf_path: Path) -> None:
+    """Print the report's static copy (no script) to ``pdf_path``, in parts printed at
+    once and joined (:func:`ssdlab.report.pdf.print_jobs`), through hidden files."""
+    with tempfile.TemporaryDirectory(prefix=".report.print.", dir=pdf_path.parent) as tmp:
+        files = []
+        for n, part in enumerate(parts):
+            files.append(Path(tmp) / f"part-{n}.html")
+            files[-1].write_text(part.html, encoding="utf-8")
+        # no script: nothing to wait for after load
+        htmls_to_pdf(files, pdf_path, stand_ins=[p.stand_ins for p in parts], settle=False)

@@ -48,26 +48,97 @@ def page_html(page: Page) -> str:
     )
 
 
-def document(title: str, pages: Sequence[Page], cover: str, *, interactive: bool = True) -> str:
-    """The report page. ``interactive=False`` leaves out the hover and toggle script: the
-    copy that is printed to PDF, where it has nothing to do and costs Chromium time."""
+def _cover_section(cover: str, pages: Sequence[Page]) -> str:
     toc_items = "".join(
         f'<li><a href="#{esc(p.anchor)}">{esc(p.title)}</a></li>' for p in pages if p.toc
     )
-    cover_page = (
+    return (
         f'<section class="page" id="cover">{cover}'
         f'<nav class="toc"><h3>Contents</h3><ol>{toc_items}</ol></nav></section>'
     )
+
+
+def _shell(title: str, body: str, tail: str = "") -> str:
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{asset('report.css')}</style></head>"
-        f'<body><main>{cover_page}{"".join(page_html(p) for p in pages)}</main>'
-        + (f'<div id="tip" role="tooltip"></div><script>{asset("report.js")}</script>'
-           if interactive else "")
-        + "</body></html>\n"
+        f"<body><main>{body}</main>{tail}</body></html>\n"
     )
+
+
+def document(title: str, pages: Sequence[Page], cover: str, *, interactive: bool = True) -> str:
+    """The report page. ``interactive=False`` leaves out the hover and toggle script: the
+    copy that is printed to PDF, where it has nothing to do and costs Chromium time."""
+    body = _cover_section(cover, pages) + "".join(page_html(p) for p in pages)
+    script = f'<div id="tip" role="tooltip"></div><script>{asset("report.js")}</script>'
+    return _shell(title, body, script if interactive else "")
+
+
+@dataclass(frozen=True)
+class PrintPart:
+    """One part of the report's print copy, printed by its own Chromium (in parallel).
+
+    ``html`` holds a run of consecutive sections (the first part also the cover), plus,
+    out of sight and taking no room, what keeps the links between parts: an empty
+    element for each section that a link in this part points to in another part (so
+    Chromium keeps the link; ``stand_ins`` names them, and their destinations in this
+    part's PDF are not the real ones), and a hidden link to each section of this part
+    that another part links to (Chromium writes a destination only for a linked target).
+    """
+
+    html: str
+    stand_ins: frozenset[str]
+
+
+_ID = re.compile(r'\bid="([^"]*)"')
+_HREF = re.compile(r'href="#([^"]*)"')
+#: absolutely placed and of no size: it neither moves anything nor adds a page
+_OUT_OF_SIGHT = "position:absolute;left:0;top:0;width:0;height:0;overflow:hidden"
+
+
+def print_parts(title: str, pages: Sequence[Page], cover: str, parts: int) -> list[PrintPart]:
+    """The print copy (no script) cut at section boundaries into ``parts`` parts of about
+    equal work (one section each when there are fewer sections). Printed one after another and
+    joined, they make the same pages and links as :func:`document` printed whole."""
+    sections = [_cover_section(cover, pages)] + [page_html(p) for p in pages]
+    groups = _balanced_runs(sections, parts)
+    bodies = ["".join(group) for group in groups]
+    ids = [set(_ID.findall(body)) for body in bodies]
+    links = [set(_HREF.findall(body)) for body in bodies]
+    every_id = set().union(*ids)
+    out = []
+    for i, body in enumerate(bodies):
+        elsewhere = (links[i] - ids[i]) & every_id  # a link to nowhere is left to Chromium
+        wanted = set().union(*(links[j] for j in range(len(bodies)) if j != i)) & ids[i]
+        keep = "".join(f'<a id="{a}"></a>' for a in sorted(elsewhere)) + "".join(
+            f'<a href="#{a}" style="display:none"></a>' for a in sorted(wanted)
+        )
+        tail = f'<div aria-hidden="true" style="{_OUT_OF_SIGHT}">{keep}</div>' if keep else ""
+        out.append(PrintPart(_shell(title, body, tail), frozenset(elsewhere)))
+    return out
+
+
+def _balanced_runs(items: Sequence[str], parts: int) -> list[list[str]]:
+    """``parts`` consecutive runs of ``items`` (one per item when there are fewer items),
+    of about equal printing work. The work is the number of tags: Chromium's time goes
+    with the elements it lays out and paints, not with their bytes (20-run report: the
+    comparison pages, mostly tables, took 4.3x the time of a run's pages, for 4.1x their
+    tags and 1.7x their bytes)."""
+    parts = max(1, min(parts, len(items)))
+    work = [item.count("<") for item in items]
+    total = sum(work)
+    runs: list[list[str]] = [[]]
+    done = 0
+    for n, item in enumerate(items):
+        past_share = done + work[n] / 2 > total * len(runs) / parts
+        must = len(items) - n == parts - len(runs)  # one item left for each run to come
+        if runs[-1] and len(runs) < parts and (past_share or must):
+            runs.append([])
+        runs[-1].append(item)
+        done += work[n]
+    return runs
 
 
 _NUMERIC = re.compile(r"^[-+]?[\d,.]+\s?(%|x|us|ms|IOPS|MiB/s|MB/s)?$")
