@@ -45,6 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ssdlab.cpuidle import idle_policy
+from ssdlab.cpuidle import policy as idle_policy_env
+
 BENCH_DIR = Path(__file__).resolve().parent
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 RESULT_NAME = "harness_overhead"
@@ -501,7 +504,14 @@ def run_ssdlab(
 
 
 def run_by_hand(rep: int, fio: str, ssd: SsdlabRun, workdir: Path) -> SideResult:
-    """Each of ssdlab's stored round job files, verbatim, through plain fio."""
+    """Each of ssdlab's stored round job files, verbatim, through plain fio, with idle CPUs
+    as ssdlab has them while its fio runs ($SSDLAB_CPU_IDLE: by default they poll, the
+    0 us wake-up latency limit held): the harness, not the host's power policy, is compared."""
+    with idle_policy(idle_policy_env()):
+        return _run_by_hand(rep, fio, ssd, workdir)
+
+
+def _run_by_hand(rep: int, fio: str, ssd: SsdlabRun, workdir: Path) -> SideResult:
     iops: list[float] = []
     walls: list[float] = []
     commands: list[list[str]] = []
@@ -553,6 +563,7 @@ def machine_facts(fio: str, dev: Zram) -> dict[str, Any]:
         "python": platform.python_version(),
         "fio_version": fio_version(fio),
         "zram_comp_algorithm": dev.attr("comp_algorithm"),
+        "cpu_idle_policy": idle_policy_env(),
     }
 
 
@@ -751,6 +762,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"* Kernel: {m['kernel']} ({m['os']})",
         f"* fio: {m['fio_version']}; ssdlab: {doc['ssdlab_version']}; Python {m['python']}",
         f"* zram compression: {m['zram_comp_algorithm']}",
+        f"* idle CPUs while fio runs: {m.get('cpu_idle_policy', '-')} "
+        "(both sides alike; SSDLAB_CPU_IDLE)",
         "",
         "## Parameters",
         "",

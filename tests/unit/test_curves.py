@@ -19,11 +19,13 @@ from ssdlab.plan import curves as cv
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.report.build import render
 from ssdlab.report.curves_pages import curves_overlay
+from ssdlab.report.terminal import render_run
 from ssdlab.run.curves_run import FILE_NAME, CurvesRun, PreparedCurves, describe
 from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.progress import Progress
 from ssdlab.run.workload_target import WorkloadTarget
 from ssdlab.store.db import Store
+from ssdlab.targets.topology import CpuTimes, StatSnapshot
 from tests.support.fake_fio import _direction, _job, _sections
 from tests.support.prepared import file_info
 
@@ -272,3 +274,38 @@ def test_dry_run_shows_the_plan_and_job_files(tmp_path: Path) -> None:
     assert "[4k-random-read-max]" in text and "-- fill job file:" in text
     assert "preset curves v1" in text and "QUICK" in text
     assert re.search(r"rate_iops=READ,WRITE per job", text)
+
+
+def test_each_point_records_host_cpu_and_steal_and_warns_of_steal(tmp_path: Path) -> None:
+    p = prepared(tmp_path, profile="quick", workloads="4k-random-read")
+    # /proc/stat read before and after each point: each point adds 1,000 ticks, of which
+    # idle 600 and steal 0, except the 50 % point (the 3rd): steal 150 (15 %)
+    ticks = {"user": 0, "idle": 0, "steal": 0}
+    reads = 0
+
+    def read_stat() -> StatSnapshot:
+        nonlocal reads
+        reads += 1
+        if reads % 2 == 0:  # the reading after a point
+            steal = 150 if reads == 6 else 0
+            ticks["user"] += 400 - steal
+            ticks["idle"] += 600
+            ticks["steal"] += steal
+        return {"cpu": CpuTimes(ticks["user"], 0, 0, ticks["idle"], 0, 0, 0, ticks["steal"])}
+
+    lines: list[str] = []
+    progress = Progress(live=False, quick=True)
+    progress.line = lines.append  # type: ignore[method-assign]
+    with Store.open(tmp_path / "s.sqlite") as store:
+        run_id = CurvesRun(p, store, RateDevice(), progress, read_stat=read_stat).execute(["t"])
+        run = store.load(run_id)
+    points = run.test("curves").result["workloads"][0]["points"]
+    assert [q["host_cpu_pct"] for q in points] == [pytest.approx(40.0)] * 5
+    assert [q["host_steal_pct"] for q in points] == [0, 0, pytest.approx(15.0), 0, 0]
+    warned = [line for line in lines if "steal" in line]
+    assert len(warned) == 1 and "50 %" in warned[0], lines
+    assert "the hypervisor took 15 % of the CPU time (steal)" in warned[0]
+    html, _ = render([run])
+    assert "host CPU (steal)" in html and "40 % (15 %)" in html
+    shown = render_run(run)
+    assert "host CPU %" in shown and "steal %" in shown

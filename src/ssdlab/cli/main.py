@@ -30,7 +30,11 @@ EPILOG = """exit codes:
   130  interrupted by Ctrl-C or SIGTERM; every completed round is kept
 
 Results go to an SQLite store: --store, else $SSDLAB_STORE, else
-~/.local/share/ssdlab/results.sqlite. Documentation: docs/ in the source tree."""
+~/.local/share/ssdlab/results.sqlite. While fio runs, idle CPUs poll instead of
+sleeping (a 0 us wake-up latency limit held on /dev/cpu_dma_latency, as cyclictest
+does), so that latencies measure the drive, not the CPUs waking up;
+SSDLAB_CPU_IDLE=system leaves the host's own idle policy (docs/host.md).
+Documentation: docs/ in the source tree."""
 
 
 class _Parser(argparse.ArgumentParser):

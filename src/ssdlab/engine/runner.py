@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ssdlab.children import die_with_parent
+from ssdlab.cpuidle import idle_policy
+from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 
@@ -109,9 +111,13 @@ def _error_of(
 class FioExecutor:
     """Runs the real fio binary with the job file on its standard input."""
 
-    def __init__(self, fio: str = "fio", *, read_only: bool = False) -> None:
+    def __init__(self, fio: str = "fio", *, read_only: bool = False,
+                 cpu_idle: str | None = None) -> None:
         self.fio = fio
         self.read_only = read_only  # fio --readonly: fio refuses any write or trim job
+        #: idle CPUs while fio runs: "poll" holds the 0 us wake-up latency limit, "system"
+        #: leaves the host's policy (default: $SSDLAB_CPU_IDLE, else poll; cpuidle.py)
+        self.cpu_idle = cpu_idle or idle_policy_env()
 
     def command(self, json_plus: bool) -> tuple[str, ...]:
         fmt = "json+" if json_plus else "json"
@@ -125,6 +131,12 @@ class FioExecutor:
         *,
         json_plus: bool = False,
         on_tick: TickFn | None = None,
+    ) -> FioRun:
+        with idle_policy(self.cpu_idle):
+            return self._run(job_text, timeout_s, json_plus, on_tick)
+
+    def _run(
+        self, job_text: str, timeout_s: float, json_plus: bool, on_tick: TickFn | None
     ) -> FioRun:
         cmd = self.command(json_plus)
         started = time.time()

@@ -87,7 +87,19 @@ def parameter_rows(runs: Sequence[RunData]) -> list[tuple[str, list[str]]]:
             "published" if is_reference(r) else str(_option(r, key)) for r in runs
         ]))
     rows.append(("fio", [str(r.versions.get("fio", "-")) for r in runs]))
+    rows.append(("idle CPUs", ["published" if is_reference(r) else _idle_policy(r) or "-"
+                               for r in runs]))
     return rows
+
+
+def _idle_policy(run: RunData) -> str | None:
+    """"poll" or "system" (how idle CPUs behaved while fio ran, cpuidle.py); None if not
+    recorded. "poll" that could not be held counts as "system"."""
+    idle = run.host.get("cpu_idle")
+    if not isinstance(idle, dict):
+        return None
+    held = str(idle.get("wakeup_latency", "")).startswith("idle CPUs poll")
+    return "poll" if idle.get("policy") == "poll" and held else "system"
 
 
 def mismatches(runs: Sequence[RunData]) -> dict[str, str]:
@@ -96,6 +108,10 @@ def mismatches(runs: Sequence[RunData]) -> dict[str, str]:
         values = {v for r in runs if (v := _test_signature(r, kind)) is not None}
         if len(values) > 1:
             out[kind] = f"threads x QD differ: {', '.join(sorted(values))}"
+    idle = {p for r in runs if not is_reference(r) and (p := _idle_policy(r))}
+    if len(idle) > 1:
+        out["latency"] = (out["latency"] + "; " if "latency" in out else "") + (
+            "idle CPUs polled in some runs and slept in others (host wake-up latency)")
     quick = {r.quick for r in runs if not is_reference(r)}
     if len(quick) > 1:
         for kind in ("iops", "throughput", "latency"):

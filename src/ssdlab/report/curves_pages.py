@@ -100,11 +100,20 @@ def _points_table(w: dict[str, Any]) -> str:
                      "-" if delivered is None else f"{delivered:.1f} %",
                      "-" if bw is None else f"{bw / 1e6:,.1f} MB/s",
                      fmt_value(_num(p.get("lat_mean_us"))), fmt_value(_num(p.get("lat_p99_us"))),
-                     esc(p.get("fio_rate") or "-"), "SHORT" if p.get("short") else ""])
+                     esc(p.get("fio_rate") or "-"), _host_cpu(p),
+                     "SHORT" if p.get("short") else ""])
         classes.append("failed" if p.get("short") else "")
     return table(("point", "target IOPS", "delivered IOPS", "delivered", "MB/s",
-                  "mean (us)", "p99 (us)", "fio rate per job", ""), rows,
+                  "mean (us)", "p99 (us)", "fio rate per job", "host CPU (steal)", ""), rows,
                  row_classes=classes)
+
+
+def _host_cpu(p: dict[str, Any]) -> str:
+    """Host-wide CPU busy share during the point, and the hypervisor's steal share."""
+    busy, steal = _num(p.get("host_cpu_pct")), _num(p.get("host_steal_pct"))
+    if busy is None:
+        return "-"
+    return f"{busy:.0f} %" + ("" if steal is None else f" ({steal:.0f} %)")
 
 
 def _summary_page(run: RunData, test: TestData, anchor: str) -> Page:

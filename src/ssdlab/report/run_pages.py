@@ -96,6 +96,16 @@ def _joined(*parts: object, sep: str) -> str:
     return sep.join(known) if known else "-"
 
 
+def idle_cpus(host: dict[str, object]) -> str:
+    """How idle CPUs behaved while fio ran, with the idle driver and governor ("-" for runs
+    recorded before ssdlab kept it, and for imported reference runs)."""
+    idle = host.get("cpu_idle")
+    if not isinstance(idle, dict):
+        return "-"
+    driver = _joined(idle.get("driver"), idle.get("governor"), sep=" / ")
+    return f"{idle.get('wakeup_latency') or '-'}; cpuidle driver / governor: {driver}"
+
+
 def _host(run: RunData) -> list[tuple[str, object]]:
     h = run.host
     memory = h.get("memory_bytes")
@@ -105,6 +115,7 @@ def _host(run: RunData) -> list[tuple[str, object]]:
         ("CPU", _joined(h.get("cpu_model"), f"x{count}" if count else None, sep=" ")),
         ("memory", format_bytes(memory) if isinstance(memory, int) else "-"),
         ("OS / kernel", _joined(h.get("os"), h.get("kernel"), sep=" / ")),
+        ("idle CPUs", idle_cpus(h)),
         ("fio", run.versions.get("fio")),
         ("ssdlab", run.versions.get("ssdlab")),
     ]

@@ -126,6 +126,9 @@ def header_lines(run: RunData) -> list[str]:
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",
     ]
+    idle = h.get("cpu_idle")
+    if isinstance(idle, dict) and idle.get("wakeup_latency"):
+        lines.append(f"idle CPUs: {idle['wakeup_latency']}")
     return lines
 
 
@@ -246,11 +249,12 @@ def preset_lines(test: TestData) -> list[str]:
                   if pt.get("fraction_pct") is not None else str(pt.get("kind"))),
                  _num(pt.get("target_iops")), _num(pt.get("iops")),
                  _num(pt.get("delivered_pct"), 1), _num(pt.get("lat_mean_us"), 1),
-                 _num(pt.get("lat_p99_us"), 1), "SHORT" if pt.get("short") else ""]
+                 _num(pt.get("lat_p99_us"), 1), _num(pt.get("host_cpu_pct"), 0),
+                 _num(pt.get("host_steal_pct"), 0), "SHORT" if pt.get("short") else ""]
                 for pt in w.get("points", []) if isinstance(pt, dict)]
         lines += [f"  {w.get('title', w.get('name'))} (max {_num(w.get('max_iops'))} IOPS):",
                   *_table(["point", "target IOPS", "delivered IOPS", "delivered %",
-                           "mean us", "p99 us", "flag"], body)]
+                           "mean us", "p99 us", "host CPU %", "steal %", "flag"], body)]
     cell = r.get("cell")
     if isinstance(cell, dict):  # replay
         lines += _table(["IOPS", "MB/s", "mean us", "p99 us", "max us"],

@@ -11,6 +11,7 @@ round of the test ``curves`` when it ends.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, tim
 from ssdlab.run.workload_target import WorkloadTarget, materialised, prepare_workload_target
 from ssdlab.store.db import Store
 from ssdlab.targets.safety import DestroyData
+from ssdlab.targets.topology import StatSnapshot, cpu_usage, read_proc_stat
 
 TEST = cv.TEST
 FILE_NAME = "ssdlab-curves.dat"
@@ -170,6 +172,20 @@ def describe(p: PreparedCurves) -> str:
     return "\n".join(out) + "\n"
 
 
+#: host CPU use over each point's fio run (ramp included), from /proc/stat
+HOST_KEYS = ("host_cpu_pct", "host_steal_pct")
+#: a point during which the hypervisor took at least this share of CPU time says so
+STEAL_WARN_PCT = 5.0
+
+
+def host_usage(before: StatSnapshot, after: StatSnapshot) -> dict[str, float | None]:
+    """Host-wide CPU busy and steal shares (percent) between two /proc/stat readings."""
+    usage = cpu_usage(before["cpu"], after["cpu"]) if "cpu" in before and "cpu" in after \
+        else None
+    return {"host_cpu_pct": None if usage is None else usage.busy_pct,
+            "host_steal_pct": None if usage is None else usage.steal_pct}
+
+
 def _num(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
         else None
@@ -179,8 +195,10 @@ class CurvesRun:
     """One curve run against one target, journaled to ``store``."""
 
     def __init__(self, prepared: PreparedCurves, store: Store, executor: Executor,
-                 progress: Progress) -> None:
+                 progress: Progress, *,
+                 read_stat: Callable[[], StatSnapshot] = read_proc_stat) -> None:
         self.p = prepared
+        self.read_stat = read_stat
         self.o = prepared.options
         self.store = store
         self.executor = executor
@@ -272,8 +290,10 @@ class CurvesRun:
                                  f"point {self.round_no}: {point.workload.name}, {point.label}")
         self.progress.phase(f"{point.workload.name} {point.label}", self.round_no,
                             spec.planned_seconds)
+        before = self.read_stat()
         run = self.executor.run(text, timeout_for((spec,)), json_plus=True,
                                 on_tick=self.progress.tick)
+        usage = host_usage(before, self.read_stat())
         job = None
         if run.output is not None:
             job = next((j for j in run.output.jobs if j.name == point.name), None)
@@ -281,6 +301,7 @@ class CurvesRun:
         ok = run.ok and cell is not None and (_num(cell.get("iops")) or 0) > 0
         if cell is not None:
             cell.update(self._extra(point, cell))
+            cell.update(usage)
         self.store.add_round(
             s.run_id, TEST, self.round_no, status="ok" if ok else "failed",
             tracking={"iops": _num(cell.get("iops")) or 0.0, "lat_mean_us": _num(
@@ -294,7 +315,7 @@ class CurvesRun:
         summary: dict[str, Any] = {"round": self.round_no}
         summary.update({k: cell.get(k) for k in (
             "kind", "fraction_pct", "target_iops", "delivered_pct", "short", "fio_rate",
-            *POINT_KEYS)})
+            *POINT_KEYS, *HOST_KEYS)})
         entry["points"].append(summary)
         self.progress.line(self._point_line(point, cell))
         return cell
@@ -314,6 +335,9 @@ class CurvesRun:
     def _point_line(point: cv.Point, cell: Cell) -> str:
         target = "" if point.target_iops is None else f" (target {point.target_iops:,.0f})"
         flag = " SHORT of target" if cell.get("short") else ""
+        steal = _num(cell.get("host_steal_pct"))
+        if steal is not None and steal >= STEAL_WARN_PCT:
+            flag += f"; the hypervisor took {steal:.0f} % of the CPU time (steal)"
         mean, p99 = _num(cell.get("lat_mean_us")), _num(cell.get("lat_p99_us"))
         return (f"  {point.workload.name} {point.label}: {float(str(cell['iops'])):,.0f} IOPS"
                 f"{target}, mean {mean or 0:.1f} us, p99 {p99 or 0:.1f} us{flag}")
