@@ -35,7 +35,7 @@ def test_curve_points_flag_short_ones() -> None:
     points = [{"kind": "max", "iops": 50_000.0, "lat_mean_us": 600.0, "lat_p99_us": 900.0},
               {"kind": "fraction", "fraction_pct": 10, "target_iops": 5_000.0, "iops": 4_990.0,
                "delivered_pct": 99.8, "lat_mean_us": 100.0, "lat_p99_us": 200.0,
-               "short": False},
+               "host_cpu_pct": 41.6, "host_steal_pct": 0.4, "short": False},
               {"kind": "fraction", "fraction_pct": 100, "target_iops": 50_000.0,
                "iops": 40_000.0, "delivered_pct": 80.0, "lat_mean_us": 2_000.0,
                "lat_p99_us": 5_000.0, "short": True}]
@@ -44,7 +44,10 @@ def test_curve_points_flag_short_ones() -> None:
     lines = preset_lines(_test("curves", result))
     assert lines[0] == "  SQL (max 50,000 IOPS):"
     assert lines[3].split()[:2] == ["max", "rate"]
-    assert lines[4].split() == ["10", "%", "5,000", "4,990", "99.8", "100.0", "200.0"]
+    assert "host CPU %" in lines[1] and "steal %" in lines[1]
+    assert lines[4].split() == ["10", "%", "5,000", "4,990", "99.8", "100.0", "200.0", "42",
+                                "0"]
+    assert lines[3].split()[-2:] == ["-", "-"]  # a point recorded without host CPU
     assert lines[5].split()[-1] == "SHORT"
 
 
