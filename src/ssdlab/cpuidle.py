@@ -111,19 +111,22 @@ def idle_states(sysfs_cpu: Path = SYSFS_CPU) -> list[dict[str, object]]:
 
 def idle_facts(chosen: str, *, sysfs_cpu: Path = SYSFS_CPU,
                device: Path = QOS_DEVICE) -> dict[str, object]:
-    """What a run records of idle CPUs: the policy, whether it can be kept, the idle driver
-    and governor, and the idle states."""
+    """What a run records of idle CPUs: the policy, whether the limit can be held (None
+    under ``system``), in words, the idle driver and governor, and the idle states."""
     if chosen == "poll":
         # can the limit be held? (the device is root-only; opening it for a moment is the
         # only honest test, and closing it at once restores the host's own limit)
         with WakeupLatencyHold(device) as probe:
-            wakeup = ("idle CPUs poll while fio runs (0 us wake-up latency limit held on "
-                      f"{device})" if probe.held else
-                      f"not held, idle CPUs may sleep ({probe.reason})")
+            held: bool | None = probe.held
+            wakeup = (f"poll while fio runs (0 us wake-up latency limit held on {device})"
+                      if probe.held else
+                      f"may sleep: the 0 us limit could not be held ({probe.reason})")
     else:
+        held = None
         wakeup = f"the host's own idle policy ({POLICY_ENV}=system)"
     return {
         "policy": chosen,
+        "held": held,
         "wakeup_latency": wakeup,
         "driver": _read(sysfs_cpu / "cpuidle" / "current_driver"),
         "governor": _read(sysfs_cpu / "cpuidle" / "current_governor")

@@ -101,7 +101,9 @@ def test_a_run_records_how_idle_cpus_behaved(shm_dir: Path) -> None:
         assert idle["driver"] == (Path("/sys/devices/system/cpu/cpuidle/current_driver")
                                   .read_text().strip())
         shown = ssdlab("show", run, "--store", store).stdout
-        expected = ("idle CPUs: idle CPUs poll while fio runs" if policy == "poll" else
+        assert idle["held"] is (True if policy == "poll" else None)
+        expected = ("idle CPUs: poll while fio runs (0 us wake-up latency limit held on "
+                    "/dev/cpu_dma_latency)" if policy == "poll" else
                     "idle CPUs: the host's own idle policy (SSDLAB_CPU_IDLE=system)")
         assert expected in shown, shown
 

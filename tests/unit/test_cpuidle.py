@@ -82,7 +82,9 @@ def test_idle_facts_name_the_driver_governor_and_states_in_depth_order(tmp_path:
     facts = cpuidle.idle_facts("poll", sysfs_cpu=cpu, device=device)
     assert facts["policy"] == "poll"
     assert facts["driver"] == "intel_idle" and facts["governor"] == "menu"
-    assert str(facts["wakeup_latency"]).startswith("idle CPUs poll while fio runs")
+    assert facts["held"] is True
+    assert facts["wakeup_latency"] == (
+        f"poll while fio runs (0 us wake-up latency limit held on {device})")
     states = facts["states"]
     assert isinstance(states, list)
     assert [s["name"] for s in states] == ["POLL", "C1", "C6", "C1E", "C10"]
@@ -90,9 +92,12 @@ def test_idle_facts_name_the_driver_governor_and_states_in_depth_order(tmp_path:
     assert [s["disabled"] for s in states] == [False, False, True, False, False]
 
     missing = cpuidle.idle_facts("poll", sysfs_cpu=cpu, device=tmp_path / "nope")
-    assert str(missing["wakeup_latency"]).startswith("not held, idle CPUs may sleep")
+    assert missing["held"] is False
+    assert str(missing["wakeup_latency"]).startswith(
+        "may sleep: the 0 us limit could not be held (")
     system = cpuidle.idle_facts("system", sysfs_cpu=cpu, device=device)
     assert system["wakeup_latency"] == "the host's own idle policy (SSDLAB_CPU_IDLE=system)"
+    assert system["held"] is None
 
 
 def test_idle_facts_without_cpuidle_in_sysfs(tmp_path: Path) -> None:
@@ -109,17 +114,18 @@ def _run(host: dict[str, object], reference: bool = False) -> RunData:
     )
 
 
-POLLED = {"cpu_idle": {"policy": "poll", "driver": "haltpoll", "governor": "haltpoll",
-                       "wakeup_latency": "idle CPUs poll while fio runs (0 us ...)"}}
-SLEPT = {"cpu_idle": {"policy": "system", "driver": "intel_idle", "governor": "menu",
+POLLED = {"cpu_idle": {"policy": "poll", "held": True, "driver": "haltpoll",
+                       "governor": "haltpoll", "wakeup_latency": "poll while fio runs (0 us ...)"}}
+SLEPT = {"cpu_idle": {"policy": "system", "held": None, "driver": "intel_idle",
+                      "governor": "menu",
                       "wakeup_latency": "the host's own idle policy (SSDLAB_CPU_IDLE=system)"}}
-NOT_HELD = {"cpu_idle": {"policy": "poll", "driver": None, "governor": None,
-                         "wakeup_latency": "not held, idle CPUs may sleep (denied)"}}
+NOT_HELD = {"cpu_idle": {"policy": "poll", "held": False, "driver": None, "governor": None,
+                         "wakeup_latency": "may sleep: the 0 us limit could not be held (x)"}}
 
 
 def test_the_title_page_says_how_idle_cpus_behaved() -> None:
     assert idle_cpus(POLLED) == (
-        "idle CPUs poll while fio runs (0 us ...); cpuidle driver / governor: "
+        "poll while fio runs (0 us ...); cpuidle driver / governor: "
         "haltpoll / haltpoll")
     assert idle_cpus(NOT_HELD).endswith("driver / governor: -")
     assert idle_cpus({}) == "-"  # recorded before ssdlab kept it, or a reference run

@@ -98,8 +98,7 @@ def _idle_policy(run: RunData) -> str | None:
     idle = run.host.get("cpu_idle")
     if not isinstance(idle, dict):
         return None
-    held = str(idle.get("wakeup_latency", "")).startswith("idle CPUs poll")
-    return "poll" if idle.get("policy") == "poll" and held else "system"
+    return "poll" if idle.get("policy") == "poll" and idle.get("held") is True else "system"
 
 
 def mismatches(runs: Sequence[RunData]) -> dict[str, str]:
