@@ -288,12 +288,23 @@ def _describe(checks: Sequence[WindowCheck], rule: SteadyRule) -> str:
     return "; ".join(f"{c.variable}: {_short_reasons(c, rule)}" for c in checks)
 
 
+def _best_window(
+    scored: Sequence[tuple[float, tuple[WindowCheck, ...]]]
+) -> tuple[WindowCheck, ...]:
+    """The earliest window whose worst score is the lowest. Scores within a relative
+    tolerance of the lowest are tied: two windows holding the same values in another
+    order score alike, up to the last bits of their averages."""
+    lowest = min(score for score, _ in scored)
+    return next(checks for score, checks in scored
+                if score == lowest or score <= lowest * (1 + _TOLERANCE))
+
+
 def evaluate(series: Mapping[str, Sequence[float]], rule: SteadyRule) -> Verdict:
     """Find the first round at which every variable's window passes ``rule``.
 
     ``series`` maps each tracking variable to its values for rounds 1..n (same n for all).
     If no window passes, the verdict carries the window with the lowest worst score
-    (the earliest such window on ties).
+    (the earliest such window on ties, scores within a relative 1e-9 being tied).
     """
     n = _rounds_seen(series)
     variables = tuple(series)
@@ -303,17 +314,15 @@ def evaluate(series: Mapping[str, Sequence[float]], rule: SteadyRule) -> Verdict
             f"NOT STEADY: {n} {plural}, fewer than the {rule.window}-round window ({rule.name})"
         )
         return Verdict(rule, variables, False, n, (), message)
-    best: tuple[WindowCheck, ...] = ()
-    best_score = math.inf
+    scored: list[tuple[float, tuple[WindowCheck, ...]]] = []
     for first in range(1, n - rule.window + 2):
         checks = _window_checks(series, first, rule)
         if all(check.passed for check in checks):
             first_last = f"rounds {first}-{first + rule.window - 1}"
             message = f"steady: {first_last} ({rule.name}), {_describe(checks, rule)}"
             return Verdict(rule, variables, True, n, checks, message)
-        score = max(check.score for check in checks)
-        if not best or score < best_score:
-            best, best_score = checks, score
+        scored.append((max(check.score for check in checks), checks))
+    best = _best_window(scored)
     first, last = best[0].first_round, best[0].last_round
     message = (
         f"NOT STEADY after {n} rounds ({rule.name}); best window rounds {first}-{last}: "
