@@ -27,7 +27,7 @@ from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, tim
 from ssdlab.run.workload_target import WorkloadTarget, materialised, prepare_workload_target
 from ssdlab.store.db import Store
 from ssdlab.targets.safety import DestroyData
-from ssdlab.targets.topology import StatSnapshot, cpu_usage, read_proc_stat
+from ssdlab.targets.topology import StatSnapshot, host_cpu_usage, read_proc_stat
 
 TEST = cv.TEST
 FILE_NAME = "ssdlab-curves.dat"
@@ -180,8 +180,7 @@ STEAL_WARN_PCT = 5.0
 
 def host_usage(before: StatSnapshot, after: StatSnapshot) -> dict[str, float | None]:
     """Host-wide CPU busy and steal shares (percent) between two /proc/stat readings."""
-    usage = cpu_usage(before["cpu"], after["cpu"]) if "cpu" in before and "cpu" in after \
-        else None
+    usage = host_cpu_usage(before, after)
     return {"host_cpu_pct": None if usage is None else usage.busy_pct,
             "host_steal_pct": None if usage is None else usage.steal_pct}
 

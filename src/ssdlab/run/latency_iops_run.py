@@ -53,7 +53,7 @@ from ssdlab.targets.topology import (
     StatSnapshot,
     allowed_cpus,
     busiest_cpu_pct,
-    cpu_usage,
+    host_cpu_usage,
     node_cpus,
     pci_attachment,
     read_proc_stat,
@@ -264,7 +264,7 @@ class CpuWindow:
     def finish(self, wall_s: float, cpus: frozenset[int]) -> dict[str, object]:
         end = self.read()
         begin = self.start[1] if self.start else self.first
-        usage = cpu_usage(begin["cpu"], end["cpu"]) if "cpu" in begin and "cpu" in end else None
+        usage = host_cpu_usage(begin, end)
         return {
             "host_cpu_pct": None if usage is None else usage.busy_pct,
             "host_usr_pct": None if usage is None else usage.usr_pct,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ssdlab.cpuidle import QOS_DEVICE, idle_facts
+from ssdlab.cpuidle import idle_facts
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.errors import EnvironmentProblem, TargetError
 
@@ -455,10 +455,9 @@ def _file_device(st_dev: int, mount: MountEntry | None, *, sysfs: Path) -> str |
 # --------------------------------------------------------------------------- host
 
 
-def host_info(*, sysfs: Path = SYSFS, proc: Path = PROC, etc: Path = ETC,
-              cpu_idle: str | None = None, qos_device: Path = QOS_DEVICE) -> dict[str, object]:
-    """The machine a run happens on; ``cpu_idle`` is the idle policy while fio runs (default:
-    ``$SSDLAB_CPU_IDLE``, else poll; see cpuidle.py)."""
+def host_info(*, sysfs: Path = SYSFS, proc: Path = PROC, etc: Path = ETC) -> dict[str, object]:
+    """The machine a run happens on, with how its idle CPUs behave while fio runs
+    (``$SSDLAB_CPU_IDLE``, cpuidle.py)."""
     cpuinfo = read_attr(proc / "cpuinfo") or ""
     meminfo = read_attr(proc / "meminfo") or ""
     memory = re.search(r"^MemTotal:\s+(\d+)\s*kB", meminfo, re.MULTILINE)
@@ -472,8 +471,7 @@ def host_info(*, sysfs: Path = SYSFS, proc: Path = PROC, etc: Path = ETC,
         "os": _os_pretty_name(etc),
         "hostname": socket.gethostname(),
         "python": platform.python_version(),
-        "cpu_idle": idle_facts(cpu_idle or idle_policy_env(),
-                               sysfs_cpu=sysfs / "devices" / "system" / "cpu", device=qos_device),
+        "cpu_idle": idle_facts(idle_policy_env(), sysfs_cpu=sysfs / "devices" / "system" / "cpu"),
     }
 
 

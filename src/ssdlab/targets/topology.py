@@ -76,6 +76,13 @@ def cpu_usage(before: CpuTimes, after: CpuTimes) -> CpuUsage | None:
                     share("steal"))
 
 
+def host_cpu_usage(before: StatSnapshot, after: StatSnapshot) -> CpuUsage | None:
+    """Host-wide CPU use (the ``cpu`` line) between two snapshots; None if either lacks it."""
+    if "cpu" not in before or "cpu" not in after:
+        return None
+    return cpu_usage(before["cpu"], after["cpu"])
+
+
 def busiest_cpu_pct(
     before: StatSnapshot, after: StatSnapshot, cpus: frozenset[int]
 ) -> float | None:
