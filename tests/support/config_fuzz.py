@@ -35,15 +35,16 @@ from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.config_schema import (
     COMMAND_LINE_ONLY,
     MAX_CONFIG_BYTES,
-    SCHEMAS,
     ConfigFile,
     Kind,
     parse_config,
 )
 from ssdlab.run.prepare import PreparedTarget
+from ssdlab.suites import config_schemas
 from tests.support.prepared import file_info
 
 GIB = 1 << 30
+SCHEMAS = config_schemas()
 CPUS = 2
 
 

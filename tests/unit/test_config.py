@@ -17,13 +17,15 @@ from hypothesis import strategies as st
 from ssdlab.cli.config_opts import ConfiguredCommand
 from ssdlab.cli.main import build_parser
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.plan.config_schema import COMMAND_LINE_ONLY, SCHEMAS, Kind, parse_config
+from ssdlab.plan.config_schema import COMMAND_LINE_ONLY, Kind, parse_config
+from ssdlab.suites import config_schemas
 from tests.support.config_fuzz import (
     check_config_outcome,
     config_documents,
     suite_parsers,
 )
 
+SCHEMAS = config_schemas()
 ROOT = Path(__file__).resolve().parents[2]
 PARSERS = suite_parsers()
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.config_schema import (
     MAX_CONFIG_BYTES,
-    SCHEMAS,
     ConfigFile,
     Kind,
     Value,
@@ -89,9 +88,10 @@ def _reason(exc: Exception, kind: Kind) -> str:
 
 def settings_of(parser: argparse.ArgumentParser, suite: str) -> list[Setting]:
     """The suite's schema bound to its parser's options; every key must have one."""
+    from ssdlab.suites import config_schemas
     by_option = {s: a for a in parser._actions for s in a.option_strings}
     settings = []
-    for key, kind in SCHEMAS[suite].items():
+    for key, kind in config_schemas()[suite].items():
         action = by_option[f"--{key}"]
         settings.append(Setting(key, kind, action, parser.get_default(action.dest)))
     return settings

@@ -87,6 +87,7 @@ def _run_on_file(size: int, args: argparse.Namespace, argv: list[str]) -> str:
 def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.report.terminal import render_run
     from ssdlab.store.export import write_export
+    from ssdlab.suites import result_json
     try:
         size = parse_size(args.size)
     except ValueError as exc:
@@ -107,7 +108,7 @@ def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
     args.output_dir.mkdir(parents=True, exist_ok=True)
     out = args.output_dir / f"{run_id}.json"
     with open(out, "w", encoding="utf-8") as fh:
-        write_export(run, "json", fh)
+        write_export(run, "json", fh, result_json)
     print(f"results: store {store.path}, run {run_id}; JSON export {out.resolve()}")
     print(f"next: ssdlab show {run_id} | ssdlab export {run_id} --format csv")
     return int(ExitCode.OK)

@@ -85,10 +85,11 @@ def show_command(args: argparse.Namespace, argv: list[str]) -> int:
 
 def export_command(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.store.export import write_export
+    from ssdlab.suites import result_json
     with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     if args.output is None:
-        write_export(run, args.format, sys.stdout)
+        write_export(run, args.format, sys.stdout, result_json)
         return int(ExitCode.OK)
     if not args.output.parent.is_dir():
         raise UserError(
@@ -96,7 +97,7 @@ def export_command(args: argparse.Namespace, argv: list[str]) -> int:
         )
     tmp = args.output.with_name(args.output.name + ".part")
     with open(tmp, "w", encoding="utf-8", newline="") as out:
-        write_export(run, args.format, out)
+        write_export(run, args.format, out, result_json)
     tmp.replace(args.output)
     print(f"wrote {args.output}", file=sys.stdout)
     return int(ExitCode.OK)

@@ -17,6 +17,7 @@ from ssdlab.cli.common import (
 from ssdlab.cli.run_cmd import run_progress
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.store.records import RunData
+from ssdlab.suites import Suite, find
 
 
 def register(sub: Any) -> None:
@@ -65,6 +66,25 @@ def check_resumable(run: RunData) -> None:
                         "(Ctrl-C or kill), then resume")
 
 
+def _resume_registered(suite: Suite, run: RunData, args: argparse.Namespace,
+                       argv: list[str]) -> None:
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.prepare import TargetRequest
+    runner = suite.runner()
+    if not suite.spec.resumable or runner.prepare_resume is None:
+        raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
+    request = TargetRequest(str(run.target.get("path")), None, None, args.destroy_data,
+                            args.fio)
+    prepared = runner.prepare_resume(run, request)
+    progress = runner.progress(prepared)
+    with open_store(args) as store:
+        try:
+            executor = FioExecutor(args.fio, read_only=runner.read_only(prepared))
+            runner.resume(prepared, store, executor, progress, store.load(run.run_id), argv)
+        finally:
+            progress.close()
+
+
 def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.engine.runner import FioExecutor
     from ssdlab.run.prepare import prepare_resume
@@ -72,7 +92,10 @@ def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
     with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     check_resumable(run)
-    if run.suite == "pts":
+    suite = find(run.suite)
+    if suite is not None:
+        _resume_registered(suite, run, args, argv)
+    elif run.suite == "pts":
         prepared = prepare_resume(run, args.destroy_data, args.fio)
         progress = run_progress(prepared)
         with open_store(args) as store:

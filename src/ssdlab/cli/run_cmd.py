@@ -39,8 +39,15 @@ def register(sub: Any) -> None:
     add_run_options(pts)
     pts.set_defaults(func=run_command)
     add_config_option(pts)
+    from ssdlab.cli import suite_cmd
+    from ssdlab.suites import find
     for module in suite_modules.MODULES:
-        module.register(suites)
+        if isinstance(module, str):
+            registered = find(module)
+            assert registered is not None, module
+            suite_cmd.register(suites, registered)
+        else:
+            module.register(suites)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

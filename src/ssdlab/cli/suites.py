@@ -18,7 +18,6 @@ from ssdlab.cli import (
     op_sweep_cmd,
     replay_cmd,
     saturation_cmd,
-    slc_probe_cmd,
     verify_cmd,
 )
 
@@ -33,6 +32,6 @@ MODULES: list[Any] = [
     op_sweep_cmd,
     replay_cmd,
     saturation_cmd,
-    slc_probe_cmd,
+    "slc-probe",
     verify_cmd,
 ]

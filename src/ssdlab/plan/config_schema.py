@@ -100,11 +100,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         "burst-seconds": Kind.FLOAT, "bursts": Kind.INT, "baseline-rounds": Kind.INT,
         "recovery-ratio": Kind.FLOAT,
     },
-    "slc-probe": {
-        **_SHARED, "profile": Kind.TEXT, "write-size": Kind.SIZE, "block-size": Kind.SIZE,
-        "qd": Kind.INT, "log": Kind.TEXT, "log-interval": Kind.INT, "slice": Kind.SIZE,
-        "min-drop": Kind.FLOAT, "settle": Kind.FLOAT, "repeat-after": Kind.FLOAT, **_FIO,
-    },
     "curves": {
         **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "workload": Kind.LIST,
         "fractions": Kind.LIST, "with-120": Kind.BOOL, "seconds": Kind.FLOAT,
@@ -192,14 +187,22 @@ def show(value: object, depth: int = 0) -> str:
 # --------------------------------------------------------------------------- reading
 
 
-def parse_config(data: bytes, name: str, suite: str) -> ConfigFile:
+Schemas = Mapping[str, Mapping[str, Kind]]
+
+
+def parse_config(data: bytes, name: str, suite: str, schemas: Schemas | None = None
+                 ) -> ConfigFile:
     """The settings in a config file's ``data`` for ``suite``; UserError (one line) if bad.
 
-    ``name`` is the file's path: its suffix (.toml or .json) gives the format.
+    ``name`` is the file's path: its suffix (.toml or .json) gives the format. ``schemas``
+    holds every suite's keys (:func:`ssdlab.suites.config_schemas`).
     """
+    if schemas is None:
+        from ssdlab.suites import config_schemas
+        schemas = config_schemas()
     suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
     name = printable(name)
-    if suite not in SCHEMAS:
+    if suite not in schemas:
         raise config_error(name, f"ssdlab run {suite} takes no config file")
     if suffix not in FORMATS:
         raise config_error(name, "give a .toml or .json file (the suffix says which)")
@@ -212,8 +215,8 @@ def parse_config(data: bytes, name: str, suite: str) -> ConfigFile:
         raise config_error(name, f"not UTF-8 text (byte {data[exc.start]:#04x} at offset "
                            f"{exc.start})") from None
     document = _decode(text.removeprefix("\ufeff"), FORMATS[suffix], name)
-    table = _suite_table(document, name, suite)
-    return ConfigFile(name, suite, _check_keys(table, name, suite))
+    table = _suite_table(document, name, suite, schemas)
+    return ConfigFile(name, suite, _check_keys(table, name, schemas[suite], suite))
 
 
 def _decode(text: str, fmt: str, name: str) -> dict[str, Any]:
@@ -250,15 +253,16 @@ def _one_line(text: str) -> str:
     return line if len(line) <= 200 else line[:200] + "..."
 
 
-def _suite_table(document: dict[str, Any], name: str, suite: str) -> dict[str, Any]:
+def _suite_table(document: dict[str, Any], name: str, suite: str, schemas: Schemas
+                 ) -> dict[str, Any]:
     """The settings: the document itself, or its one ``[suite]`` table."""
     tables = [key for key, value in document.items() if isinstance(value, dict)]
-    suites = [key for key in tables if key in SCHEMAS]
+    suites = [key for key in tables if key in schemas]
     if len(suites) > 1:
         raise config_error(name, f"the file has tables for several suites ({', '.join(suites)}"
                            "); give one suite's settings per file")
     if not suites:
-        if tables and _normal(tables[0]) not in SCHEMAS[suite]:
+        if tables and _normal(tables[0]) not in schemas[suite]:
             raise config_error(name, f"[{printable(tables[0])}] is not a suite: give the "
                                f"settings at the top level or under [{suite}]")
         return document
@@ -276,8 +280,8 @@ def _normal(key: str) -> str:
     return key.replace("_", "-")
 
 
-def _check_keys(table: dict[str, Any], name: str, suite: str) -> dict[str, Value]:
-    schema = SCHEMAS[suite]
+def _check_keys(table: dict[str, Any], name: str, schema: Mapping[str, Kind], suite: str
+                ) -> dict[str, Value]:
     values: dict[str, Value] = {}
     spelled: dict[str, str] = {}
     for raw_key, value in table.items():
@@ -286,7 +290,7 @@ def _check_keys(table: dict[str, Any], name: str, suite: str) -> dict[str, Value
             raise config_error(name, f"{printable(raw_key)} cannot be set in a config file: "
                                f"{COMMAND_LINE_ONLY[key]}")
         if key not in schema:
-            raise config_error(name, _unknown(raw_key, key, suite))
+            raise config_error(name, _unknown(raw_key, key, schema, suite))
         if key in spelled:
             raise config_error(name, f"{key} is given twice (as {printable(spelled[key])} and "
                                f"{printable(raw_key)})")
@@ -295,8 +299,8 @@ def _check_keys(table: dict[str, Any], name: str, suite: str) -> dict[str, Value
     return values
 
 
-def _unknown(raw_key: str, key: str, suite: str) -> str:
-    close = difflib.get_close_matches(key.lower(), SCHEMAS[suite], n=1, cutoff=0.6)
+def _unknown(raw_key: str, key: str, schema: Mapping[str, Kind], suite: str) -> str:
+    close = difflib.get_close_matches(key.lower(), schema, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else (
         f" (the keys are the long options of `ssdlab run {suite} --help`)")
     return f"unknown key {show(raw_key)} for ssdlab run {suite}{hint}"

@@ -22,15 +22,25 @@ Pure: nothing here touches a device.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record, key
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes
 from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes
 
-TEST = "slc-probe"
+SUITE = TEST = "slc-probe"
+CELL = "slc-probe"
+TRACKING = "write bandwidth"
+LOG_PLACEHOLDER = "LOGDIR/slc"
 BLOCK_BYTES = 128 * KIB
 #: 32 x 128 KiB = 4 MiB in flight keeps every die of an NVMe drive busy (the same load
 #: as ssdlab's preconditioning); a single thread keeps the write sequential
@@ -243,3 +253,173 @@ def build_slc_options(
         purge=args.purge,
         ioengine=args.ioengine,
     )
+
+
+# -- the suite ----------------------------------------------------------------------------
+
+_G = "slc probe"
+OPTIONS = (
+    *common.device_target(),
+    common.profile(_G, tuple(PROFILES), "default: write the whole capacity once, 10 s idle "
+                   "after the purge; quick: half the capacity, 2 s idle (marked QUICK "
+                   "everywhere)"),
+    opt("--write-size", group=_G, config=Kind.SIZE, field="write_bytes", type=common.size_arg,
+        metavar="SIZE", help="bytes to write, e.g. 200GiB; at least 16 MiB, at most 4x the "
+        "capacity (default: the capacity; quick: half of it)"),
+    opt("--block-size", group=_G, config=Kind.SIZE, metavar="SIZE",
+        help="write block size, KiB unless a unit is given (default 128)"),
+    common.qd(_G, f"queue depth of the one writing thread (default {IODEPTH})"),
+    opt("--log", group=_G, config=Kind.TEXT, default="auto", choices=LOG_KINDS,
+        help="io: fio's bandwidth log per I/O (exact bytes); bw: averaged over "
+        f"--log-interval; auto (default): io up to {PER_IO_LOG_MAX_IOS:,} I/Os, else bw"),
+    opt("--log-interval", group=_G, config=Kind.INT, field="log_interval_ms", type=int,
+        metavar="MS", help=f"averaging interval of the bw log in ms (default {BW_LOG_MS})"),
+    opt("--slice", group=_G, config=Kind.SIZE, field="slice_bytes", type=common.size_arg,
+        metavar="SIZE", help="bytes per point of the curve (one stored round each; default: "
+        f"the write / {TARGET_SLICES}, at least 1 MiB)"),
+    opt("--min-drop", group=_G, config=Kind.FLOAT, field="min_drop_pct", type=float,
+        default=MIN_DROP_PCT, metavar="PCT", help="a cliff is a drop of at least PCT %% of "
+        f"the rate before it (default {MIN_DROP_PCT:g})"),
+    opt("--settle", group=_G, config=Kind.FLOAT, field="settle_s", type=float, metavar="S",
+        help="seconds of idle between the purge and the write (default: profile; 10, "
+        "quick 2)"),
+    opt("--repeat-after", group=_G, config=Kind.FLOAT, field="repeat_after_s", type=float,
+        metavar="S", help="after the write, idle S seconds and write again to see how much "
+        "cache came back (default: no repeat)"),
+    common.purge(_G, "how the whole target is purged first; auto: blkdiscard for devices, "
+                 "recreate for files (default)"),
+    common.ioengine(_G),
+)
+
+
+@dataclass(frozen=True)
+class CliffRecord(Record):
+    at_bytes: float
+    rate_before_bytes_per_s: float
+    rate_after_bytes_per_s: float
+    ratio: float
+
+
+@dataclass(frozen=True)
+class PassRecord(Record):
+    """One sequential write: what it wrote, its cliffs and its cache estimate."""
+
+    pass_no: int = key("pass")
+    idle_before_s: float = 0.0
+    written_bytes: float = 0
+    mean_rate_bytes_per_s: float = 0.0
+    estimate_bytes: float | None = None
+    cliffs: list[CliffRecord] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SlcTruth(Record):
+    """On the emulated SSD: its configured cache, and how far the estimate is from it."""
+
+    slc_bytes: int
+    estimate_error_pct: float | None
+    profile: str | None
+    fold_rate_bytes_per_s: int | None
+
+
+@dataclass(frozen=True)
+class SlcProbeResult(Record):
+    """The probe's result: the first pass's cache estimate, every pass, the recovery."""
+
+    OMIT_NONE = frozenset({"error"})
+
+    estimate_bytes: float | None = None
+    cliff_found: bool = False
+    message: str = ""
+    passes: list[PassRecord] = field(default_factory=list)
+    recovery: str | None = None
+    slice_bytes: int = 0
+    log: str = ""
+    ground_truth: SlcTruth | None = None
+    error: str | None = None
+
+
+SPEC = SuiteSpec(
+    name=SUITE,
+    help="SLC-cache probe: sequential write from purge, throughput against bytes "
+    "written, the cache size (methodology 1.4)",
+    description="Purge the whole target, then ONE sequential write from offset 0 (one "
+    "thread, no preconditioning) with fio's bandwidth logged; throughput against bytes "
+    "written shows where the SLC cache fills: the first cliff is the cache size "
+    "estimate. docs/slc-probe.md.",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=SlcProbeArgs,
+    results={TEST: SlcProbeResult},
+)
+
+
+# -- what the plan says: dry run, the stored plan, the test's parameters --------------------
+
+#: (cells, what the job does, extra global options) -> the job file's text
+JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
+
+
+def describe(o: SlcProbeOptions, file_target: bool, job_text: JobText) -> list[str]:
+    """``--dry-run``: what the probe will do, with the job file of its write."""
+    purge = "recreate the file" if file_target and o.purge != "none" else o.purge
+    lines = [
+        f"== {TEST}: purge ({purge}) over the whole target, then {o.settle_s:g} s idle",
+        f"one sequential write of {format_bytes(o.write_bytes)} from offset 0 "
+        f"({o.write_bytes / o.capacity_bytes * 100:.0f} % of the capacity), "
+        f"{format_bytes(o.block_bytes)} blocks, 1 thread x QD {o.iodepth}, no preconditioning",
+        f"logged: {o.describe_log()}; cut into slices of {format_bytes(o.slice_bytes)} "
+        f"(about {o.write_bytes // o.slice_bytes} points); cliffs: drops of at least "
+        f"{o.min_drop_pct:g} %; the first is the cache size estimate",
+    ]
+    if o.passes == 2:
+        lines.append(f"then {o.repeat_after_s:g} s idle and the same write again, to see how "
+                     "much cache came back")
+    return [*lines, f"-- job file of the write ({LOG_PLACEHOLDER.split('/')[0]} is a "
+            "temporary directory made at run time):",
+            write_job(o, 1, LOG_PLACEHOLDER, job_text).rstrip()]
+
+
+def write_job(o: SlcProbeOptions, pass_no: int, prefix: str, job_text: JobText) -> str:
+    return job_text((o.cell(pass_no),), f"{TEST} sequential write, pass {pass_no}",
+                    o.log_options(prefix))
+
+
+def plan_dict(o: SlcProbeOptions, args: SlcProbeArgs) -> dict[str, Any]:
+    opts = dataclasses.asdict(o)
+    opts["quick"] = o.quick
+    return {
+        "suite": SUITE,
+        "args": dataclasses.asdict(args),
+        "options": opts,
+        "tests": [TEST],
+        "ioengine": o.ioengine,
+        "direct": True,
+        "data_pattern": "fio default (random, scrambled per I/O)",
+    }
+
+
+def test_params(o: SlcProbeOptions) -> dict[str, Any]:
+    cell = o.cell(1)
+    return {
+        "title": "SLC cache probe",
+        "rule": "none (one write from purge; no steady state)",
+        "window": "-",
+        "tracking_set": TRACKING,
+        "cells": [{"cell": cell.name, "block_bytes": cell.block_bytes, "read_pct": 0,
+                   "pattern": str(cell.pattern), "threads": 1, "iodepth": cell.iodepth,
+                   "io_bytes": cell.io_bytes, "offset_bytes": 0,
+                   "size_bytes": cell.size_bytes}],
+        "purge": o.purge,
+        "settle_s": o.settle_s,
+        "repeat_after_s": o.repeat_after_s,
+        "write_bytes": o.write_bytes,
+        "block_bytes": o.block_bytes,
+        "iodepth": o.iodepth,
+        "log": o.log,
+        "log_interval_ms": o.log_interval_ms,
+        "slice_bytes": o.slice_bytes,
+        "min_drop_pct": o.min_drop_pct,
+        "quick": o.quick,
+    }

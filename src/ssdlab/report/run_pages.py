@@ -212,7 +212,8 @@ def title_page(run: RunData, anchor: str) -> Page:
              "purge", "preconditioning", "outcome"),
             [_test_params(t) for t in tests],
         ))
-    others = [t for t in run.tests if test_kind(t.name) in SUITE_PAGES]
+    others = [t for t in run.tests
+              if test_kind(t.name) in SUITE_PAGES or _suite_pages_of(run, t) is not None]
     if others:
         parts.append("<h3>Tests</h3>" + table(
             ("test", "status", "rounds", "outcome"),
@@ -552,12 +553,22 @@ def other_results_page(run: RunData, test: TestData, anchor: str) -> Page | None
                 head_left(run), run.quick, toc=False)
 
 
+def _suite_pages_of(run: RunData, test: TestData) -> PageMaker | None:
+    """The page maker of ``test`` from its suite's registered pages, if it has one."""
+    from ssdlab.suites import find
+    suite = find(run.suite)
+    return suite.pages().pages_of(test.name) if suite is not None else None
+
+
 def run_pages(run: RunData, index: int) -> list[Page]:
     base = f"run{index}"
     pages = [title_page(run, base)]
     for n, test in enumerate(run.tests):
         anchor = f"{base}-t{n}"
-        if test_kind(test.name) in SUITE_PAGES:
+        maker = _suite_pages_of(run, test)
+        if maker is not None:
+            pages += maker(run, test, anchor)
+        elif test_kind(test.name) in SUITE_PAGES:
             pages += SUITE_PAGES[test_kind(test.name)](run, test, anchor)
         elif test_kind(test.name) in RESULT_BODIES:
             pages += test_pages(run, test, anchor)

@@ -5,13 +5,16 @@ the estimate. Everything comes from the stored rounds (one per slice of bytes) a
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
+from ssdlab.plan.slc_probe import TEST, PassRecord, SlcProbeResult
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import quick_note, run_line, see_line
 from ssdlab.store.records import RunData, TestData
 
 MB = 1e6
@@ -39,25 +42,20 @@ def _curve(test: TestData, pass_no: int) -> list[tuple[float, float]]:
             for i in range(0, len(points), step)]
 
 
-def _passes(test: TestData) -> list[dict[str, Any]]:
-    passes = test.result.get("passes") if isinstance(test.result, dict) else None
-    return [p for p in passes or [] if isinstance(p, dict)]
-
-
-def _chart(test: TestData, anchor: str) -> str:
+def _chart(test: TestData, passes: list[PassRecord], anchor: str) -> str:
     unit, scale = _unit(test)
     series, marks = [], []
-    for i, p in enumerate(_passes(test)):
-        n = int(p.get("pass", i + 1))
+    for i, p in enumerate(passes):
+        n = p.pass_no
         pts = _curve(test, n)
-        name = "first write" if n == 1 else f"after {p.get('idle_before_s', 0):g} s idle"
+        name = "first write" if n == 1 else f"after {p.idle_before_s:g} s idle"
         series.append(ch.Series(name, tuple(b / scale for b, _ in pts),
                                 tuple(r / MB for _, r in pts), style="line", colour_index=i))
-        for k, c in enumerate(p.get("cliffs", [])):
-            label = f"{'cache' if k == 0 else 'cliff'} {fmt_value(c['at_bytes'] / scale)} {unit}"
+        for k, c in enumerate(p.cliffs):
+            label = f"{'cache' if k == 0 else 'cliff'} {fmt_value(c.at_bytes / scale)} {unit}"
             if n > 1:
                 label += " (repeat)"
-            marks.append(ch.Rule(float(c["at_bytes"]) / scale, label, "4 3" if n == 1 else "1 3"))
+            marks.append(ch.Rule(float(c.at_bytes) / scale, label, "4 3" if n == 1 else "1 3"))
     return ch.line_chart(
         f"{anchor}-slc", "Sequential write throughput against data written", series,
         x_label=f"data written since the purge ({unit})", y_label="throughput (MB/s)",
@@ -65,27 +63,26 @@ def _chart(test: TestData, anchor: str) -> str:
     )
 
 
-def _cliff_rows(test: TestData) -> list[list[str]]:
+def _cliff_rows(passes: list[PassRecord]) -> list[list[str]]:
     rows = []
-    for p in _passes(test):
-        for k, c in enumerate(p.get("cliffs", [])):
-            at = float(c["at_bytes"])
+    for p in passes:
+        for k, c in enumerate(p.cliffs):
+            at = float(c.at_bytes)
             rows.append([
-                esc(p.get("pass")), esc("cache estimate" if k == 0 else f"cliff {k + 1}"),
+                esc(p.pass_no), esc("cache estimate" if k == 0 else f"cliff {k + 1}"),
                 esc(format_bytes(at)), esc(f"{at / 1e9:,.2f}"),
-                esc(fmt_value(c["rate_before_bytes_per_s"] / MB, 0)),
-                esc(fmt_value(c["rate_after_bytes_per_s"] / MB, 0)),
-                esc(f"x{c['ratio']:.2f}"),
+                esc(fmt_value(c.rate_before_bytes_per_s / MB, 0)),
+                esc(fmt_value(c.rate_after_bytes_per_s / MB, 0)),
+                esc(f"x{c.ratio:.2f}"),
             ])
     return rows
 
 
-def _parameters(run: RunData, test: TestData) -> list[tuple[str, object]]:
+def _parameters(test: TestData, log: str) -> list[tuple[str, object]]:
     p = test.params
     purge = next((s.detail for s in test.steps if s.kind == "purge"), None)
     purge_text = (f"{purge.get('method')} ({'ok' if purge.get('ok') else 'FAILED'})"
                   if purge else "none")
-    log = test.result.get("log") if isinstance(test.result, dict) else None
     return [
         ("write", f"{format_bytes(p.get('write_bytes', 0))} sequential from offset 0, "
                   f"{format_bytes(p.get('block_bytes', 0))} blocks, 1 thread x QD "
@@ -102,44 +99,68 @@ def _parameters(run: RunData, test: TestData) -> list[tuple[str, object]]:
     ]
 
 
-def _truth(test: TestData) -> str:
-    truth = test.result.get("ground_truth") if isinstance(test.result, dict) else None
-    if not isinstance(truth, dict):
+def _truth(result: SlcProbeResult) -> str:
+    truth = result.ground_truth
+    if truth is None:
         return ""
-    slc = truth.get("slc_bytes")
-    error = truth.get("estimate_error_pct")
+    slc, error = truth.slc_bytes, truth.estimate_error_pct
     rows: list[tuple[str, object]] = [
-        ("configured SLC cache", f"{format_bytes(slc)} ({slc:,} bytes)"
-         if isinstance(slc, int) else "-"),
-        ("estimate - configured", f"{error:+.1f} %" if isinstance(error, int | float) else
-         "no estimate"),
+        ("configured SLC cache", f"{format_bytes(slc)} ({slc:,} bytes)"),
+        ("estimate - configured", f"{error:+.1f} %" if error is not None else "no estimate"),
     ]
     return "<h3>Ground truth of the emulated SSD</h3>" + kv_table(rows)
 
 
 def slc_probe_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
-    result = test.result if isinstance(test.result, dict) else {}
+    result = result_of(test, SlcProbeResult)
     title = "SLC cache probe"
     if test.status == "failed" or not test.rounds:
-        text = f"{test.status.upper()}: {result.get('error', 'no data')}"
+        text = f"{test.status.upper()}: {result.error or 'no data'}"
         return [Page(anchor, f"{title}: no results", banner("failed", text), head_left(run),
                      run.quick)]
     parts = []
-    message = str(result.get("message", ""))
-    if result.get("cliff_found"):
-        parts.append(f'<p class="verdict steady">{esc(message)}</p>')
+    if result.cliff_found:
+        parts.append(f'<p class="verdict steady">{esc(result.message)}</p>')
     else:
-        parts.append(banner("not-steady", f"NO CLIFF FOUND: {message}"))
-    if result.get("recovery"):
-        parts.append(f'<p class="verdict">{esc(result["recovery"])}</p>')
-    parts.append(charts(_chart(test, anchor)))
+        parts.append(banner("not-steady", f"NO CLIFF FOUND: {result.message}"))
+    if result.recovery:
+        parts.append(f'<p class="verdict">{esc(result.recovery)}</p>')
+    parts.append(charts(_chart(test, result.passes, anchor)))
     parts.append(note("Each point is the throughput over one slice of bytes (MB/s = 10^6 "
                       "bytes/s); dashed vertical lines mark the cliffs found, the first is the "
                       "cache size estimate."))
-    rows = _cliff_rows(test)
+    rows = _cliff_rows(result.passes)
     if rows:
         parts.append("<h3>Cliffs</h3>" + table(
             ("pass", "cliff", "written", "GB", "MB/s before", "MB/s after", "ratio"), rows))
-    parts.append(_truth(test))
-    parts.append("<h3>How it was measured</h3>" + kv_table(_parameters(run, test)))
+    parts.append(_truth(result))
+    parts.append("<h3>How it was measured</h3>" + kv_table(_parameters(test, result.log)))
     return [Page(anchor, title, "".join(parts), head_left(run), run.quick)]
+
+
+# -- ssdlab show, and what ssdlab run prints -------------------------------------------------
+
+
+def show_lines(test: TestData) -> list[str]:
+    p, result = test.params, result_of(test, SlcProbeResult)
+    lines = [f"  write {format_bytes(p.get('write_bytes', 0))} sequentially from offset 0, "
+             f"{format_bytes(p.get('block_bytes', 0))} blocks, 1 thread x QD "
+             f"{p.get('iodepth')}; purge {p.get('purge')}, {p.get('settle_s', 0):g} s idle; "
+             f"points of {format_bytes(p.get('slice_bytes', 0))}",
+             f"  verdict: {result.message or result.error or test.status}"]
+    if result.recovery:
+        lines.append(f"  repeat write: {result.recovery}")
+    return lines
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    test = run.tests[0] if run.tests else None
+    result = result_of(test, SlcProbeResult) if test is not None else SlcProbeResult()
+    lines = [run_line(run, store_path, quick_note(run, "")),
+             *([f"  {result.message}"] if result.message else []), see_line(run)]
+    failed = test is None or test.status == "failed"
+    return Outcome(tuple(lines), f"the SLC probe failed (see `ssdlab show {run.run_id}`)"
+                   if failed else None)
+
+
+PAGES = SuitePages(pages={TEST: slc_probe_pages}, show={TEST: show_lines}, outcome=outcome)

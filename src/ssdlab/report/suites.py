@@ -13,7 +13,6 @@ from ssdlab.report import (
     latency_iops_pages,
     op_sweep_pages,
     saturation_pages,
-    slc_probe_pages,
     verify_pages,
 )
 from ssdlab.report.run_pages import SUITE_PAGES
@@ -22,7 +21,6 @@ SUITE_PAGES["wsat"] = saturation_pages.wsat_pages
 SUITE_PAGES["hir"] = saturation_pages.hir_pages
 SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
 SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
-SUITE_PAGES["slc-probe"] = slc_probe_pages.slc_probe_pages
 
 SUITE_PAGES["verify"] = verify_pages.verify_pages
 SUITE_PAGES["curves"] = curves_pages.curves_pages

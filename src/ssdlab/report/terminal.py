@@ -265,12 +265,19 @@ def preset_lines(test: TestData) -> list[str]:
 
 
 def render_run(run: RunData) -> str:
+    from ssdlab.suites import find
     lines = header_lines(run)
+    suite = find(run.suite)
+    pages = suite.pages() if suite is not None else None
     throughput = [t for t in run.tests if t.name.startswith("throughput")]
     for test in run.tests:
         state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
         published = isinstance(test.result, dict) and bool(test.result.get("published"))
         lines += ["", f"== {test.params.get('title', test.name)} [{state}]"]
+        show = pages.show_of(test.name) if pages is not None else None
+        if show is not None:
+            lines += show(test)
+            continue
         if published:
             lines += _published_lines(test)
         else:
@@ -289,3 +296,27 @@ def render_run(run: RunData) -> str:
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"
+
+
+# -- what ``ssdlab run`` prints when a run ends ---------------------------------------------
+
+
+def quick_note(run: RunData, what: str = ": not a valid PTS result") -> str:
+    return f" (QUICK profile{what})" if run.quick else ""
+
+
+def run_line(run: RunData, store_path: object, note: str = "") -> str:
+    """``run ID STATUS[ (QUICK ...)]; results in STORE``."""
+    return f"run {run.run_id} {run.status_text}{note}; results in {store_path}"
+
+
+def see_line(run: RunData) -> str:
+    return f"  see them: ssdlab show {run.run_id}    report: ssdlab report {run.run_id} -o DIR"
+
+
+def failed_tests_error(run: RunData) -> str | None:
+    """The one-line error of a run in which tests failed (None: none did)."""
+    failed = [t.name for t in run.tests if t.status == "failed"]
+    if not failed:
+        return None
+    return f"test(s) failed: {', '.join(failed)} (see `ssdlab show {run.run_id}`)"

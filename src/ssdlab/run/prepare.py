@@ -28,6 +28,24 @@ MIN_ACTIVE_RANGE = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
+class TargetRequest:
+    """The target options of ``ssdlab run SUITE`` as given: what every suite's preparation
+    starts from (``dir`` only for suites that take ``--dir``)."""
+
+    target: str | None
+    dir: str | None = None
+    size_bytes: int | None = None
+    destroy_data: DestroyData = False  # False, True (the bare flag) or SERIAL|PATH
+    fio: str = "fio"
+
+    def device(self) -> str:
+        """``--target``, which a suite of devices and files requires."""
+        if self.target is None:
+            raise UserError("--target PATH is required")
+        return self.target
+
+
+@dataclass(frozen=True)
 class RunRequest:
     target: str
     size_bytes: int | None
@@ -196,6 +214,38 @@ class PreparedTarget:
     @property
     def cpus(self) -> int:
         return int(str(self.host.get("cpu_count") or os.cpu_count() or 1))
+
+
+def prepare_device(request: TargetRequest, *, read_only: bool = False,
+                   min_bytes: int | None = None) -> PreparedTarget:
+    """:func:`prepare_target` of a request's ``--target``; with ``min_bytes``, a target
+    smaller than that is refused."""
+    base = prepare_target(request.device(), request.size_bytes, request.destroy_data,
+                          request.fio, read_only=read_only)
+    if min_bytes is not None:
+        check_capacity(base.info, base.info.capacity_bytes, min_bytes)
+    return base
+
+
+def check_capacity(info: TargetInfo, region_bytes: int, min_bytes: int = MIN_ACTIVE_RANGE,
+                   what: str = "its active range is ") -> None:
+    """A region of the target smaller than ``min_bytes`` is refused (one line)."""
+    if region_bytes < min_bytes:
+        raise TargetError(f"target {info.path} is too small: {what}"
+                          f"{format_bytes(region_bytes)}, ssdlab needs at least "
+                          f"{format_bytes(min_bytes)}")
+
+
+def check_file_purge(info: TargetInfo, purge: str, *, allow_none: bool = True) -> None:
+    """A purge method other than recreating the file (or none) is for block devices; an
+    NVMe purge for NVMe devices."""
+    if info.kind == "file" and purge not in (("auto", "none") if allow_none else ("auto",)):
+        alternative = " or not at all (--purge none)" if allow_none else ""
+        raise UserError(f"--purge {purge} applies to block devices; a file target is "
+                        f"purged by recreating it (--purge auto){alternative}")
+    if purge.startswith("nvme") and info.device_class != "nvme":
+        raise UserError(f"--purge {purge} needs an NVMe device; {info.path} is "
+                        f"{info.device_class}")
 
 
 def prepare_target(

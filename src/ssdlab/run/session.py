@@ -13,20 +13,22 @@ import errno
 import mmap
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seconds
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.specs import CellSpec, FioJob
+from ssdlab.plan.units import format_bytes
+from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target
 from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.store.records import FioRecord
+from ssdlab.store.records import FioRecord, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.emulator import stats as emulator_stats
-from ssdlab.targets.filetarget import recreate_file_target
+from ssdlab.targets.filetarget import create_file_target, recreate_file_target
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.purge import PurgeOutcome, purge_block
 from ssdlab.targets.safety import ExclusiveHold
@@ -297,3 +299,172 @@ class RunSession:
             f"{(cell.io_bytes or 0) / 2**30:.3g} GiB of {cell.block_bytes // 1024} KiB "
             f"sequential writes in {run.ended_at - run.started_at:.1f} s"
         )
+
+
+# -- the run's part of the suite contract --------------------------------------------------
+
+A = TypeVar("A")
+P = TypeVar("P")
+
+
+class SuiteRun(Protocol):
+    """A suite's run of one prepared plan, journaled to the store."""
+
+    def execute(self, argv: list[str]) -> str:
+        """Run everything; the run id."""
+        ...
+
+
+@runtime_checkable
+class ResumableRun(SuiteRun, Protocol):
+    def resume(self, run: RunData, argv: list[str]) -> str:
+        """Continue the stored ``run`` (``ssdlab resume``); the run id."""
+        ...
+
+
+def _writes(prepared: object) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Runner(Generic[A, P]):
+    """The run's part of a suite's contract: an ops table, as fio's ``ioengine_ops``.
+
+    ``prepare`` checks everything (the target, every option, fio) and raises a one-line
+    UserError before any I/O; the other operations take what it returned.
+    """
+
+    prepare: Callable[[TargetRequest, A], P]
+    describe: Callable[[P], str]  # --dry-run: the plan and every fio job file
+    progress: Callable[[P], Progress]
+    start: Callable[[P, Store, Executor, Progress], SuiteRun]
+    #: a stopped run's stored plan prepared again on its target (None: not resumable)
+    prepare_resume: Callable[[RunData, TargetRequest], P] | None = None
+    read_only: Callable[[P], bool] = _writes  # fio refuses every write (--readonly)
+
+    def resume(self, prepared: P, store: Store, executor: Executor, progress: Progress,
+               run: RunData, argv: list[str]) -> str:
+        started = self.start(prepared, store, executor, progress)
+        if not isinstance(started, ResumableRun):
+            raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
+        return started.resume(run, argv)
+
+
+class RunSettings(Protocol):
+    """What a suite's validated options say about every run of it."""
+
+    @property
+    def profile(self) -> str: ...
+
+    @property
+    def quick(self) -> bool: ...
+
+    @property
+    def ioengine(self) -> str: ...
+
+
+OptionsT = TypeVar("OptionsT", bound=RunSettings)
+
+
+@dataclass(frozen=True)
+class PreparedSuite(Generic[OptionsT]):
+    """A suite's run on one target, checked: the target and the validated options (a
+    suite's own prepared plan adds what else it needs)."""
+
+    target: PreparedTarget
+    options: OptionsT
+
+
+PS = TypeVar("PS", bound=PreparedSuite[Any])
+
+
+def setup_of(p: PreparedSuite[Any]) -> FioSetup:
+    """How a prepared suite's run invokes fio on its target."""
+    info, o = p.target.info, p.options
+    return FioSetup(info.path, o.ioengine, p.target.versions["ssdlab"], info.device_class,
+                    o.profile)
+
+
+class SessionRun(Generic[PS]):
+    """The shape most suites' runs share: on one device or ssdlab test file (made first
+    when it does not exist yet), one :class:`RunSession` records the run; the suite says
+    what it plans (:meth:`plan_dict`) and runs its tests (:meth:`run_tests`), which
+    return the names of the tests that failed. Resuming checks that the target is the same
+    one and gives :meth:`run_tests` the stored run."""
+
+    suite: ClassVar[str]
+
+    def __init__(self, prepared: PS, store: Store, executor: Executor,
+                 progress: Progress) -> None:
+        self.p = prepared
+        self.store = store
+        self.executor = executor
+        self.progress = progress
+        self.session = RunSession(prepared.target.info, store, executor, progress,
+                                  setup_of(prepared))
+
+    @property
+    def run_id(self) -> str:
+        return self.session.run_id
+
+    def plan_dict(self) -> dict[str, Any]:
+        """The run's plan as stored (what ``resume`` and the report read back)."""
+        raise NotImplementedError
+
+    def run_tests(self, previous: RunData | None) -> list[str]:
+        """Run (or, resuming ``previous``, continue) the tests; the names of failed ones."""
+        raise NotImplementedError
+
+    def execute(self, argv: list[str]) -> str:
+        t, o = self.p.target, self.p.options
+        self._make_file()
+        self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
+                          plan=self.plan_dict(), versions=dict(t.versions), argv=argv)
+        return self._run(None)
+
+    def resume(self, run: RunData, argv: list[str]) -> str:
+        check_same_target(run, self.p.target)
+        self._make_file()  # killed while a purge was recreating the test file
+        self.session.reopen(run.run_id, argv)
+        return self._run(run)
+
+    def one_test(self, name: str, body: Callable[[], None], *, check_target: bool = True
+                 ) -> list[str]:
+        """Run a test; a failure is recorded and the run goes on (``after_failure``: unless
+        the target is gone; without ``check_target``, the run's only test just ends)."""
+        try:
+            body()
+        except TestFailed as exc:
+            if check_target:
+                self.session.after_failure(name, exc)
+            else:
+                self.progress.line(f"{name}: FAILED: {exc}")
+            return [name]
+        return []
+
+    def _make_file(self) -> None:
+        t = self.p.target
+        if t.create_file:
+            self.session.info = create_file_target(t.info.path, t.info.capacity_bytes)
+
+    def _run(self, previous: RunData | None) -> str:
+        with self.session.running():
+            failed = self.run_tests(previous)
+        self.session.finish(failed)
+        return self.run_id
+
+
+def dry_run_head(t: PreparedTarget, *, sectors: bool = True) -> str:
+    """The first line of every ``--dry-run``."""
+    info = t.info
+    sector = f", {info.logical_sector_bytes}-byte sectors" if sectors else ""
+    return (f"DRY RUN: nothing will be written. Plan for {info.path} ({info.device_class}, "
+            f"{format_bytes(info.capacity_bytes)}{sector})")
+
+
+def dry_run_create(t: PreparedTarget) -> list[str]:
+    """The line saying the test file will be made, when it will."""
+    if not t.create_file:
+        return []
+    return [f"would create and fully allocate {t.info.path} "
+            f"({format_bytes(t.info.capacity_bytes)})"]

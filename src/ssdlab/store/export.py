@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -90,14 +90,22 @@ def _round(rnd: RoundData) -> dict[str, Any]:
     }
 
 
-def _test(test: TestData) -> dict[str, Any]:
+#: a test's result as exported: (run, test) -> the JSON object (its typed record's)
+ResultJson = Callable[[RunData, TestData], dict[str, Any]]
+
+
+def stored_result(run: RunData, test: TestData) -> dict[str, Any]:
+    return test.result
+
+
+def _test(run: RunData, test: TestData, result: ResultJson) -> dict[str, Any]:
     return {
         "name": test.name,
         "status": test.status,
         "params": test.params,
         "verdict": test.verdicts.get("primary"),
         "verdicts": test.verdicts,
-        "result": test.result,
+        "result": result(run, test),
         "rounds": [_round(r) for r in test.rounds],
         "steps": [_step(s) for s in test.steps],
     }
@@ -120,8 +128,9 @@ def _run_header(run: RunData) -> dict[str, Any]:
     }
 
 
-def run_to_json(run: RunData) -> dict[str, Any]:
-    """The export document of ``run`` (JSON-able, no NaN/inf: those become None)."""
+def run_to_json(run: RunData, result_of: ResultJson = stored_result) -> dict[str, Any]:
+    """The export document of ``run`` (JSON-able, no NaN/inf: those become None); each
+    test's result as ``result_of`` gives it (the suites' typed records: ssdlab.suites)."""
     doc = {
         "schema_version": EXPORT_SCHEMA_VERSION,
         "kind": "ssdlab-run",
@@ -131,7 +140,7 @@ def run_to_json(run: RunData) -> dict[str, Any]:
         "host": run.host,
         "plan": run.plan,
         "events": [_event(e) for e in run.events],
-        "tests": [_test(t) for t in run.tests],
+        "tests": [_test(run, t, result_of) for t in run.tests],
     }
     result: dict[str, Any] = _finite(doc)
     return result
@@ -153,7 +162,8 @@ def _cell_rows(base: dict[str, object], cells: object) -> Iterator[dict[str, obj
                 yield {**base, **ident, "metric": key, "value": _finite(value)}
 
 
-def run_to_csv_rows(run: RunData) -> list[dict[str, object]]:
+def run_to_csv_rows(run: RunData, result: ResultJson = stored_result
+                    ) -> list[dict[str, object]]:
     """Long form: one row per (test, scope, round, cell, metric); NaN/inf values are None."""
     rows: list[dict[str, object]] = []
     for test in run.tests:
@@ -162,19 +172,20 @@ def run_to_csv_rows(run: RunData) -> list[dict[str, object]]:
             scope = {**base, "scope": "round", "round": rnd.round_no}
             rows.extend(_cell_rows(scope, rnd.cells))
         scope = {**base, "scope": "result", "round": ""}
-        rows.extend(_cell_rows(scope, test.result.get("cells")))
+        rows.extend(_cell_rows(scope, result(run, test).get("cells")))
     return rows
 
 
-def write_export(run: RunData, fmt: str, out: TextIO) -> None:
+def write_export(run: RunData, fmt: str, out: TextIO, result: ResultJson = stored_result
+                 ) -> None:
     """Write ``run`` to ``out`` as "json" or "csv"; UserError for another format."""
     if fmt == "json":
-        json.dump(run_to_json(run), out, indent=2, sort_keys=False, allow_nan=False)
+        json.dump(run_to_json(run, result), out, indent=2, sort_keys=False, allow_nan=False)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(run_to_csv_rows(run))
+        writer.writerows(run_to_csv_rows(run, result))
     else:
         choices = " or ".join(EXPORT_FORMATS)
         raise UserError(f"unknown export format {fmt!r} (choose {choices})")

@@ -1,0 +1,65 @@
+"""``ssdlab run SUITE`` for every registered suite: the parser from the suite's options,
+then one command: check everything, dry-run or run, print how it ended."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ssdlab.cli.common import run_suite
+from ssdlab.cli.config_opts import add_config_option
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.suite import Opt
+from ssdlab.suites import Suite
+
+
+def add_options(parser: argparse.ArgumentParser, options: tuple[Opt, ...]) -> None:
+    """The options in their order, each in its group (made where it first appears)."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for o in options:
+        if o.group is None:
+            parser.add_argument(*o.flags, **o.kwargs)
+            continue
+        if o.group not in groups:
+            groups[o.group] = parser.add_argument_group(o.group)
+        groups[o.group].add_argument(*o.flags, **o.kwargs)
+
+
+def register(suites: Any, suite: Suite) -> None:
+    """``ssdlab run NAME`` of ``suite``, with ``--config`` and ``--print-config``."""
+    spec = suite.spec
+    parser = suites.add_parser(spec.name, help=spec.help, description=spec.description)
+    add_options(parser, spec.options)
+    parser.set_defaults(func=SuiteCommand(suite))
+    add_config_option(parser)
+
+
+class SuiteCommand:
+    """What ``ssdlab run NAME`` does, the same for every suite."""
+
+    def __init__(self, suite: Suite) -> None:
+        self.suite = suite
+
+    def __call__(self, args: argparse.Namespace, argv: list[str]) -> int:
+        from ssdlab.run.prepare import TargetRequest
+        values = vars(args)
+        size = values.get("size")
+        request = TargetRequest(values.get("target"), values.get("dir"),
+                                size if isinstance(size, int) else None,
+                                values.get("destroy_data", False), values["fio"])
+        runner = self.suite.runner()
+        prepared = runner.prepare(request, self.suite.spec.args(values))
+        if values.get("dry_run"):
+            sys.stdout.write(runner.describe(prepared))
+            return int(ExitCode.OK)
+        run, stored_in = run_suite(
+            args, argv, runner.progress(prepared),
+            lambda store, fio, progress: runner.start(prepared, store, fio, progress),
+            read_only=runner.read_only(prepared))
+        outcome = self.suite.pages().outcome(run, stored_in)
+        for line in outcome.lines:
+            print(line)
+        if outcome.failure is not None:
+            raise UserError(outcome.failure, ExitCode.FAILURE)
+        return int(ExitCode.OK)

@@ -1,0 +1,182 @@
+"""Options several suites share, as data (:class:`~ssdlab.plan.suite.Opt`): the target
+options of each kind of target, and the common settings (profile, purge, engine, load,
+rounds). A suite lists them with its own in its :class:`~ssdlab.plan.suite.SuiteSpec`;
+the help texts are the suite's where they differ."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.options import IOENGINES, PURGE_METHODS
+from ssdlab.plan.suite import Opt, opt
+from ssdlab.plan.units import parse_size
+
+DESTROY_DATA_HELP = (
+    "allow writing to a block device: everything on it is destroyed. A blank device needs "
+    "only the flag; a device carrying a partition table, filesystem, RAID or LVM member, "
+    "swap or other signature needs the confirmation naming it: --destroy-data=SERIAL (its "
+    "serial number) or --destroy-data=/dev/PATH (a path to that very device). Mounted, "
+    "system and busy devices are refused whatever it says (docs/safety.md)"
+)
+DRY_RUN_HELP = "print the plan and every fio job file; touch nothing"
+SIZE_HELP = ("size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal "
+             "KB/MB/GB/TB)")
+TARGET_HELP = ("a block device (/dev/...) or a test file path; a new file is created and "
+               "fully allocated at --size")
+
+
+def size_arg(text: str) -> int:
+    """argparse type of a positive size (binary K/M/G/T or KiB..; decimal KB/MB/GB/TB)."""
+    try:
+        size = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return size
+
+
+def confirmation(text: str) -> str:
+    """The value of --destroy-data=SERIAL|PATH: it must name something."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "needs a serial number or a device path after '=', or no '=' at all"
+        )
+    return text
+
+
+# -- the options of the run itself (command line or config, never the suite's args) -----
+
+
+def store_opt() -> Opt:
+    return opt("--store", group=None, config=Kind.TEXT, field=None, type=Path, default=None,
+               metavar="PATH", help="results database (default: $SSDLAB_STORE, else "
+               "~/.local/share/ssdlab/results.sqlite)")
+
+
+def fio_opt(group: str) -> Opt:
+    return opt("--fio", group=group, config=Kind.TEXT, field=None, default="fio",
+               metavar="PATH", help="fio binary (default: fio)")
+
+
+def dry_run_opt(group: str) -> Opt:
+    return opt("--dry-run", group=group, field=None, action="store_true", help=DRY_RUN_HELP)
+
+
+def destroy_data_opt(group: str | None, extra_help: str = "") -> Opt:
+    """--destroy-data, --destroy-data=SERIAL or --destroy-data=/dev/PATH.
+
+    The value is False (not given), True (the bare flag) or the confirmation text; the
+    target checks (targets.safety) decide whether it is enough for the device.
+    """
+    return opt("--destroy-data", group=group, field=None, nargs="?", const=True,
+               default=False, type=confirmation, metavar="SERIAL|PATH",
+               help=DESTROY_DATA_HELP + extra_help)
+
+
+def device_target() -> tuple[Opt, ...]:
+    """--target (required), --size, --destroy-data, --dry-run, --store, --fio."""
+    g = "target"
+    return (
+        opt("--target", group=g, field=None, required=True, metavar="PATH", help=TARGET_HELP),
+        opt("--size", group=g, config=Kind.SIZE, field=None, type=size_arg, metavar="SIZE",
+            help=SIZE_HELP),
+        destroy_data_opt(g), dry_run_opt(g), store_opt(), fio_opt(g),
+    )
+
+
+def preset_target(size_help: str) -> tuple[Opt, ...]:
+    """The block-level presets: --target a device or test file, or --dir; --size."""
+    g = "target (give --target or --dir)"
+    return (
+        opt("--target", group=g, field=None, metavar="PATH",
+            help="a block device (/dev/...; the test file is its first --size bytes) "
+            "or an ssdlab test file path (created and fully allocated at --size)"),
+        opt("--dir", group=g, config=Kind.TEXT, field=None, metavar="DIR",
+            help="a directory (local volume or network share): the test file is "
+            "made in a new subdirectory of it, removed afterwards"),
+        opt("--size", group=g, config=Kind.SIZE, field="size_bytes", type=size_arg,
+            metavar="SIZE", help=size_help),
+        destroy_data_opt(g), dry_run_opt(g), store_opt(), fio_opt(g),
+    )
+
+
+def workload_target(file_name: str, dir_size: str) -> tuple[Opt, ...]:
+    """The workload suites (curves, replay): --target or --dir, --size."""
+    g = "target"
+    return (
+        opt("--target", group=g, field=None, metavar="PATH", help=TARGET_HELP),
+        opt("--dir", group=g, config=Kind.TEXT, field=None, metavar="DIR",
+            help=f"instead of --target: a directory (local volume or network share) to "
+            f"make a --size test file in ({file_name} in a work directory of its own, "
+            "removed with everything in it afterwards)"),
+        opt("--size", group=g, config=Kind.SIZE, field=None, type=size_arg, metavar="SIZE",
+            help="size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; "
+            f"decimal KB/MB/GB/TB); with --dir the default is {dir_size}"),
+        destroy_data_opt(g), dry_run_opt(g), store_opt(), fio_opt(g),
+    )
+
+
+def dir_target(size_help: str, profiles: tuple[str, ...], *, sized: bool = True
+               ) -> tuple[Opt, ...]:
+    """The file-system presets: --dir (or --target), --size, --profile."""
+    g = "directory"
+    return (
+        opt("--dir", "--target", group=g, config=Kind.TEXT, field=None, dest="dir",
+            default=None, metavar="DIR",
+            help="the directory to test in: a local volume or a network share. ssdlab "
+            "works in a subdirectory of its own there and removes it afterwards; nothing "
+            "else in DIR is touched"),
+        opt("--size", group=g, config=Kind.SIZE, type=size_arg if sized else str,
+            default=None, metavar="SIZE", help=size_help),
+        profile(g, profiles, "default: the review's sizes; quick: tiny sizes for a try-out "
+                "(marked QUICK everywhere)"),
+        dry_run_opt(g), store_opt(), fio_opt(g),
+    )
+
+
+# -- common settings ---------------------------------------------------------------------
+
+
+def profile(group: str, choices: tuple[str, ...] | list[str], help: str,
+            default: str = "default") -> Opt:
+    return opt("--profile", group=group, config=Kind.TEXT, default=default,
+               choices=list(choices), help=help)
+
+
+def purge(group: str, help: str, default: str = "auto",
+          choices: tuple[str, ...] = PURGE_METHODS) -> Opt:
+    return opt("--purge", group=group, config=Kind.TEXT, default=default, choices=choices,
+               help=help)
+
+
+PURGE_AUTO_HELP = "auto: blkdiscard for devices, recreate for files (default)"
+
+
+def ioengine(group: str, help: str = "fio ioengine (default libaio)") -> Opt:
+    return opt("--ioengine", group=group, config=Kind.TEXT, default="libaio",
+               choices=IOENGINES, help=help)
+
+
+def threads(group: str, help: str = "fio jobs (default per device class, capped at the "
+            "CPU count)") -> Opt:
+    return opt("--threads", group=group, config=Kind.INT, type=int, metavar="N", help=help)
+
+
+def qd(group: str, help: str, field: str | None = "iodepth", **kwargs: object) -> Opt:
+    return opt("--qd", group=group, config=Kind.INT, field=field, type=int, metavar="N",
+               help=help, **kwargs)
+
+
+def active_range(group: str, what: str = "tested") -> Opt:
+    return opt("--active-range", group=group, config=Kind.FLOAT, field="active_range_pct",
+               type=float, default=100.0, metavar="PCT",
+               help=f"percent of the capacity {what}, from its start (default 100)")
+
+
+def no_precondition(group: str) -> Opt:
+    return opt("--no-precondition", group=group, config=Kind.BOOL, dest="precondition",
+               action="store_false",
+               help="skip the 2x-capacity 128 KiB sequential preconditioning")

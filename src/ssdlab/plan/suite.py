@@ -1,0 +1,105 @@
+"""A suite as data: its name and help, its command-line options (which are also its
+config-file keys), the arguments they make, the tests it records and their result types.
+
+This is the plan's part of the suite contract (docs/architecture.md, "A suite is one
+thing"): each suite's plan module defines one :class:`SuiteSpec`; its run module the
+runner (:class:`ssdlab.run.session.Runner`), its pages module the report's part
+(:class:`ssdlab.report.suite.SuitePages`); one line of :mod:`ssdlab.suites` registers
+the three. The command line, ``--config``, ``ssdlab resume``, ``show``, ``export`` and
+the report all reach a suite through that registry, never by its name.
+
+Options are data (:class:`Opt`): the flags and the keyword arguments ``argparse``'s
+``add_argument`` takes, the argument group they are listed in, the config-file kind of
+the key (None: command line only) and the field of the suite's arguments dataclass they
+fill. The command line is built from them in the order given, so ``--help`` lists them
+as written here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ssdlab.jsonrecord import Record
+from ssdlab.plan.config_schema import Kind
+
+A = TypeVar("A")
+
+#: ``Opt.field`` of an option that fills the field of its own name (its ``dest``)
+SAME = "="
+
+
+class TargetKind(enum.Enum):
+    """What a suite runs on, and so which target options it takes."""
+
+    DEVICE = "device"  # --target: a block device or an ssdlab test file
+    DEVICE_OR_DIR = "device or directory"  # --target as DEVICE, or --dir: a test file there
+    DIR = "directory"  # --dir: the suite's own files in a directory
+
+
+@dataclass(frozen=True)
+class Opt:
+    """One command-line option as data (see the module's documentation)."""
+
+    flags: tuple[str, ...]
+    kwargs: Mapping[str, Any]  # add_argument's keyword arguments
+    group: str | None  # the argument group's title; None: the parser's own options
+    config: Kind | None  # its kind as a config-file key; None: command line only
+    field: str | None  # the arguments field it fills (SAME: its dest); None: none
+
+    @property
+    def key(self) -> str:
+        """The long option name without dashes: the config-file key."""
+        return next(f for f in self.flags if f.startswith("--"))[2:]
+
+    @property
+    def dest(self) -> str:
+        return str(self.kwargs.get("dest") or self.key.replace("-", "_"))
+
+    @property
+    def args_field(self) -> str | None:
+        return self.dest if self.field == SAME else self.field
+
+
+def opt(*flags: str, group: str | None, config: Kind | None = None,
+        field: str | None = SAME, **kwargs: Any) -> Opt:
+    """An option of ``group``: ``opt("--qd", group="slc probe", config=Kind.INT,
+    field="iodepth", type=int, metavar="N", help=...)``."""
+    return Opt(flags, kwargs, group, config, field)
+
+
+@dataclass(frozen=True)
+class SuiteSpec(Generic[A]):
+    """The plan's part of a suite's contract."""
+
+    name: str  # ssdlab run NAME; the stored runs' suite
+    help: str  # the line ``ssdlab run --help`` shows
+    description: str  # the text ``ssdlab run NAME --help`` starts with
+    target: TargetKind
+    options: tuple[Opt, ...]  # target options first, in --help order
+    args_type: Callable[..., A]  # builds the suite's arguments from the options' fields
+    #: the tests a run records (names; "throughput" stands for every "throughput-*") and
+    #: the record type of each one's stored result
+    results: Mapping[str, type[Record]]
+    resumable: bool = False  # ``ssdlab resume`` continues its stopped runs
+    runnable: bool = True  # False: runs are only imported (published reference runs)
+    #: config keys listed first (the options every suite shares), then the others in order
+    config_first: tuple[str, ...] = field(default=("size", "store", "fio"))
+
+    def args(self, values: Mapping[str, Any]) -> A:
+        """The suite's arguments from parsed option values (by ``dest``)."""
+        return self.args_type(**{f: values[o.dest] for o in self.options
+                                 if (f := o.args_field) is not None})
+
+    def config_schema(self) -> dict[str, Kind]:
+        """Config-file key -> its kind (every option that is a setting)."""
+        keyed = {o.key: o.config for o in self.options if o.config is not None}
+        first = {k: keyed[k] for k in self.config_first if k in keyed}
+        return {**first, **{k: v for k, v in keyed.items() if k not in first}}
+
+    def result_type(self, test: str) -> type[Record] | None:
+        """The record type of test ``test``'s stored result (None: not one of its tests)."""
+        kind = "throughput" if test.startswith("throughput") else test
+        return self.results.get(kind)

@@ -1,0 +1,67 @@
+"""The report's part of the suite contract: a suite's report pages, its ``ssdlab show``
+lines, its overlay in a comparison, and what ``ssdlab run`` prints when a run ends.
+
+Each suite's pages module defines one :class:`SuitePages` named ``PAGES``; the registry
+(:mod:`ssdlab.suites`) finds it. Everything here reads stored runs only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from ssdlab.jsonrecord import Record
+from ssdlab.report.figures import test_kind
+from ssdlab.report.html import Page
+from ssdlab.store.records import RunData, TestData
+
+R = TypeVar("R", bound=Record)
+
+#: the report pages of one test: (run, test, anchor) -> pages
+PageMaker = Callable[[RunData, TestData, str], list[Page]]
+#: the lines ``ssdlab show`` prints under a test's heading
+ShowLines = Callable[[TestData], list[str]]
+#: a comparison's overlay of the runs it can compare: (runs, their labels) -> HTML
+Overlay = Callable[[Sequence[RunData], Sequence[str]], str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What ``ssdlab run`` prints when a run has ended, and whether it failed (the
+    one-line error, exit status 1)."""
+
+    lines: tuple[str, ...]
+    failure: str | None = None
+
+
+@dataclass(frozen=True)
+class SuitePages:
+    """The report's part of a suite's contract (see the module's documentation)."""
+
+    #: test name -> its pages ("throughput" stands for every "throughput-*" test)
+    pages: Mapping[str, PageMaker]
+    show: Mapping[str, ShowLines]  # test name -> its ``ssdlab show`` lines
+    outcome: Callable[[RunData, Path], Outcome]  # (run, store path) -> what run prints
+    overlay: Overlay | None = None
+    #: pages of a test the suite does not name (imported reference runs' other figures)
+    other_pages: PageMaker | None = None
+    #: the title page lists the tests as SNIA PTS tests (rule, tracking, load, purge)
+    pts_title: bool = False
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def pages_of(self, test: str) -> PageMaker | None:
+        return self.pages.get(test_kind(test), self.other_pages)
+
+    def show_of(self, test: str) -> ShowLines | None:
+        return self.show.get(test_kind(test))
+
+
+def result_of(test: TestData, record: type[R]) -> R:
+    """``test``'s stored result read as ``record`` (StoredDataError when it does not fit)."""
+    return record.from_json(test.result, f"{test.name} result")
+
+
+def failed_tests(run: RunData) -> list[str]:
+    return [t.name for t in run.tests if t.status == "failed"]

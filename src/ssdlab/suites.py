@@ -1,0 +1,103 @@
+"""The registry of suites: one line each. The command line (``ssdlab run``, ``--config``,
+``resume``), ``show``, ``export`` and the report reach every suite through it.
+
+A suite is three parts (docs/architecture.md, "A suite is one thing"):
+
+* its plan module's :class:`~ssdlab.plan.suite.SuiteSpec` (name, help, options and config
+  keys, tests and their result types), imported here;
+* its run module's :class:`~ssdlab.run.session.Runner` named ``RUNNER`` (prepare, dry run,
+  progress, run, resume), imported when a run starts;
+* its pages module's :class:`~ssdlab.report.suite.SuitePages` named ``PAGES`` (report
+  pages, ``show`` lines, comparison overlay, what ``run`` prints at the end), imported
+  when a stored run is shown.
+
+``tests/unit/test_suites.py`` checks that every registered suite has every part.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ssdlab.errors import UserError
+from ssdlab.plan import slc_probe
+from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.suite import SuiteSpec
+
+if TYPE_CHECKING:
+    from ssdlab.jsonrecord import Record
+    from ssdlab.report.suite import SuitePages
+    from ssdlab.run.session import Runner
+    from ssdlab.store.records import RunData, TestData
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One registered suite: its spec, and where its runner and its pages are."""
+
+    spec: SuiteSpec[Any]
+    run_module: str | None  # in ssdlab.run; None: runs are imported, never run
+    pages_module: str  # in ssdlab.report
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def runner(self) -> Runner[Any, Any]:
+        from ssdlab.run.session import Runner
+        if self.run_module is None:
+            raise UserError(f"runs of the {self.name} suite are imported, not run")
+        runner = importlib.import_module(f"ssdlab.run.{self.run_module}").RUNNER
+        assert isinstance(runner, Runner), f"ssdlab.run.{self.run_module}.RUNNER"
+        return runner
+
+    def pages(self) -> SuitePages:
+        from ssdlab.report.suite import SuitePages
+        pages = importlib.import_module(f"ssdlab.report.{self.pages_module}").PAGES
+        assert isinstance(pages, SuitePages), f"ssdlab.report.{self.pages_module}.PAGES"
+        return pages
+
+
+#: in the order ``ssdlab run --help`` lists them
+SUITES: tuple[Suite, ...] = (
+    Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
+)
+
+
+def all_suites() -> Iterator[Suite]:
+    return iter(SUITES)
+
+
+def runnable() -> list[Suite]:
+    return [s for s in SUITES if s.spec.runnable]
+
+
+def find(name: str) -> Suite | None:
+    """The suite named ``name`` (a stored run's suite), or None."""
+    return next((s for s in SUITES if s.name == name), None)
+
+
+def config_schemas() -> dict[str, dict[str, Kind]]:
+    """Every runnable suite's config-file keys and their kinds, by suite."""
+    from ssdlab.plan.config_schema import SCHEMAS  # suites not yet in the registry
+    registered = {s.name: s.spec.config_schema() for s in runnable()}
+    return {**{k: dict(v) for k, v in SCHEMAS.items() if k not in registered}, **registered}
+
+
+def result_type(run: RunData, test: TestData) -> type[Record] | None:
+    """The record type of a stored test's result (None: its suite is not registered, or
+    does not name the test)."""
+    suite = find(run.suite)
+    return suite.spec.result_type(test.name) if suite is not None else None
+
+
+def result_json(run: RunData, test: TestData) -> dict[str, Any]:
+    """A stored test's result through its typed record (StoredDataError when the stored
+    document does not have its shape), as the export writes it."""
+    record = result_type(run, test)
+    if record is None:
+        return test.result
+    return record.from_json(test.result, f"run {run.run_id} test {test.name}: result"
+                            ).to_json()
