@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
+from ssdlab.plan import options as pts
 from ssdlab.plan import slc_probe
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
+from ssdlab.reference import published
 
 if TYPE_CHECKING:
     from ssdlab.jsonrecord import Record
@@ -62,7 +64,9 @@ class Suite:
 
 #: in the order ``ssdlab run --help`` lists them
 SUITES: tuple[Suite, ...] = (
+    Suite(pts.SPEC, "pts_run", "pts_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
+    Suite(published.SPEC, None, "published_pages"),
 )
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ssdlab.plan.options import PtsArgs, build_options
 from ssdlab.plan.pts import build_pts_tests
-from ssdlab.run.prepare import Prepared, RunRequest
+from ssdlab.run.prepare import PreparedTarget
+from ssdlab.run.pts_run import PreparedPts
 from ssdlab.targets.identity import TargetInfo
 
 GIB = 1024**3
@@ -34,7 +35,7 @@ def file_info(path: Path, capacity: int = GIB, sector: int = 512) -> TargetInfo:
 
 def make_prepared(
     tmp_path: Path, args: PtsArgs, *, capacity: int = GIB, sector: int = 512
-) -> Prepared:
+) -> PreparedPts:
     target = tmp_path / "target.img"
     if not target.exists():  # the fake target exists, as a real one would (sparse)
         with open(target, "wb") as fh:
@@ -42,13 +43,6 @@ def make_prepared(
     info = file_info(target, capacity, sector)
     options = build_options(args, info.device_class, 2)
     tests = build_pts_tests(options, capacity, sector)
-    request = RunRequest(str(info.path), capacity, False, args)
-    return Prepared(
-        request,
-        info,
-        options,
-        tests,
-        {"hostname": "test", "cpu_count": 2},
-        {"ssdlab": "test", "fio": "3.33"},
-        False,
-    )
+    target = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
+                            {"ssdlab": "test", "fio": "3.33"})
+    return PreparedPts(target, options, tests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssdlab.report.terminal import _params_line, preset_lines
+from ssdlab.report.terminal import params_line, preset_lines
 from ssdlab.store import records
 
 
@@ -57,6 +57,6 @@ def test_replay_and_the_preset_named_in_the_parameters() -> None:
     lines = preset_lines(_test("replay", {"cell": cell}))
     assert lines[-1].split() == ["1,234", "5.0", "80.0", "150.0", "900.0"]
     params = {"preset": {"preset": "curves", "preset_version": 1}}
-    assert "preset curves v1" in _params_line(_test("curves", {}, params))
-    assert "preset cdm v2" in _params_line(_test("cdm", {}, {"preset": "cdm",
+    assert "preset curves v1" in params_line(_test("curves", {}, params))
+    assert "preset cdm v2" in params_line(_test("cdm", {}, {"preset": "cdm",
                                                              "preset_version": 2}))

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.cli.common import add_store_option, open_store
-from ssdlab.cli.run_cmd import execute
+from ssdlab.cli.suite_cmd import execute
 from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
 from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.units import parse_size
+from ssdlab.suites import find
 from ssdlab.targets import emulator
 from ssdlab.targets.filetarget import remove_file_target
 
@@ -58,27 +59,31 @@ def register(sub: Any) -> None:
     demo.set_defaults(func=demo_command, dry_run=False, fio="fio")
 
 
+def _run(target: str, size: int | None, destroy_data: bool, args: argparse.Namespace,
+         argv: list[str]) -> str:
+    """The quick PTS suite on ``target``: the run id."""
+    from ssdlab.run.prepare import TargetRequest
+    suite = find("pts")
+    assert suite is not None
+    ran = execute(suite, TargetRequest(target, None, size, destroy_data, args.fio), DEMO_ARGS,
+                  args, ["demo", *argv])
+    assert ran is not None  # the demo never dry-runs
+    return ran[0].run_id
+
+
 def _run_on_emulator(size: int, args: argparse.Namespace, argv: list[str]) -> str:
-    from ssdlab.run.prepare import RunRequest
     emu = emulator.start(DEMO_EMULATOR, args.drive, size, loop=True)
     print(f"demo target: emulated SSD {emu.name} ({args.drive}) at {emu.target}")
     try:
-        request = RunRequest(
-            target=emu.target, size_bytes=None, destroy_data=True, args=DEMO_ARGS
-        )
-        return execute(request, args, ["demo", *argv])
+        return _run(emu.target, None, True, args, argv)
     finally:
         emulator.stop(DEMO_EMULATOR)
 
 
 def _run_on_file(size: int, args: argparse.Namespace, argv: list[str]) -> str:
-    from ssdlab.run.prepare import RunRequest
     target = os.path.join(DEFAULT_DIR, DEFAULT_NAME)
-    request = RunRequest(
-        target=target, size_bytes=size, destroy_data=False, args=DEMO_ARGS
-    )
     try:
-        return execute(request, args, ["demo", *argv])
+        return _run(target, size, False, args, argv)
     finally:
         if not args.keep_target and os.path.exists(target):
             remove_file_target(target)

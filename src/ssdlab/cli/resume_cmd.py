@@ -7,14 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli import suites
 from ssdlab.cli.common import (
     add_destroy_data_option,
     add_store_option,
     open_existing_store,
     open_store,
 )
-from ssdlab.cli.run_cmd import run_progress
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.store.records import RunData
 from ssdlab.suites import Suite, find
@@ -86,30 +84,13 @@ def _resume_registered(suite: Suite, run: RunData, args: argparse.Namespace,
 
 
 def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
-    from ssdlab.engine.runner import FioExecutor
-    from ssdlab.run.prepare import prepare_resume
-    from ssdlab.run.pts_run import PtsRun
     with open_existing_store(args) as store:
         run = store.load(store.resolve(args.run))
     check_resumable(run)
     suite = find(run.suite)
-    if suite is not None:
-        _resume_registered(suite, run, args, argv)
-    elif run.suite == "pts":
-        prepared = prepare_resume(run, args.destroy_data, args.fio)
-        progress = run_progress(prepared)
-        with open_store(args) as store:
-            try:
-                executor = FioExecutor(args.fio, read_only=prepared.options.read_only_target)
-                PtsRun(prepared, store, executor, progress).resume(run, argv)
-            finally:
-                progress.close()
-    else:
-        module = next((m for m in suites.MODULES if getattr(m, "SUITE", None) == run.suite
-                       and hasattr(m, "resume")), None)
-        if module is None:
-            raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
-        module.resume(run, args, argv)
+    if suite is None:
+        raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
+    _resume_registered(suite, run, args, argv)
     with open_store(args) as store:
         done = store.load(run.run_id)
         path = store.path

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import run_suite
 from ssdlab.cli.config_opts import add_config_option
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.suite import Opt
+from ssdlab.store.records import RunData
 from ssdlab.suites import Suite
+
+if TYPE_CHECKING:
+    from ssdlab.run.prepare import TargetRequest
 
 
 def add_options(parser: argparse.ArgumentParser, options: tuple[Opt, ...]) -> None:
@@ -48,18 +53,27 @@ class SuiteCommand:
         request = TargetRequest(values.get("target"), values.get("dir"),
                                 size if isinstance(size, int) else None,
                                 values.get("destroy_data", False), values["fio"])
-        runner = self.suite.runner()
-        prepared = runner.prepare(request, self.suite.spec.args(values))
-        if values.get("dry_run"):
-            sys.stdout.write(runner.describe(prepared))
+        ran = execute(self.suite, request, self.suite.spec.args(values), args, argv)
+        if ran is None:
             return int(ExitCode.OK)
-        run, stored_in = run_suite(
-            args, argv, runner.progress(prepared),
-            lambda store, fio, progress: runner.start(prepared, store, fio, progress),
-            read_only=runner.read_only(prepared))
+        run, stored_in = ran
         outcome = self.suite.pages().outcome(run, stored_in)
         for line in outcome.lines:
             print(line)
         if outcome.failure is not None:
             raise UserError(outcome.failure, ExitCode.FAILURE)
         return int(ExitCode.OK)
+
+
+def execute(suite: Suite, request: TargetRequest, suite_args: object, args: argparse.Namespace,
+            argv: list[str]) -> tuple[RunData, Path] | None:
+    """Prepare (every check) and run ``suite`` into the store of ``args``: the stored run
+    and the store's path; with ``--dry-run``, print the plan instead (None)."""
+    runner = suite.runner()
+    prepared = runner.prepare(request, suite_args)
+    if getattr(args, "dry_run", False):
+        sys.stdout.write(runner.describe(prepared))
+        return None
+    return run_suite(args, argv, runner.progress(prepared),
+                     lambda store, fio, progress: runner.start(prepared, store, fio, progress),
+                     read_only=runner.read_only(prepared))

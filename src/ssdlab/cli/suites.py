@@ -23,6 +23,7 @@ from ssdlab.cli import (
 
 #: one entry per line, sorted by suite name (several people add suites here)
 MODULES: list[Any] = [
+    "pts",
     atto_cmd,
     cdm_cmd,
     curves_cmd,

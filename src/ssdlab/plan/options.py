@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 
 from ssdlab.analysis.steady import RULES
 from ssdlab.errors import UserError
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.pts import (
     IOPS_BLOCKS,
     IOPS_MIXES,
@@ -17,8 +19,12 @@ from ssdlab.plan.pts import (
     TEST_NAMES,
     TRACKING_SETS,
     PtsOptions,
+    PtsResult,
 )
+from ssdlab.plan.specs import IOENGINES as IOENGINES  # re-exported: older imports
 from ssdlab.plan.specs import KIB, Mix
+from ssdlab.plan.specs import PURGE_METHODS as PURGE_METHODS
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import parse_size
 
 
@@ -42,8 +48,6 @@ PROFILES = {
 VARIANTS = ("snia", "reviews")
 #: fio's time resolution is 1 ms; shorter cells than this measure only start-up
 MIN_ROUND_SECONDS = 0.1
-PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
-IOENGINES = ("libaio", "io_uring", "psync", "sync")
 
 #: (threads, outstanding I/O per thread) per device class; threads are capped at the CPUs
 DEFAULT_LOADS = {
@@ -225,3 +229,63 @@ def read_only_options(args: PtsArgs, options: PtsOptions) -> PtsOptions:
             raise UserError(f"{option} {given} includes writes; --read-only runs only 100/0")
     return replace(options, iops_mixes=(100,), latency_mixes=(100,), purge="none",
                    precondition=False, read_only_target=True)
+
+
+# -- the suite ----------------------------------------------------------------------------
+
+_G = "tests"
+OPTIONS = (
+    *common.device_target(),
+    common.profile(_G, tuple(PROFILES), "default: 60 s per cell, at most 25 rounds; quick: "
+                   "0.5 s per cell, at most 8 rounds (marked QUICK everywhere)"),
+    opt("--variant", group=_G, config=Kind.TEXT, default="snia", choices=VARIANTS,
+        help="snia (default) or reviews: the reviews' 4-round 90-110%% rule, no 0.5 KiB "
+        "cells, 70/30 instead of 65/35 in the latency test"),
+    opt("--tests", group=_G, config=Kind.LIST, metavar="LIST",
+        help=f"comma list of {', '.join(TEST_NAMES)} (default: all)"),
+    opt("--rule", group=_G, config=Kind.TEXT, choices=["snia", "review"],
+        help="steady-state rule (default: snia; reviews variant: review)"),
+    opt("--tracking", group=_G, config=Kind.TEXT, choices=TRACKING_SETS,
+        help="IOPS stopping variables: v1.1 = 4 KiB 0/100; v2.0 (default) = 4 KiB 0/100, "
+        "64 KiB 65/35 and 1024 KiB 100/0; both verdicts are recorded"),
+    opt("--round-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
+        help="seconds each cell runs per round (default: profile)"),
+    opt("--max-rounds", group=_G, config=Kind.INT, type=int, metavar="N",
+        help="rounds before giving up on steady state (default: profile)"),
+    common.threads(_G, "fio jobs per cell for IOPS and throughput (default per device "
+                   "class, capped at the CPU count)"),
+    common.qd(_G, "queue depth per thread"),
+    common.active_range(_G),
+    opt("--block-sizes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="IOPS block sizes in KiB, e.g. 1024,128,4,0.5 (default: the 8 SNIA sizes)"),
+    opt("--mixes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="IOPS read/write mixes, e.g. 100/0,65/35,0/100 (default: the 7 SNIA mixes)"),
+    opt("--latency-block-sizes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="latency block sizes in KiB"),
+    opt("--latency-mixes", group=_G, config=Kind.LIST, metavar="LIST", help="latency mixes"),
+    common.purge(_G, common.PURGE_AUTO_HELP),
+    common.no_precondition(_G),
+    common.ioengine(_G, "fio ioengine"),
+    opt("--read-only", group=_G, action="store_true",
+        help="run only the read cells (IOPS and latency at 100/0, sequential read "
+        "throughput) with fio --readonly: no purge, no preconditioning, no --destroy-data "
+        "needed; the device may carry a filesystem but must not be mounted (docs/safety.md)"),
+)
+
+SPEC = SuiteSpec(
+    name="pts",
+    help="SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
+    description="The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and "
+    "1024 KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity "
+    "preconditioning, in rounds until steady state (docs/pts.md).",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=PtsArgs,
+    results={name: PtsResult for name in TEST_NAMES},
+    resumable=True,
+    # --print-config lists the settings in this order (as before the suite contract)
+    config_first=("size", "store", "fio", "profile", "variant", "tests", "rule", "tracking",
+                  "round-seconds", "max-rounds", "threads", "qd", "active-range",
+                  "block-sizes", "mixes", "latency-block-sizes", "latency-mixes", "purge",
+                  "ioengine"),
+)

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.options import IOENGINES, PURGE_METHODS
+from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.plan.suite import Opt, opt
 from ssdlab.plan.units import parse_size
 

@@ -7,9 +7,15 @@ the steady-state tracking variables. Pure: nothing here touches a device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
+from ssdlab.analysis.steady import rule_by_name
+from ssdlab.jsonrecord import Record
 from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern, block_label
+from ssdlab.plan.units import format_duration
 
 IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
 IOPS_MIXES = (100, 95, 65, 50, 35, 5, 0)
@@ -272,3 +278,111 @@ def build_pts_tests(
     if "latency" in opts.tests:
         tests.append(latency_test(opts, rng, logical_sector))
     return tuple(tests)
+
+
+# -- results --------------------------------------------------------------------------------
+
+#: one cell of a stored result: its identity (cell, block_bytes, read_pct, pattern, load)
+#: and every metric fio gave for it (iops, bw_bytes_per_s, lat_*_us, ...): the CSV export
+#: and the comparisons read the metrics by name, so a cell stays a mapping
+CellData = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SkippedCell(Record):
+    cell: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PtsResult(Record):
+    """A PTS test's result: the measurement window's cells and how steady state went."""
+
+    OMIT_NONE = frozenset({"error"})
+
+    steady: bool = False
+    window_rounds: list[int] = field(default_factory=list)
+    rounds_run: int = 0
+    tracking_set: str = ""
+    cells: list[CellData] = field(default_factory=list)
+    skipped: list[SkippedCell] = field(default_factory=list)
+    error: str | None = None
+
+
+def skipped_records(test: PtsTest) -> list[SkippedCell]:
+    return [SkippedCell(c, r) for c, r in test.skipped]
+
+
+# -- what the plan says: dry run, the stored plan, a test's parameters ---------------------
+
+#: (cells, what the job does) -> the job file's text
+JobText = Callable[[tuple[CellSpec, ...], str], str]
+
+
+def describe_settings(opts: PtsOptions) -> str:
+    return (f"profile {opts.profile}{' (QUICK)' if opts.quick else ''}, variant {opts.variant}, "
+            f"rule {opts.rule}, tracking {opts.tracking}, at most {opts.max_rounds} rounds, "
+            f"{opts.threads} threads x QD {opts.iodepth}")
+
+
+def describe_tests(opts: PtsOptions, tests: tuple[PtsTest, ...], file_target: bool,
+                   job_text: JobText) -> list[str]:
+    """``--dry-run``: every test, its purge, and its job files."""
+    out: list[str] = []
+    for test in tests:
+        out += ["", f"== {test.name}: {len(test.round_cells)} cells, "
+                f"{format_duration(test.round_seconds)} per round"]
+        purge = opts.purge if test.purge else "none"
+        if file_target and purge != "none":
+            purge = "recreate the file"
+        out.append(f"purge: {purge}")
+        out += [f"skipped {label}: {reason}" for label, reason in test.skipped]
+        if test.wipc is not None:
+            out += ["-- preconditioning job file:",
+                    job_text((test.wipc,), f"{test.name} workload-independent "
+                             "preconditioning").rstrip()]
+        out += ["-- job file of every round:",
+                job_text(test.round_cells, f"{test.name} round N").rstrip()]
+    return out
+
+
+def cell_dict(cell: CellSpec) -> dict[str, object]:
+    """A cell's spec as stored with a test's parameters."""
+    data = dataclasses.asdict(cell)
+    data["pattern"] = str(cell.pattern)
+    data["read_pct"] = cell.mix.read_pct
+    del data["mix"]
+    return data
+
+
+def test_params(test: PtsTest, opts: PtsOptions) -> dict[str, Any]:
+    return {
+        "title": test.title,
+        "rule": opts.rule,
+        "window": rule_by_name(opts.rule).window,
+        "max_rounds": opts.max_rounds,
+        "tracking_set": test.primary_set,
+        "tracking": {name: [dataclasses.asdict(v) for v in vs] for name, vs in test.tracking_sets},
+        "cell_seconds": opts.cell_seconds,
+        "round_seconds": test.round_seconds,
+        "cells": [cell_dict(c) for c in test.round_cells],
+        "precondition": None if test.wipc is None else cell_dict(test.wipc),
+        "purge": opts.purge if test.purge else "none",
+        "skipped": [{"cell": c, "reason": r} for c, r in test.skipped],
+        "quick": opts.quick,
+    }
+
+
+def plan_dict(opts: PtsOptions, tests: tuple[PtsTest, ...]) -> dict[str, Any]:
+    options = dataclasses.asdict(opts)
+    options["quick"] = opts.quick
+    return {
+        "suite": "pts",
+        "options": options,
+        "tests": [t.name for t in tests],
+        "ioengine": opts.ioengine,
+        "direct": True,
+        "data_pattern": "fio default (random, scrambled per I/O)",
+        "latency": "fio completion latency (clat); mixed-cell percentiles from merged "
+        "json+ histograms",
+    }

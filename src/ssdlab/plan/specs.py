@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
+PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
+IOENGINES = ("libaio", "io_uring", "psync", "sync")
 
 
 class Pattern(enum.StrEnum):

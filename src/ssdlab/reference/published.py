@@ -17,14 +17,16 @@ import json
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ssdlab import __version__
 from ssdlab.errors import UserError
-from ssdlab.plan.pts import cell_name
+from ssdlab.jsonrecord import Record
+from ssdlab.plan.pts import CellData, cell_name
 from ssdlab.plan.specs import KIB, block_label
+from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.store.db import Store
 
 COLUMNS = (
@@ -69,6 +71,60 @@ class PublishedRow:
     @property
     def block_bytes(self) -> int | None:
         return None if self.block_kib is None else int(self.block_kib * KIB)
+
+
+@dataclass(frozen=True)
+class PublishedCells(Record):
+    """A PTS test's published figures: one cell each, as an ssdlab test's result cells."""
+
+    cells: list[CellData] = field(default_factory=list)
+    steady: bool = True
+    published: bool = True
+
+
+@dataclass(frozen=True)
+class PublishedSaturation(Record):
+    """Write saturation as published: IOPS fresh out of box and saturated (the keys in the
+    order the file gives them)."""
+
+    published: bool = True
+    iops_fob: float | None = None
+    iops_steady: float | None = None
+
+
+@dataclass(frozen=True)
+class PublishedFigure(Record):
+    """A published figure no ssdlab test holds, as the file gives it."""
+
+    test: str
+    metric: str
+    value: float
+    block_kib: float | None
+    read_pct: int | None
+    threads: int | None
+    queue_depth: int | None
+    active_range_pct: float | None
+    notes: str
+
+
+@dataclass(frozen=True)
+class PublishedRows(Record):
+    rows: list[PublishedFigure] = field(default_factory=list)
+    published: bool = True
+
+
+SPEC: SuiteSpec[dict[str, Any]] = SuiteSpec(
+    name=SUITE,
+    help="published review results, imported as read-only reference runs",
+    description="Figures published by reviews (ssdlab import published FILE): PTS tests "
+    "shaped like ssdlab's own, and every other figure as it was published.",
+    target=TargetKind.DEVICE,
+    options=(),
+    args_type=dict,
+    results={"iops": PublishedCells, "throughput": PublishedCells,
+             "write-saturation": PublishedSaturation, "published": PublishedRows},
+    runnable=False,
+)
 
 
 @dataclass(frozen=True)
@@ -352,8 +408,7 @@ def _unique_cells(rows: Sequence[PublishedRow], name: str) -> None:
 def _iops_test(rows: Sequence[PublishedRow], name: str) -> ReferenceTest:
     _unique_cells(rows, name)
     cells = [{**_cell("iops", r, "random"), "iops": r.value} for r in rows]
-    result = {"cells": cells, "steady": True, "published": True}
-    return ReferenceTest("iops", _params("IOPS", rows), result)
+    return ReferenceTest("iops", _params("IOPS", rows), PublishedCells(cells).to_json())
 
 
 def _throughput_tests(rows: Sequence[PublishedRow], name: str) -> list[ReferenceTest]:
@@ -363,8 +418,8 @@ def _throughput_tests(rows: Sequence[PublishedRow], name: str) -> list[Reference
         mine = [r for r in rows if r.block_kib == kib]
         test = f"throughput-{kib}k"
         cells = [{**_cell(test, r, "sequential"), "bw_bytes_per_s": r.value * MIB} for r in mine]
-        result = {"cells": cells, "steady": True, "published": True}
-        tests.append(ReferenceTest(test, _params(f"Throughput {kib} KiB", mine), result))
+        tests.append(ReferenceTest(test, _params(f"Throughput {kib} KiB", mine),
+                                   PublishedCells(cells).to_json()))
     return tests
 
 
@@ -379,27 +434,20 @@ def _saturation_test(rows: Sequence[PublishedRow], name: str) -> ReferenceTest:
     params = _params("Write saturation", rows)
     params["block_bytes"] = _common([r.block_bytes for r in rows])
     params["read_pct"] = _common([r.read_pct for r in rows])
-    return ReferenceTest("write-saturation", params, result)
+    # checked as its record; the metrics stay in the order the file gives them
+    return ReferenceTest("write-saturation", params,
+                         PublishedSaturation.from_json(result).to_json())
 
 
-def _row_dict(row: PublishedRow) -> dict[str, Any]:
-    return {
-        "test": row.test,
-        "metric": row.metric,
-        "value": row.value,
-        "block_kib": row.block_kib,
-        "read_pct": row.read_pct,
-        "threads": row.threads,
-        "queue_depth": row.queue_depth,
-        "active_range_pct": row.active_range_pct,
-        "notes": row.notes,
-    }
+def _figure(row: PublishedRow) -> PublishedFigure:
+    return PublishedFigure(row.test, row.metric, row.value, row.block_kib, row.read_pct,
+                           row.threads, row.queue_depth, row.active_range_pct, row.notes)
 
 
 def _other_test(rows: Sequence[PublishedRow]) -> ReferenceTest:
     params = {"title": "Other published figures"}
-    result = {"rows": [_row_dict(r) for r in rows], "published": True}
-    return ReferenceTest("published", params, result)
+    result = PublishedRows([_figure(r) for r in rows])
+    return ReferenceTest("published", params, result.to_json())
 
 
 def _map_tests(rows: Sequence[PublishedRow], name: str) -> tuple[ReferenceTest, ...]:

@@ -141,7 +141,7 @@ def slc_probe_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 # -- ssdlab show, and what ssdlab run prints -------------------------------------------------
 
 
-def show_lines(test: TestData) -> list[str]:
+def show_lines(run: RunData, test: TestData) -> list[str]:
     p, result = test.params, result_of(test, SlcProbeResult)
     lines = [f"  write {format_bytes(p.get('write_bytes', 0))} sequentially from offset 0, "
              f"{format_bytes(p.get('block_bytes', 0))} blocks, 1 thread x QD "

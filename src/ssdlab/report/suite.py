@@ -8,7 +8,7 @@ Each suite's pages module defines one :class:`SuitePages` named ``PAGES``; the r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,8 +21,8 @@ R = TypeVar("R", bound=Record)
 
 #: the report pages of one test: (run, test, anchor) -> pages
 PageMaker = Callable[[RunData, TestData, str], list[Page]]
-#: the lines ``ssdlab show`` prints under a test's heading
-ShowLines = Callable[[TestData], list[str]]
+#: the lines ``ssdlab show`` prints under a test's heading: (run, test) -> lines
+ShowLines = Callable[[RunData, TestData], list[str]]
 #: a comparison's overlay of the runs it can compare: (runs, their labels) -> HTML
 Overlay = Callable[[Sequence[RunData], Sequence[str]], str]
 
@@ -47,9 +47,9 @@ class SuitePages:
     overlay: Overlay | None = None
     #: pages of a test the suite does not name (imported reference runs' other figures)
     other_pages: PageMaker | None = None
-    #: the title page lists the tests as SNIA PTS tests (rule, tracking, load, purge)
-    pts_title: bool = False
-    extra: Mapping[str, object] = field(default_factory=dict)
+    #: the title page's table of tests: "pts" (rule, tracking, load, purge, outcome of
+    #: each test with rounds), "tests" (status, rounds, outcome) or "none"
+    title_table: str = "tests"
 
     def pages_of(self, test: str) -> PageMaker | None:
         return self.pages.get(test_kind(test), self.other_pages)

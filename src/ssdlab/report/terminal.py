@@ -12,7 +12,7 @@ from ssdlab.store.records import RunData, TestData
 QUICK_BANNER = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     body = [list(header), *[list(r) for r in rows]]
     widths = [max(len(row[i]) for row in body) for i in range(len(header))]
     lines = []
@@ -26,7 +26,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _num(value: Any, digits: int = 0) -> str:
+def num(value: Any, digits: int = 0) -> str:
     if not isinstance(value, int | float):
         return "-"
     return f"{value:,.{digits}f}"
@@ -43,13 +43,13 @@ def iops_table(test: TestData) -> list[str]:
     mixes = sorted({int(c["read_pct"]) for c in cells}, reverse=True)
     value = {(int(c["block_bytes"]), int(c["read_pct"])): c.get("iops") for c in cells}
     header = ["block size \\ read/write", *[Mix(m).label for m in mixes]]
-    rows = [[block_label(b), *[_num(value.get((b, m))) for m in mixes]] for b in blocks]
-    return _table(header, rows)
+    rows = [[block_label(b), *[num(value.get((b, m))) for m in mixes]] for b in blocks]
+    return text_table(header, rows)
 
 
 def _mib_per_s(cell: dict[str, Any] | None) -> str:
     value = (cell or {}).get("bw_bytes_per_s")
-    return _num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
+    return num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
 
 
 def throughput_table(tests: list[TestData]) -> list[str]:
@@ -65,7 +65,7 @@ def throughput_table(tests: list[TestData]) -> list[str]:
                     _mib_per_s(cells.get(0)),
                 ]
             )
-    return _table(["block size", "read MiB/s", "write MiB/s"], rows) if rows else []
+    return text_table(["block size", "read MiB/s", "write MiB/s"], rows) if rows else []
 
 
 def latency_table(test: TestData) -> list[str]:
@@ -75,7 +75,7 @@ def latency_table(test: TestData) -> list[str]:
             [
                 f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}",
                 *[
-                    _num(c.get(k), 1)
+                    num(c.get(k), 1)
                     for k in (
                         "lat_mean_us",
                         "lat_max_us",
@@ -86,7 +86,7 @@ def latency_table(test: TestData) -> list[str]:
                 ],
             ]
         )
-    return _table(
+    return text_table(
         ["cell (1 thread, QD 1)", "mean us", "max us", "p99 us", "p99.9 us", "p99.99 us"], rows
     )
 
@@ -103,7 +103,7 @@ def _reference_lines(run: RunData) -> list[str]:
     return [
         f"READ-ONLY REFERENCE: figures published in {p.get('source_document')}, imported "
         f"from {p.get('source_file')} ({p.get('imported_rows')} rows) on {_when(run.created_at)}",
-        f"device {t.get('model') or '-'}, {_num(t.get('capacity_bytes'))} bytes as published",
+        f"device {t.get('model') or '-'}, {num(t.get('capacity_bytes'))} bytes as published",
     ]
 
 
@@ -120,7 +120,7 @@ def header_lines(run: RunData) -> list[str]:
         f"started {_when(run.created_at)}, finished {_when(run.finished_at)}",
         f"target {t.get('path')} ({t.get('device_class')}): model {t.get('model') or '-'}, "
         f"serial {t.get('serial') or '-'}, firmware {t.get('firmware') or '-'}, "
-        f"{_num(t.get('capacity_bytes'))} bytes, sectors {t.get('logical_sector_bytes')}/"
+        f"{num(t.get('capacity_bytes'))} bytes, sectors {t.get('logical_sector_bytes')}/"
         f"{t.get('physical_sector_bytes')} B",
         f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
@@ -132,7 +132,7 @@ def header_lines(run: RunData) -> list[str]:
     return lines
 
 
-def _verdict_line(test: TestData) -> str:
+def verdict_line(test: TestData) -> str:
     primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
     transition = test.result.get("transition") if isinstance(test.result, dict) else None
     if isinstance(transition, dict) and transition.get("message"):
@@ -161,7 +161,7 @@ def _preset_name(p: dict[str, Any]) -> str | None:
     return f"preset {preset} v{p.get('preset_version', '?')}"
 
 
-def _params_line(test: TestData) -> str:
+def params_line(test: TestData) -> str:
     p = test.params
     cells = p.get("cells") or [{}]
     if "rule" not in p or "tracking_set" not in p:  # not a PTS test
@@ -178,50 +178,8 @@ def _params_line(test: TestData) -> str:
     )
 
 
-def _published_lines(test: TestData) -> list[str]:
-    """Load and notes of a test imported from published results, and figures no table shows."""
-    p, r = test.params, test.result
-    load = []
-    if p.get("threads") or p.get("iodepth"):
-        load.append(f"threads {p.get('threads') or '-'} x QD {p.get('iodepth') or '-'}")
-    if p.get("active_range_pct"):
-        load.append(f"active range {_num(p.get('active_range_pct'))} %")
-    lines = [f"  as published: {', '.join(load)}"] if load else []
-    lines += [f"  note: {note}" for note in p.get("notes", [])]
-    if "iops_fob" in r or "iops_steady" in r:
-        lines.append(
-            f"  IOPS fresh out of box {_num(r.get('iops_fob'))}, "
-            f"saturated {_num(r.get('iops_steady'))}"
-        )
-    rows = [row for row in r.get("rows", []) if isinstance(row, dict)]
-    if rows:
-        lines += _published_rows_table(rows)
-    return lines
-
-
-def _plain(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if value == int(value) else f"{value:,}"
-    return str(value)
-
-
-def _published_rows_table(rows: list[dict[str, Any]]) -> list[str]:
-    """Published figures no ssdlab test holds, one per row, notes at the end of the line."""
-    keys = ("value", "block_kib", "read_pct", "threads", "queue_depth")
-    header = ["test: metric", "value", "block KiB", "read %", "threads", "QD"]
-    body = [
-        [f"{row.get('test')}: {row.get('metric')}", *[_plain(row.get(k)) for k in keys]]
-        for row in rows
-    ]
-    table = _table(header, body)
-    notes = ["notes", "-----", *[str(row.get("notes") or "") for row in rows]]
-    return [f"{line}  {note}".rstrip() for line, note in zip(table, notes, strict=True)]
-
-
 def _mb(bw_bytes_per_s: Any) -> str:
-    return _num(bw_bytes_per_s / 1e6, 1) if isinstance(bw_bytes_per_s, int | float) else "-"
+    return num(bw_bytes_per_s / 1e6, 1) if isinstance(bw_bytes_per_s, int | float) else "-"
 
 
 def preset_lines(test: TestData) -> list[str]:
@@ -229,38 +187,38 @@ def preset_lines(test: TestData) -> list[str]:
     r = test.result if isinstance(test.result, dict) else {}
     rows = [x for x in r.get("rows", []) if isinstance(x, dict) and "best" in x]
     if rows:  # cdm, atto, iometer: best and mean of the passes
-        body = [[str(x.get("group")), str(x.get("mode")), _num(x["best"].get("mb_per_s"), 1),
-                 _num(x.get("mean", {}).get("mb_per_s"), 1), _num(x["best"].get("iops")),
-                 _num(x["best"].get("lat_mean_us"), 1), str(x.get("passes", "-"))]
+        body = [[str(x.get("group")), str(x.get("mode")), num(x["best"].get("mb_per_s"), 1),
+                 num(x.get("mean", {}).get("mb_per_s"), 1), num(x["best"].get("iops")),
+                 num(x["best"].get("lat_mean_us"), 1), str(x.get("passes", "-"))]
                 for x in rows]
         return ["  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
-                *_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
+                *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
                          "best mean lat us", "passes"], body)]
     summary = [x for x in r.get("summary", []) if isinstance(x, dict)]
     if summary:  # aja, diskfill, smallfiles, copy
         body = [[str(x.get("group")), str(x.get("direction")), str(x.get("count", "-")),
-                 _num(x.get("mean_seconds"), 3), _mb(x.get("mean_bw_bytes_per_s"))]
+                 num(x.get("mean_seconds"), 3), _mb(x.get("mean_bw_bytes_per_s"))]
                 for x in summary]
         return ["  results (MB/s = 10^6 bytes/s, means over the repetitions):",
-                *_table(["phase", "direction", "count", "mean s", "MB/s"], body)]
+                *text_table(["phase", "direction", "count", "mean s", "MB/s"], body)]
     lines: list[str] = []
     for w in (x for x in r.get("workloads", []) if isinstance(x, dict)):  # curves
-        body = [[("max rate" if pt.get("kind") == "max" else f"{_num(pt.get('fraction_pct'))} %"
+        body = [[("max rate" if pt.get("kind") == "max" else f"{num(pt.get('fraction_pct'))} %"
                   if pt.get("fraction_pct") is not None else str(pt.get("kind"))),
-                 _num(pt.get("target_iops")), _num(pt.get("iops")),
-                 _num(pt.get("delivered_pct"), 1), _num(pt.get("lat_mean_us"), 1),
-                 _num(pt.get("lat_p99_us"), 1), _num(pt.get("host_cpu_pct"), 0),
-                 _num(pt.get("host_steal_pct"), 0), "SHORT" if pt.get("short") else ""]
+                 num(pt.get("target_iops")), num(pt.get("iops")),
+                 num(pt.get("delivered_pct"), 1), num(pt.get("lat_mean_us"), 1),
+                 num(pt.get("lat_p99_us"), 1), num(pt.get("host_cpu_pct"), 0),
+                 num(pt.get("host_steal_pct"), 0), "SHORT" if pt.get("short") else ""]
                 for pt in w.get("points", []) if isinstance(pt, dict)]
-        lines += [f"  {w.get('title', w.get('name'))} (max {_num(w.get('max_iops'))} IOPS):",
-                  *_table(["point", "target IOPS", "delivered IOPS", "delivered %",
+        lines += [f"  {w.get('title', w.get('name'))} (max {num(w.get('max_iops'))} IOPS):",
+                  *text_table(["point", "target IOPS", "delivered IOPS", "delivered %",
                            "mean us", "p99 us", "host CPU %", "steal %", "flag"], body)]
     cell = r.get("cell")
     if isinstance(cell, dict):  # replay
-        lines += _table(["IOPS", "MB/s", "mean us", "p99 us", "max us"],
-                        [[_num(cell.get("iops")), _mb(cell.get("bw_bytes_per_s")),
-                          _num(cell.get("lat_mean_us"), 1), _num(cell.get("lat_p99_us"), 1),
-                          _num(cell.get("lat_max_us"), 1)]])
+        lines += text_table(["IOPS", "MB/s", "mean us", "p99 us", "max us"],
+                        [[num(cell.get("iops")), _mb(cell.get("bw_bytes_per_s")),
+                          num(cell.get("lat_mean_us"), 1), num(cell.get("lat_p99_us"), 1),
+                          num(cell.get("lat_max_us"), 1)]])
     return lines
 
 
@@ -269,30 +227,14 @@ def render_run(run: RunData) -> str:
     lines = header_lines(run)
     suite = find(run.suite)
     pages = suite.pages() if suite is not None else None
-    throughput = [t for t in run.tests if t.name.startswith("throughput")]
     for test in run.tests:
         state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
-        published = isinstance(test.result, dict) and bool(test.result.get("published"))
         lines += ["", f"== {test.params.get('title', test.name)} [{state}]"]
         show = pages.show_of(test.name) if pages is not None else None
         if show is not None:
-            lines += show(test)
+            lines += show(run, test)
             continue
-        if published:
-            lines += _published_lines(test)
-        else:
-            lines += [_params_line(test), f"  verdict: {_verdict_line(test)}"]
-        for skipped in test.result.get("skipped", []) if isinstance(test.result, dict) else []:
-            lines.append(f"  skipped {skipped['cell']}: {skipped['reason']}")
-        how = "as published" if published else "window average"
-        if test.name == "iops" and _cells(test):
-            lines += [f"  IOPS ({how}):", *iops_table(test)]
-        elif test.name == "latency" and _cells(test):
-            lines += ["  latency (window average; max over window):", *latency_table(test)]
-        elif test is (throughput[-1] if throughput else None):
-            lines += [f"  throughput ({how}):", *throughput_table(throughput)]
-        elif not published:
-            lines += preset_lines(test)
+        lines += [params_line(test), f"  verdict: {verdict_line(test)}", *preset_lines(test)]
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"

@@ -1,4 +1,6 @@
-"""Everything checked before the first byte is written: target, options, fio, plan."""
+"""Everything checked about the target before the first byte is written: that it is a
+block device that may be written or a file ssdlab made (or will make), fio, the host.
+Each suite's run module checks its own options and plan on top (``prepare_X``)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,6 @@ from dataclasses import dataclass
 
 from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.options import PtsArgs, build_options
-from ssdlab.plan.pts import PtsOptions, PtsTest, active_range, build_pts_tests
-from ssdlab.plan.specs import Pattern
 from ssdlab.plan.units import format_bytes
 from ssdlab.store.records import RunData
 from ssdlab.targets.filetarget import is_ssdlab_file
@@ -43,27 +42,6 @@ class TargetRequest:
         if self.target is None:
             raise UserError("--target PATH is required")
         return self.target
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    target: str
-    size_bytes: int | None
-    destroy_data: DestroyData  # False, True (the bare flag) or --destroy-data=SERIAL|PATH
-    args: PtsArgs
-    fio: str = "fio"
-
-
-@dataclass(frozen=True)
-class Prepared:
-    request: RunRequest
-    info: TargetInfo
-    options: PtsOptions
-    tests: tuple[PtsTest, ...]
-    host: dict[str, object]
-    versions: dict[str, str]
-    #: the file target does not exist yet and will be created by the run
-    create_file: bool
 
 
 def _is_block(path: str) -> bool:
@@ -102,27 +80,27 @@ def _check_free_space(path: str, size: int) -> None:
         )
 
 
-def resolve_target(request: RunRequest) -> tuple[TargetInfo, bool]:
+def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyData,
+                   read_only: bool = False) -> tuple[TargetInfo, bool]:
     """Identify the target without writing anything; (info, file must be created).
 
     Block devices go through every guardrail of :mod:`ssdlab.targets.safety`; a
     --read-only run writes nothing, so it needs no --destroy-data and may read a device
     that carries a filesystem (but not a mounted, system or busy one).
     """
-    path = os.path.abspath(request.target)
-    read_only = request.args.read_only
+    path = os.path.abspath(target)
     if _is_block(path):
-        if request.size_bytes is not None:
+        if size_bytes is not None:
             raise UserError(
                 "--size applies to file targets; a block device is tested whole "
                 "(use --active-range to test part of it)"
             )
         info = identify_block(path)
-        check_block_target(info, destroy_data=request.destroy_data, writes=not read_only)
+        check_block_target(info, destroy_data=destroy_data, writes=not read_only)
         return info, False
-    if isinstance(request.destroy_data, str):
+    if isinstance(destroy_data, str):
         raise UserError(
-            f"--destroy-data={request.destroy_data} names a device, but the target {path} "
+            f"--destroy-data={destroy_data} names a device, but the target {path} "
             "is not a block device; file targets need no --destroy-data"
         )
     if read_only and not os.path.exists(path):
@@ -130,7 +108,7 @@ def resolve_target(request: RunRequest) -> tuple[TargetInfo, bool]:
             f"--read-only writes nothing, so it cannot create {path}; "
             "give an existing ssdlab test file or a block device"
         )
-    info, create = _resolve_file(path, request)
+    info, create = _resolve_file(path, size_bytes)
     if create and read_only:
         raise UserError(
             f"--read-only writes nothing, so it cannot resize {path}; "
@@ -139,7 +117,7 @@ def resolve_target(request: RunRequest) -> tuple[TargetInfo, bool]:
     return info, create
 
 
-def _resolve_file(path: str, request: RunRequest) -> tuple[TargetInfo, bool]:
+def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
     """An existing file ssdlab created, or a new one (never a foreign file)."""
     if os.path.exists(path):
         if not os.path.isfile(path):
@@ -149,57 +127,21 @@ def _resolve_file(path: str, request: RunRequest) -> tuple[TargetInfo, bool]:
                 f"refusing {path}: it exists and was not created by ssdlab; "
                 "give a new file path or a block device"
             )
-        if request.size_bytes is not None and request.size_bytes != os.path.getsize(path):
-            return _planned_file(path, request.size_bytes), True
+        if size_bytes is not None and size_bytes != os.path.getsize(path):
+            return _planned_file(path, size_bytes), True
         return identify_file(path), False
     if not os.path.isdir(os.path.dirname(path)):
         raise TargetError(
             f"target {path} does not exist and its directory "
             f"{os.path.dirname(path)} does not exist either"
         )
-    if request.size_bytes is None:
+    if size_bytes is None:
         raise UserError(
             f"target {path} does not exist; give --size to let ssdlab create "
             "a test file of that size (e.g. --size 1GiB)"
         )
-    _check_free_space(path, request.size_bytes)
-    return _planned_file(path, request.size_bytes), True
-
-
-def _check_size(info: TargetInfo, options: PtsOptions) -> None:
-    rng = active_range(info.capacity_bytes, options.active_range_pct)
-    if rng.size_bytes < MIN_ACTIVE_RANGE:
-        raise TargetError(
-            f"target {info.path} is too small: its active range is {format_bytes(rng.size_bytes)}"
-            f", ssdlab needs at least {format_bytes(MIN_ACTIVE_RANGE)}"
-        )
-
-
-def _check_slices(tests: tuple[PtsTest, ...]) -> None:
-    """Sequential threads each get their own slice; each slice must hold a block."""
-    for test in tests:
-        for cell in test.round_cells:
-            if (
-                cell.pattern is Pattern.SEQUENTIAL
-                and cell.size_bytes // cell.threads < cell.block_bytes
-            ):
-                raise UserError(
-                    f"--threads {cell.threads} is too many for {test.name}: each thread needs "
-                    f"its own {format_bytes(cell.block_bytes)} slice of the "
-                    f"{format_bytes(cell.size_bytes)} active range"
-                )
-
-
-def _check_purge(info: TargetInfo, options: PtsOptions) -> None:
-    if info.kind == "file" and options.purge not in ("auto", "none"):
-        raise UserError(
-            f"--purge {options.purge} applies to block devices; a file target is "
-            "purged by recreating it (--purge auto) or not at all (--purge none)"
-        )
-    if options.purge.startswith("nvme") and info.device_class != "nvme":
-        raise UserError(
-            f"--purge {options.purge} needs an NVMe device; {info.path} is {info.device_class}"
-        )
+    _check_free_space(path, size_bytes)
+    return _planned_file(path, size_bytes), True
 
 
 @dataclass(frozen=True)
@@ -259,23 +201,8 @@ def prepare_target(
     """fio version, target identity and safety: UserError (one line) before any I/O."""
     version = fio_version(fio)
     check_fio_version(version)
-    request = RunRequest(target, size_bytes, destroy_data, PtsArgs(read_only=read_only), fio)
-    info, create = resolve_target(request)
+    info, create = resolve_target(target, size_bytes, destroy_data, read_only)
     return PreparedTarget(info, create, host_info(), {"ssdlab": __version__, "fio": version})
-
-
-def prepare(request: RunRequest) -> Prepared:
-    """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
-    base = prepare_target(request.target, request.size_bytes, request.destroy_data, request.fio,
-                          read_only=request.args.read_only)
-    info, create, host = base.info, base.create_file, base.host
-    cpus = base.cpus
-    options = build_options(request.args, info.device_class, cpus)
-    _check_purge(info, options)
-    _check_size(info, options)
-    tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
-    _check_slices(tests)
-    return Prepared(request, info, options, tests, host, base.versions, create)
 
 
 def check_same_target(run: RunData, now: PreparedTarget) -> None:
@@ -288,12 +215,6 @@ def check_same_target(run: RunData, now: PreparedTarget) -> None:
                 f"refusing to resume run {run.run_id}: {info.path} is not the same target "
                 f"({key} was {then.get(key)!r}, is {current!r})"
             )
-
-
-def _options_from(stored: dict[str, object]) -> PtsOptions:
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()
-              if k != "quick"}
-    return PtsOptions(**values)  # type: ignore[arg-type]
 
 
 def prepare_resume_target(
@@ -311,22 +232,3 @@ def prepare_resume_target(
     base = prepare_target(path, size, destroy_data, fio, read_only=read_only)
     check_same_target(run, base)
     return base
-
-
-def prepare_resume(run: RunData, destroy_data: DestroyData, fio: str = "fio") -> Prepared:
-    """A stored PTS run's plan, re-validated against the target as it is now."""
-    stored = run.plan.get("options")
-    if not isinstance(stored, dict):
-        raise UserError(f"run {run.run_id} has no stored PTS options to resume from")
-    base = prepare_resume_target(run, destroy_data, fio,
-                                 read_only=stored.get("read_only_target") is True)
-    try:
-        options = _options_from(stored)
-    except TypeError as exc:
-        raise UserError(f"run {run.run_id} was made by another ssdlab version and cannot be "
-                        f"resumed by this one ({exc})") from None
-    tests = build_pts_tests(options, base.info.capacity_bytes, base.info.logical_sector_bytes)
-    request = RunRequest(base.info.path, None, destroy_data,
-                         PtsArgs(read_only=options.read_only_target), fio)
-    return Prepared(request, base.info, options, tests, base.host, base.versions,
-                    base.create_file)

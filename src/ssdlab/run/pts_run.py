@@ -6,46 +6,147 @@ round 7 (Ctrl-C, crash, power loss) keeps rounds 1-6.
 
 from __future__ import annotations
 
-import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
 from ssdlab.engine.runner import Executor, FioRun
-from ssdlab.plan.pts import PtsTest, TrackingVar
-from ssdlab.plan.specs import CellSpec
+from ssdlab.errors import TargetError, UserError
+from ssdlab.plan import pts as plan
+from ssdlab.plan.options import PtsArgs, build_options
+from ssdlab.plan.pts import (
+    PtsOptions,
+    PtsResult,
+    PtsTest,
+    TrackingVar,
+    active_range,
+    build_pts_tests,
+    skipped_records,
+)
+from ssdlab.plan.specs import CellSpec, Pattern
+from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
-from ssdlab.run.prepare import Prepared
+from ssdlab.run.prepare import (
+    MIN_ACTIVE_RANGE,
+    TargetRequest,
+    check_file_purge,
+    prepare_device,
+    prepare_resume_target,
+)
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import (
-    FioSetup,
+    PreparedSuite,
     RunInterrupted,
-    RunSession,
+    Runner,
+    SessionRun,
     TestFailed,
+    dry_run_create,
+    dry_run_head,
     fio_record,
+    setup_of,
     timeout_for,
 )
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
-from ssdlab.targets.filetarget import create_file_target
+from ssdlab.targets.identity import TargetInfo
 
 #: a test with one of these statuses is not run again when a run is resumed
 FINISHED_TESTS = ("steady", "not_steady", "failed", "skipped")
 
-__all__ = ["PtsRun", "RunInterrupted", "TestFailed", "job_text", "plan_dict", "test_params"]
+__all__ = ["RUNNER", "PreparedPts", "PtsRun", "RunInterrupted", "TestFailed", "prepare_pts"]
 
 
-def fio_setup(prepared: Prepared) -> FioSetup:
-    return FioSetup(
-        prepared.info.path, prepared.options.ioengine, prepared.versions["ssdlab"],
-        prepared.info.device_class, prepared.options.profile,
-    )
+# -- preparing ------------------------------------------------------------------------------
 
 
-def job_text(prepared: Prepared, cells: tuple[CellSpec, ...], what: str) -> str:
+@dataclass(frozen=True)
+class PreparedPts(PreparedSuite[PtsOptions]):
+    """A PTS run checked: the target, the options, every test's cells."""
+
+    tests: tuple[PtsTest, ...]
+
+    @property
+    def info(self) -> TargetInfo:
+        return self.target.info
+
+
+def _check_slices(tests: tuple[PtsTest, ...]) -> None:
+    """Sequential threads each get their own slice; each slice must hold a block."""
+    for test in tests:
+        for cell in test.round_cells:
+            if (
+                cell.pattern is Pattern.SEQUENTIAL
+                and cell.size_bytes // cell.threads < cell.block_bytes
+            ):
+                raise UserError(
+                    f"--threads {cell.threads} is too many for {test.name}: each thread needs "
+                    f"its own {format_bytes(cell.block_bytes)} slice of the "
+                    f"{format_bytes(cell.size_bytes)} active range"
+                )
+
+
+def prepare_pts(request: TargetRequest, args: PtsArgs) -> PreparedPts:
+    """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
+    base = prepare_device(request, read_only=args.read_only)
+    info = base.info
+    options = build_options(args, info.device_class, base.cpus)
+    check_file_purge(info, options.purge)
+    rng = active_range(info.capacity_bytes, options.active_range_pct)
+    if rng.size_bytes < MIN_ACTIVE_RANGE:
+        raise TargetError(
+            f"target {info.path} is too small: its active range is {format_bytes(rng.size_bytes)}"
+            f", ssdlab needs at least {format_bytes(MIN_ACTIVE_RANGE)}"
+        )
+    tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
+    _check_slices(tests)
+    return PreparedPts(base, options, tests)
+
+
+def _options_from(stored: dict[str, object]) -> PtsOptions:
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()
+              if k != "quick"}
+    return PtsOptions(**values)  # type: ignore[arg-type]
+
+
+def prepare_pts_resume(run: RunData, request: TargetRequest) -> PreparedPts:
+    """A stored PTS run's plan, re-validated against the target as it is now."""
+    stored = run.plan.get("options")
+    if not isinstance(stored, dict):
+        raise UserError(f"run {run.run_id} has no stored PTS options to resume from")
+    base = prepare_resume_target(run, request.destroy_data, request.fio,
+                                 read_only=stored.get("read_only_target") is True)
+    try:
+        options = _options_from(stored)
+    except TypeError as exc:
+        raise UserError(f"run {run.run_id} was made by another ssdlab version and cannot be "
+                        f"resumed by this one ({exc})") from None
+    tests = build_pts_tests(options, base.info.capacity_bytes, base.info.logical_sector_bytes)
+    return PreparedPts(base, options, tests)
+
+
+def job_text(prepared: PreparedPts, cells: tuple[CellSpec, ...], what: str) -> str:
     if prepared.options.read_only_target:
         what += "\nread-only: fio runs with --readonly and refuses any write or trim"
-    return fio_setup(prepared).job_text(cells, what)
+    return setup_of(prepared).job_text(cells, what)
+
+
+def describe(prepared: PreparedPts) -> str:
+    """``--dry-run``: the plan and every fio job file, with nothing touched."""
+    t, opts = prepared.target, prepared.options
+    out = [dry_run_head(t), plan.describe_settings(opts), *dry_run_create(t),
+           *plan.describe_tests(opts, prepared.tests, t.info.kind == "file",
+                                lambda cells, what: job_text(prepared, cells, what))]
+    return "\n".join(out) + "\n"
+
+
+def progress_of(prepared: PreparedPts) -> Progress:
+    return Progress(quick=prepared.options.quick,
+                    window=rule_by_name(prepared.options.rule).window,
+                    max_rounds=prepared.options.max_rounds)
+
+
+# -- running --------------------------------------------------------------------------------
 
 
 def _verdicts(test: PtsTest, rounds: list[dict[str, float]], rule_name: str) -> dict[str, Verdict]:
@@ -61,54 +162,23 @@ def _tracking(variables: list[TrackingVar], cells: list[Cell]) -> dict[str, floa
     return {v.name: tracking_value(cells, v.cell, v.metric) for v in variables}
 
 
-class PtsRun:
-    """One PTS run against one target, journaled to ``store``."""
+class PtsRun(SessionRun[PreparedPts]):
+    """One PTS run against one target, journaled to ``store``. Resuming: finished tests
+    stay, the current one goes on from its last completed round (no new purge or
+    preconditioning), the rest run as planned."""
+
+    suite = "pts"
 
     def __init__(
-        self, prepared: Prepared, store: Store, executor: Executor, progress: Progress
+        self, prepared: PreparedPts, store: Store, executor: Executor, progress: Progress
     ) -> None:
-        self.p = prepared
-        self.store = store
-        self.executor = executor
-        self.progress = progress
-        self.session = RunSession(prepared.info, store, executor, progress, fio_setup(prepared))
+        super().__init__(prepared, store, executor, progress)
 
-    @property
-    def run_id(self) -> str:
-        return self.session.run_id
+    def plan_dict(self) -> dict[str, Any]:
+        return plan.plan_dict(self.p.options, self.p.tests)
 
-    # -- the whole run ---------------------------------------------------------------
-    def execute(self, argv: list[str]) -> str:
-        if self.p.create_file:
-            self.session.info = create_file_target(self.p.info.path, self.p.info.capacity_bytes)
-        self.session.open(
-            suite="pts",
-            profile=self.p.options.profile,
-            quick=self.p.options.quick,
-            host=self.p.host,
-            plan=plan_dict(self.p),
-            versions=dict(self.p.versions),
-            argv=argv,
-        )
-        with self.session.running():
-            failed = self._run_tests()
-        self.session.finish(failed)
-        return self.run_id
-
-    def resume(self, run: RunData, argv: list[str]) -> str:
-        """Continue a stopped run: finished tests stay, the current one goes on from its
-        last completed round (no new purge or preconditioning), the rest run as planned."""
-        if self.p.create_file:  # killed while a purge was recreating the test file
-            self.session.info = create_file_target(self.p.info.path, self.p.info.capacity_bytes)
-        self.session.reopen(run.run_id, argv)
-        stored = {t.name: t for t in run.tests}
-        with self.session.running():
-            failed = self._run_tests(stored)
-        self.session.finish(failed)
-        return self.run_id
-
-    def _run_tests(self, stored: dict[str, TestData] | None = None) -> list[str]:
-        stored = stored or {}
+    def run_tests(self, previous: RunData | None) -> list[str]:
+        stored = {t.name: t for t in previous.tests} if previous is not None else {}
         self.progress.start(self.p.tests)
         failed: list[str] = []
         for test in self.p.tests:
@@ -127,7 +197,7 @@ class PtsRun:
 
     # -- one test ----------------------------------------------------------------------
     def run_test(self, test: PtsTest, before: TestData | None = None) -> None:
-        params = test_params(test, self.p)
+        params = plan.test_params(test, self.p.options)
         self.store.set_test(
             self.run_id, test.name, status="running", params=params, verdicts={}, result={}
         )
@@ -160,7 +230,7 @@ class PtsRun:
     def _failed(self, test: PtsTest, params: dict[str, Any], exc: TestFailed) -> None:
         self.store.set_test(
             self.run_id, test.name, status="failed", params=params, verdicts={},
-            result={"error": str(exc)},
+            result=PtsResult(error=str(exc)).to_json(),
         )
 
     def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:
@@ -235,14 +305,14 @@ class PtsRun:
         if window is None:  # SNIA: report the last window's rounds, marked not steady
             size = rule_by_name(self.p.options.rule).window
             window = (max(1, len(all_cells) - size + 1), len(all_cells))
-        result = {
-            "steady": primary.attained,
-            "window_rounds": list(window),
-            "rounds_run": len(all_cells),
-            "tracking_set": test.primary_set,
-            "cells": window_cells(all_cells[window[0] - 1 : window[1]]),
-            "skipped": [{"cell": c, "reason": r} for c, r in test.skipped],
-        }
+        result = PtsResult(
+            steady=primary.attained,
+            window_rounds=list(window),
+            rounds_run=len(all_cells),
+            tracking_set=test.primary_set,
+            cells=window_cells(all_cells[window[0] - 1 : window[1]]),
+            skipped=skipped_records(test),
+        )
         stored = {"primary": verdict_to_dict(primary)}
         stored.update({name: verdict_to_dict(v) for name, v in verdicts.items()})
         self.store.set_test(
@@ -251,48 +321,16 @@ class PtsRun:
             status="steady" if primary.attained else "not_steady",
             params=params,
             verdicts=stored,
-            result=result,
+            result=result.to_json(),
         )
         self.progress.line(f"{test.name}: {primary.message}")
 
 
-def _cell_dict(cell: CellSpec) -> dict[str, object]:
-    data = dataclasses.asdict(cell)
-    data["pattern"] = str(cell.pattern)
-    data["read_pct"] = cell.mix.read_pct
-    del data["mix"]
-    return data
-
-
-def test_params(test: PtsTest, prepared: Prepared) -> dict[str, Any]:
-    opts = prepared.options
-    return {
-        "title": test.title,
-        "rule": opts.rule,
-        "window": rule_by_name(opts.rule).window,
-        "max_rounds": opts.max_rounds,
-        "tracking_set": test.primary_set,
-        "tracking": {name: [dataclasses.asdict(v) for v in vs] for name, vs in test.tracking_sets},
-        "cell_seconds": opts.cell_seconds,
-        "round_seconds": test.round_seconds,
-        "cells": [_cell_dict(c) for c in test.round_cells],
-        "precondition": None if test.wipc is None else _cell_dict(test.wipc),
-        "purge": opts.purge if test.purge else "none",
-        "skipped": [{"cell": c, "reason": r} for c, r in test.skipped],
-        "quick": opts.quick,
-    }
-
-
-def plan_dict(prepared: Prepared) -> dict[str, Any]:
-    opts = dataclasses.asdict(prepared.options)
-    opts["quick"] = prepared.options.quick
-    return {
-        "suite": "pts",
-        "options": opts,
-        "tests": [t.name for t in prepared.tests],
-        "ioengine": prepared.options.ioengine,
-        "direct": True,
-        "data_pattern": "fio default (random, scrambled per I/O)",
-        "latency": "fio completion latency (clat); mixed-cell percentiles from merged "
-        "json+ histograms",
-    }
+RUNNER = Runner(
+    prepare=prepare_pts,
+    describe=describe,
+    progress=progress_of,
+    start=PtsRun,
+    prepare_resume=prepare_pts_resume,
+    read_only=lambda p: p.options.read_only_target,
+)

@@ -1,0 +1,103 @@
+"""The pages of a reference run imported from published reviews (``ssdlab import
+published``): its PTS tests as the SNIA results pages (no rounds: results only), its other
+figures as a table; and what ``ssdlab show`` prints of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ssdlab.reference.published import PublishedRows, PublishedSaturation
+from ssdlab.report.html import Page, esc, kv_table, table
+from ssdlab.report.pts_pages import result_table, test_pages
+from ssdlab.report.run_pages import head_left
+from ssdlab.report.scales import fmt_value
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import num, text_table
+from ssdlab.store.records import RunData, TestData
+
+
+def _published_lines(test: TestData) -> list[str]:
+    """Load and notes of a test imported from published results, and figures no table shows."""
+    p = test.params
+    load = []
+    if p.get("threads") or p.get("iodepth"):
+        load.append(f"threads {p.get('threads') or '-'} x QD {p.get('iodepth') or '-'}")
+    if p.get("active_range_pct"):
+        load.append(f"active range {num(p.get('active_range_pct'))} %")
+    lines = [f"  as published: {', '.join(load)}"] if load else []
+    lines += [f"  note: {note}" for note in p.get("notes", [])]
+    if test.name == "write-saturation":
+        r = result_of(test, PublishedSaturation)
+        lines.append(f"  IOPS fresh out of box {num(r.iops_fob)}, saturated {num(r.iops_steady)}")
+    if test.name == "published":
+        rows = [f.to_json() for f in result_of(test, PublishedRows).rows]
+        if rows:
+            lines += _published_rows_table(rows)
+    return lines
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if value == int(value) else f"{value:,}"
+    return str(value)
+
+
+def _published_rows_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Published figures no ssdlab test holds, one per row, notes at the end of the line."""
+    keys = ("value", "block_kib", "read_pct", "threads", "queue_depth")
+    header = ["test: metric", "value", "block KiB", "read %", "threads", "QD"]
+    body = [
+        [f"{row.get('test')}: {row.get('metric')}", *[_plain(row.get(k)) for k in keys]]
+        for row in rows
+    ]
+    table = text_table(header, body)
+    notes = ["notes", "-----", *[str(row.get("notes") or "") for row in rows]]
+    return [f"{line}  {note}".rstrip() for line, note in zip(table, notes, strict=True)]
+
+
+def other_results_page(run: RunData, test: TestData, anchor: str) -> Page | None:
+    """Published figures that are not a PTS table (saturation, NAS, IOmeter ...)."""
+    if test.name == "published":
+        keys = ("test", "metric", "value", "block_kib", "read_pct", "threads", "queue_depth",
+                "notes")
+        figures = [f.to_json() for f in result_of(test, PublishedRows).rows]
+        if not figures:
+            return None
+        rows = [[esc(r[k] if r[k] is not None else "") for k in keys] for r in figures]
+        body = table(keys, rows)
+    else:
+        result = result_of(test, PublishedSaturation).to_json()
+        scalars = [(k, v) for k, v in result.items() if isinstance(v, int | float | str)]
+        if not scalars:
+            return None
+        body = kv_table((k.replace("_", " "), fmt_value(v) if isinstance(
+            v, int | float) and not isinstance(v, bool) else v) for k, v in scalars)
+    return Page(anchor, f"{test.params.get('title', test.name)} (published)", body,
+                head_left(run), run.quick, toc=False)
+
+
+
+
+def other_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    page = other_results_page(run, test, anchor)
+    return [] if page is None else [page]
+
+
+def show_lines(run: RunData, test: TestData) -> list[str]:
+    return _published_lines(test) + result_table(run, test, "as published")
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    return Outcome((f"reference run {run.run_id} in {store_path}",))
+
+
+PAGES = SuitePages(
+    pages={"iops": test_pages, "throughput": test_pages, "write-saturation": other_pages,
+           "published": other_pages},
+    show={"iops": show_lines, "throughput": show_lines, "write-saturation": show_lines,
+          "published": show_lines},
+    outcome=outcome, title_table="none",
+)
