@@ -16,6 +16,7 @@ and exits 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import random
@@ -41,82 +42,104 @@ CHUNK = 5000
 # --------------------------------------------------------------------------- parser inputs
 
 
+@functools.cache
+def _fixtures() -> Any:
+    """The parser fuzz test's module: its fio outputs and strategies."""
+    from tests.unit import test_parser_fuzz
+    return test_parser_fuzz
+
+
+_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1", "-0", "0.5", "9" * 5000,
+            "18446744073709551616", "1e-400", "true", "null", '"7"', "[]", "{}",
+            '{"a": [1, {"b": null}]}', "-9223372036854775809"]
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def _text(draw: st.DrawFn) -> str:
+    texts = _fixtures().TEXTS
+    return str(texts[draw(st.sampled_from(sorted(texts)))])
+
+
+@st.composite
+def truncated(draw: st.DrawFn) -> str:
+    text = _text(draw)
+    start = draw(st.integers(0, len(text)))
+    return text[start:draw(st.integers(start, len(text)))]
+
+
+@st.composite
+def number_swapped(draw: st.DrawFn) -> str:
+    text = _text(draw)
+    for _ in range(draw(st.integers(1, 4))):
+        spots = [m.span() for m in _NUMBER.finditer(text)]
+        if not spots:
+            break
+        start, end = draw(st.sampled_from(spots))
+        text = text[:start] + draw(st.sampled_from(_NUMBERS)) + text[end:]
+    return text
+
+
+@st.composite
+def deep(draw: st.DrawFn) -> str:
+    text = _text(draw)
+    depth = draw(st.integers(1, 20000))
+    where = text.find('"jobs"') if draw(st.booleans()) else draw(st.integers(0, len(text)))
+    nest = draw(st.sampled_from(["[" * depth, '{"a":' * depth, "[" * depth + "]" * depth]))
+    return text[:where] + nest + text[where:]
+
+
+@st.composite
+def edited(draw: st.DrawFn) -> str:
+    p = _fixtures()
+    text = p.TEXTS[draw(st.sampled_from(p.SMALL))]
+    for where, remove, insert in draw(st.lists(st.tuples(
+            st.floats(0, 1), st.integers(0, 2), st.sampled_from([*p.TOKENS, "x", "é"])),
+            min_size=1, max_size=8)):
+        at = int(where * len(text))
+        text = text[:at] + insert + text[at + remove:]
+    return text
+
+
+@st.composite
+def concatenated(draw: st.DrawFn) -> str:
+    p = _fixtures()
+    parts = draw(st.lists(st.sampled_from(sorted(p.TEXTS)), min_size=1, max_size=4))
+    strays = draw(st.lists(p.stray_text, max_size=4))
+    return "".join(p.TEXTS[n] + (strays[i] if i < len(strays) else "")
+                   for i, n in enumerate(parts))
+
+
+@st.composite
+def raw_bytes(draw: st.DrawFn) -> str:
+    data = draw(st.binary(max_size=400))
+    if draw(st.booleans()):
+        text = _text(draw).encode()
+        at = draw(st.integers(0, len(text)))
+        data = text[:at] + data + text[at:]
+    return data.decode("utf-8", errors=draw(st.sampled_from(["replace",
+                                                             "surrogateescape"])))
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    p = _fixtures()
+    return draw(p.stray_text) + draw(p.mutated_documents()) + draw(p.stray_text)
+
+
+@st.composite
+def json_value(draw: st.DrawFn) -> str:
+    p = _fixtures()
+    value = draw(p.json_values)
+    if draw(st.booleans()):
+        value = {"fio version": "fio-3.33", draw(st.sampled_from(["jobs", "client_stats"])):
+                 [value] if draw(st.booleans()) else value}
+    return draw(p.stray_text) + json.dumps(value) + draw(p.stray_text)
+
+
 def parser_inputs() -> st.SearchStrategy[str]:
     """fio stdout as it may arrive: real fixtures mutated in every way, or garbage."""
-    from tests.unit import test_parser_fuzz as p
-
-    names = sorted(p.TEXTS)
-    numbers = ["NaN", "Infinity", "-Infinity", "1e400", "-1", "-0", "0.5", "9" * 5000,
-               "18446744073709551616", "1e-400", "true", "null", '"7"', "[]", "{}",
-               '{"a": [1, {"b": null}]}', "-9223372036854775809"]
-
-    @st.composite
-    def truncated(draw: st.DrawFn) -> str:
-        text = p.TEXTS[draw(st.sampled_from(names))]
-        start = draw(st.integers(0, len(text)))
-        return text[start:draw(st.integers(start, len(text)))]
-
-    @st.composite
-    def number_swapped(draw: st.DrawFn) -> str:
-        text = p.TEXTS[draw(st.sampled_from(names))]
-        spots = [m.span() for m in re.finditer(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
-        for _ in range(draw(st.integers(1, 4))):
-            start, end = draw(st.sampled_from(spots))
-            text = text[:start] + draw(st.sampled_from(numbers)) + text[end:]
-            spots = [m.span() for m in re.finditer(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", text)]
-            if not spots:
-                break
-        return text
-
-    @st.composite
-    def deep(draw: st.DrawFn) -> str:
-        text = p.TEXTS[draw(st.sampled_from(names))]
-        depth = draw(st.integers(1, 20000))
-        where = text.find('"jobs"') if draw(st.booleans()) else draw(st.integers(0, len(text)))
-        nest = draw(st.sampled_from(["[" * depth, '{"a":' * depth, "[" * depth + "]" * depth]))
-        return text[:where] + nest + text[where:]
-
-    @st.composite
-    def edited(draw: st.DrawFn) -> str:
-        text = p.TEXTS[draw(st.sampled_from(p.SMALL))]
-        for where, remove, insert in draw(st.lists(st.tuples(
-                st.floats(0, 1), st.integers(0, 2), st.sampled_from([*p.TOKENS, "x", "é"])),
-                min_size=1, max_size=8)):
-            at = int(where * len(text))
-            text = text[:at] + insert + text[at + remove:]
-        return text
-
-    @st.composite
-    def concatenated(draw: st.DrawFn) -> str:
-        parts = draw(st.lists(st.sampled_from(names), min_size=1, max_size=4))
-        strays = draw(st.lists(p.stray_text, max_size=4))
-        return "".join(p.TEXTS[n] + (strays[i] if i < len(strays) else "")
-                       for i, n in enumerate(parts))
-
-    @st.composite
-    def raw_bytes(draw: st.DrawFn) -> str:
-        data = draw(st.binary(max_size=400))
-        if draw(st.booleans()):
-            text = p.TEXTS[draw(st.sampled_from(names))].encode()
-            at = draw(st.integers(0, len(text)))
-            data = text[:at] + data + text[at:]
-        return data.decode("utf-8", errors=draw(st.sampled_from(["replace",
-                                                                 "surrogateescape"])))
-
-    @st.composite
-    def mutated(draw: st.DrawFn) -> str:
-        return draw(p.stray_text) + draw(p.mutated_documents()) + draw(p.stray_text)
-
-    @st.composite
-    def json_value(draw: st.DrawFn) -> str:
-        value = draw(p.json_values)
-        if draw(st.booleans()):
-            value = {"fio version": "fio-3.33", draw(st.sampled_from(["jobs", "client_stats"])):
-                     [value] if draw(st.booleans()) else value}
-        return draw(p.stray_text) + json.dumps(value) + draw(p.stray_text)
-
     return st.one_of(mutated(), truncated(), number_swapped(), deep(), edited(),
-                     concatenated(), raw_bytes(), json_value(), p.jsonish_text,
+                     concatenated(), raw_bytes(), json_value(), _fixtures().jsonish_text,
                      st.text(max_size=500))
 
 

@@ -168,19 +168,29 @@ def _decode(tp: Any, value: object, where: str) -> Any:
     if isinstance(tp, type) and issubclass(tp, Record):
         return tp.from_json(value, where)
     if origin is list:
-        if not isinstance(value, list):
-            raise StoredDataError(f"{where}: expected an array, got {_kind(value)}")
-        (item,) = typing.get_args(tp)
-        return [_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return _decode_list(typing.get_args(tp)[0], value, where)
     if origin is dict:
-        if not isinstance(value, dict):
-            raise StoredDataError(f"{where}: expected an object, got {_kind(value)}")
-        _, item = typing.get_args(tp)
-        return {k: _decode(item, v, f"{where}.{k}") for k, v in value.items()}
+        return _decode_dict(typing.get_args(tp)[1], value, where)
     if origin is typing.Literal:
         if value not in typing.get_args(tp):
             raise StoredDataError(f"{where}: {value!r} is not one of {typing.get_args(tp)}")
         return value
+    return _decode_plain(tp, value, where)
+
+
+def _decode_list(item: Any, value: object, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise StoredDataError(f"{where}: expected an array, got {_kind(value)}")
+    return [_decode(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def _decode_dict(item: Any, value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise StoredDataError(f"{where}: expected an object, got {_kind(value)}")
+    return {k: _decode(item, v, f"{where}.{k}") for k, v in value.items()}
+
+
+def _decode_plain(tp: Any, value: object, where: str) -> Any:
     plain = _PLAIN.get(tp)
     if plain is None:
         raise TypeError(f"{where}: a record field cannot be of type {tp!r}")

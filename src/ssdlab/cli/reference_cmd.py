@@ -12,6 +12,7 @@ from typing import Any
 from ssdlab.cli.common import add_store_option, open_store
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.reference.specs import VendorSpec, find_specs, load_specs
+from ssdlab.report.terminal import num
 
 
 def register(sub: Any) -> None:
@@ -47,10 +48,9 @@ def register(sub: Any) -> None:
     published.set_defaults(func=import_published_command)
 
 
-def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
+def _claimed(value: float | None) -> str:
+    """A claimed figure as given: whole numbers without decimals, others with one."""
+    return num(value, 0 if value is None or value == int(value) else 1)
 
 
 _HEADER = (
@@ -81,7 +81,7 @@ def _spec_row(s: VendorSpec) -> list[str]:
         s.latency_read_us,
         s.latency_write_us,
     )
-    return [s.vendor, s.model, *[_num(n) for n in numbers], s.dwpd or "-", s.source]
+    return [s.vendor, s.model, *[_claimed(n) for n in numbers], s.dwpd or "-", s.source]
 
 
 def specs_table(specs: Sequence[VendorSpec]) -> list[str]:

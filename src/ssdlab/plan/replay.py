@@ -135,36 +135,44 @@ def read_iolog(path: str, text: str, version: int) -> TraceSummary:
     lines = text.splitlines()
     for number, raw in enumerate(lines[1:], 2):
         line = raw.strip()
-        if not line:
-            continue
-        fields = line.split()
-        if version == 3:
-            if len(fields) < 3:
-                raise _bad(path, number, line,
-                           "a v3 line is TIME_US FILE ACTION [OFFSET LENGTH]")
-            try:
-                tally.when(_int(fields[0]) // 1000)  # fio writes microseconds
-            except ValueError:
-                raise _bad(path, number, line, "a v3 line starts with a whole-number timestamp "
-                           "in microseconds: TIME_US FILE ACTION [OFFSET LENGTH]") from None
-            fields = fields[1:]
-        if len(fields) < 2:
-            raise _bad(path, number, line, "expected FILE ACTION [OFFSET LENGTH]")
-        action = fields[1]
-        if action in IO_ACTIONS:
-            if len(fields) != 4:
-                raise _bad(path, number, line, f"{action} needs OFFSET LENGTH")
-            try:
-                offset, length = _int(fields[2]), _int(fields[3])
-            except ValueError:
-                raise _bad(path, number, line, "offset and length are whole numbers") from None
-            if length == 0:
-                raise _bad(path, number, line, "a zero-length I/O")
-            tally.io(action, offset, length)
-        elif action not in OTHER_ACTIONS:
-            raise _bad(path, number, line, f"unknown action {action!r} (known: "
-                       f"{', '.join(IO_ACTIONS + OTHER_ACTIONS)})")
+        if line:
+            _iolog_line(tally, path, number, line, version)
     return tally.summary(path, f"iolog-v{version}", len(text.encode()))
+
+
+def _iolog_line(tally: _Tally, path: str, number: int, line: str, version: int) -> None:
+    fields = line.split()
+    if version == 3:
+        if len(fields) < 3:
+            raise _bad(path, number, line,
+                       "a v3 line is TIME_US FILE ACTION [OFFSET LENGTH]")
+        try:
+            tally.when(_int(fields[0]) // 1000)  # fio writes microseconds
+        except ValueError:
+            raise _bad(path, number, line, "a v3 line starts with a whole-number timestamp "
+                       "in microseconds: TIME_US FILE ACTION [OFFSET LENGTH]") from None
+        fields = fields[1:]
+    if len(fields) < 2:
+        raise _bad(path, number, line, "expected FILE ACTION [OFFSET LENGTH]")
+    action = fields[1]
+    if action in IO_ACTIONS:
+        _iolog_io(tally, path, number, line, fields)
+    elif action not in OTHER_ACTIONS:
+        raise _bad(path, number, line, f"unknown action {action!r} (known: "
+                   f"{', '.join(IO_ACTIONS + OTHER_ACTIONS)})")
+
+
+def _iolog_io(tally: _Tally, path: str, number: int, line: str, fields: list[str]) -> None:
+    action = fields[1]
+    if len(fields) != 4:
+        raise _bad(path, number, line, f"{action} needs OFFSET LENGTH")
+    try:
+        offset, length = _int(fields[2]), _int(fields[3])
+    except ValueError:
+        raise _bad(path, number, line, "offset and length are whole numbers") from None
+    if length == 0:
+        raise _bad(path, number, line, "a zero-length I/O")
+    tally.io(action, offset, length)
 
 
 def read_blktrace(path: str, data: bytes) -> TraceSummary:

@@ -9,9 +9,10 @@ from published reviews have the number only (no rounds).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
+from ssdlab.jsonrecord import Record
+from ssdlab.plan.pts import CellData
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.store.records import RunData, TestData
 
@@ -85,15 +86,24 @@ class Figure:
         return math.sqrt(var)
 
 
-def result_cells(test: TestData) -> list[dict[str, Any]]:
-    cells = test.result.get("cells", []) if isinstance(test.result, dict) else []
-    return [c for c in cells if isinstance(c, dict) and "block_bytes" in c and "read_pct" in c]
+@dataclass(frozen=True)
+class _Window(Record):
+    """What the figures read of a PTS test's result (measured or published): its cells and
+    its measurement window (published figures have none)."""
+
+    cells: list[CellData] = field(default_factory=list)
+    window_rounds: list[int] | None = None
+
+
+def result_cells(test: TestData) -> list[CellData]:
+    cells = _Window.from_json(test.result).cells
+    return [c for c in cells if "block_bytes" in c and "read_pct" in c]
 
 
 def window_rounds(test: TestData) -> tuple[int, int] | None:
-    window = test.result.get("window_rounds") if isinstance(test.result, dict) else None
-    if isinstance(window, list | tuple) and len(window) == 2:
-        return int(window[0]), int(window[1])
+    window = _Window.from_json(test.result).window_rounds
+    if window is not None and len(window) == 2:
+        return window[0], window[1]
     return None
 
 
