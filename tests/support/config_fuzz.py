@@ -116,7 +116,7 @@ def _merged(suite: str, config: ConfigFile) -> tuple[argparse.Namespace, dict[st
 def check_config_outcome(suite: str, name: str, data: bytes) -> str:
     """'refused by the loader', 'refused by the suite' or 'accepted'; anything else raises."""
     try:
-        config = parse_config(data, name, suite)
+        config = parse_config(data, name, suite, SCHEMAS)
         ns, sources = _merged(suite, config)
     except UserError as exc:
         _clean(exc)
@@ -137,7 +137,7 @@ def _check_round_trip(suite: str, command: ConfiguredCommand, ns: argparse.Names
                       sources: dict[str, str]) -> None:
     """``--print-config`` of accepted settings reads back to the same settings."""
     text = command.render(ns, sources)
-    again, _ = _merged(suite, parse_config(text.encode(), "printed.toml", suite))
+    again, _ = _merged(suite, parse_config(text.encode(), "printed.toml", suite, SCHEMAS))
     for setting in command.settings:
         before, after = getattr(ns, setting.dest), getattr(again, setting.dest)
         assert before == after, (setting.key, before, after, text)

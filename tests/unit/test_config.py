@@ -33,7 +33,7 @@ PARSERS = suite_parsers()
 def refused(data: bytes | str, name: str = "run.toml", suite: str = "pts") -> str:
     raw = data.encode() if isinstance(data, str) else data
     with pytest.raises(UserError) as info:
-        parse_config(raw, name, suite)
+        parse_config(raw, name, suite, SCHEMAS)
     assert info.value.exit_code is ExitCode.USAGE
     message = info.value.message
     assert message.startswith(f"config {name}: ") and len(message.splitlines()) == 1
@@ -91,11 +91,11 @@ def test_docs_list_every_key_of_every_suite() -> None:
 
 def test_toml_and_json_give_the_same_values() -> None:
     toml = parse_config(b'profile = "quick"\nblock_sizes = [4, 0.5]\nmax-rounds = 8\n'
-                        b"no-precondition = true\nsize = 1073741824\n", "a.toml", "pts")
+                        b"no-precondition = true\nsize = 1073741824\n", "a.toml", "pts", SCHEMAS)
     as_json = parse_config(json.dumps({"pts": {"profile": "quick", "block-sizes": "4,0.5",
                                                 "max-rounds": 8, "no-precondition": True,
                                                 "size": "1073741824"}}).encode(),
-                           "a.JSON", "pts")
+                           "a.JSON", "pts", SCHEMAS)
     assert toml.values == as_json.values == {
         "profile": "quick", "block-sizes": "4,0.5", "max-rounds": 8, "no-precondition": True,
         "size": "1073741824"}
@@ -233,9 +233,9 @@ def test_outcome_checker_catches_other_exceptions(monkeypatch: pytest.MonkeyPatc
 
 
 def test_file_names_that_do_not_print_are_quoted() -> None:
-    config = parse_config(b"qd = 4", "my\tfile.toml", "pts")
+    config = parse_config(b"qd = 4", "my\tfile.toml", "pts", SCHEMAS)
     assert config.name == repr("my\tfile.toml") and config.values == {"qd": 4}
     name = "a\nb.toml"
     with pytest.raises(UserError) as info:
-        parse_config(b"qd = 'x'", name, "pts")
+        parse_config(b"qd = 'x'", name, "pts", SCHEMAS)
     assert info.value.message.startswith(f"config {name!r}: qd 'x' is not a whole number")

@@ -194,7 +194,8 @@ def read_config(path_text: str, suite: str) -> ConfigFile:
         raise config_error(name, "no such file") from None
     except (OSError, ValueError) as exc:  # permissions, a NUL in the path, ...
         raise config_error(name, f"cannot read it ({_os_reason(exc)})") from None
-    return parse_config(data, path_text, suite)
+    from ssdlab.suites import config_schemas
+    return parse_config(data, path_text, suite, config_schemas())
 
 
 def _os_reason(exc: Exception) -> str:

@@ -190,16 +190,12 @@ def show(value: object, depth: int = 0) -> str:
 Schemas = Mapping[str, Mapping[str, Kind]]
 
 
-def parse_config(data: bytes, name: str, suite: str, schemas: Schemas | None = None
-                 ) -> ConfigFile:
+def parse_config(data: bytes, name: str, suite: str, schemas: Schemas) -> ConfigFile:
     """The settings in a config file's ``data`` for ``suite``; UserError (one line) if bad.
 
     ``name`` is the file's path: its suffix (.toml or .json) gives the format. ``schemas``
     holds every suite's keys (:func:`ssdlab.suites.config_schemas`).
     """
-    if schemas is None:
-        from ssdlab.suites import config_schemas
-        schemas = config_schemas()
     suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
     name = printable(name)
     if suite not in schemas:
