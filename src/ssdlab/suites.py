@@ -40,8 +40,8 @@ class Suite:
     """One registered suite: its spec, and where its runner and its pages are."""
 
     spec: SuiteSpec[Any]
-    run_module: str | None  # in ssdlab.run; None: runs are imported, never run
-    pages_module: str  # in ssdlab.report
+    run_module: str | None  # in ssdlab.run (or a dotted path); None: runs are imported
+    pages_module: str  # in ssdlab.report (or a dotted path)
 
     @property
     def name(self) -> str:
@@ -51,15 +51,20 @@ class Suite:
         from ssdlab.run.session import Runner
         if self.run_module is None:
             raise UserError(f"runs of the {self.name} suite are imported, not run")
-        runner = importlib.import_module(f"ssdlab.run.{self.run_module}").RUNNER
-        assert isinstance(runner, Runner), f"ssdlab.run.{self.run_module}.RUNNER"
+        runner = _module("ssdlab.run", self.run_module).RUNNER
+        assert isinstance(runner, Runner), f"{self.run_module}.RUNNER is not a Runner"
         return runner
 
     def pages(self) -> SuitePages:
         from ssdlab.report.suite import SuitePages
-        pages = importlib.import_module(f"ssdlab.report.{self.pages_module}").PAGES
-        assert isinstance(pages, SuitePages), f"ssdlab.report.{self.pages_module}.PAGES"
+        pages = _module("ssdlab.report", self.pages_module).PAGES
+        assert isinstance(pages, SuitePages), f"{self.pages_module}.PAGES is not SuitePages"
         return pages
+
+
+def _module(package: str, name: str) -> Any:
+    """``package.name``, or ``name`` itself when it is a dotted path (a suite outside)."""
+    return importlib.import_module(name if "." in name else f"{package}.{name}")
 
 
 #: in the order ``ssdlab run --help`` lists them

@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
         dest="suite", metavar="SUITE", required=True, parser_class=type(parser)
     )
     from ssdlab.cli import suite_cmd
-    from ssdlab.suites import find
+    from ssdlab.suites import find, runnable
     for module in suite_modules.MODULES:
         if isinstance(module, str):
             registered = find(module)
@@ -27,3 +27,7 @@ def register(sub: Any) -> None:
             suite_cmd.register(suites, registered)
         else:
             module.register(suites)
+    listed = {m for m in suite_modules.MODULES if isinstance(m, str)}
+    for suite in runnable():
+        if suite.name not in listed:
+            suite_cmd.register(suites, suite)

@@ -1,0 +1,75 @@
+"""The example suite of docs/adding-a-suite.md, registered with one line, works everywhere
+a suite is reached: run (real fio on a test file), dry run, --print-config, show, export,
+report, and its typed result reads back.
+
+The suite's three modules are tests/support/example_suite/{plan,run,pages}.py; the test
+adds the one registry line the document shows, here, instead of in src/ssdlab/suites.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from ssdlab import suites
+from ssdlab.cli.main import main
+from ssdlab.suites import Suite
+from tests.support.example_suite import plan as example
+
+pytestmark = [pytest.mark.fio]
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-suite.md"
+LINE = ('Suite(example.SPEC, "tests.support.example_suite.run", '
+        '"tests.support.example_suite.pages"),')
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    line = eval(LINE.rstrip(","), {"Suite": Suite, "example": example})  # the doc's line
+    monkeypatch.setattr(suites, "SUITES", (*suites.SUITES, line))
+
+
+def _ssdlab(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_document_shows_the_registry_line_and_the_three_modules() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    assert LINE in doc
+    for part in ("plan", "run", "pages"):
+        source = (Path(example.__file__).parent / f"{part}.py").read_text(encoding="utf-8")
+        assert source in doc, f"docs/adding-a-suite.md does not show {part}.py as it is"
+
+
+def test_one_registry_line_makes_a_working_suite(registered: None, shm_dir: Path) -> None:
+    target, store = str(shm_dir / "t.img"), str(shm_dir / "s.sqlite")
+    common = ("--target", target, "--size", "64MiB", "--store", store)
+    code, out, err = _ssdlab("run", "example-read", *common, "--read-size", "16MiB",
+                             "--dry-run")
+    assert (code, err) == (0, "") and "read 16 MiB sequentially" in out and "[global]" in out
+    code, out, err = _ssdlab("run", "example-read", "--target", target, "--qd", "4",
+                             "--print-config")
+    assert code == 0 and "[example-read]" in out and "qd = 4" in out
+
+    code, out, err = _ssdlab("run", "example-read", *common, "--read-size", "16MiB")
+    assert (code, err) == (0, ""), out
+    assert "complete; results in" in out
+
+    code, shown, err = _ssdlab("show", "last", "--store", store)
+    assert code == 0 and "== Example read [complete]" in shown and "MB/s" in shown
+    code, exported, err = _ssdlab("export", "last", "--store", store)
+    (test,) = json.loads(exported)["tests"]
+    result = example.ReadResult.from_json(test["result"])
+    assert result.read_bytes == 16 << 20 and result.bw_bytes_per_s > 0
+    assert test["rounds"][0]["cells"][0]["block_bytes"] == example.BLOCK_BYTES
+    code, out, err = _ssdlab("report", "last", "--store", store, "-o",
+                             str(shm_dir / "report"), "--no-pdf")
+    assert code == 0, err
+    html = (shm_dir / "report" / "report.html").read_text(encoding="utf-8")
+    assert "Example read" in html and "mean latency (us)" in html
