@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ssdlab.report import file_presets_pages
 from ssdlab.report.terminal import _params_line, preset_lines
 from ssdlab.store import records
 
@@ -25,9 +26,9 @@ def test_block_preset_rows_show_best_and_mean() -> None:
 
 
 def test_file_preset_summary_in_mb_per_s() -> None:
-    summary = [{"group": "copy 1", "direction": "copy", "count": 3, "mean_seconds": 2.5,
-                "mean_bw_bytes_per_s": 412_000_000.0}]
-    lines = preset_lines(_test("copy", {"summary": summary}))
+    summary = [{"group": "copy 1", "direction": "copy", "count": 3, "io_bytes": 1_030_000_000,
+                "mean_seconds": 2.5, "mean_bw_bytes_per_s": 412_000_000.0}]
+    lines = file_presets_pages.show_lines(_test("copy", {"summary": summary}))
     assert lines[-1].split() == ["copy", "1", "copy", "3", "2.500", "412.0"]
 
 
