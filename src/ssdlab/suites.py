@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
+from ssdlab.plan import file_presets, slc_probe
 from ssdlab.plan import options as pts
-from ssdlab.plan import slc_probe
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
 from ssdlab.reference import published
@@ -70,6 +70,10 @@ def _module(package: str, name: str) -> Any:
 #: in the order ``ssdlab run --help`` lists them
 SUITES: tuple[Suite, ...] = (
     Suite(pts.SPEC, "pts_run", "pts_pages"),
+    Suite(file_presets.AJA, "file_presets_run", "file_presets_pages"),
+    Suite(file_presets.DISKFILL, "file_presets_run", "file_presets_pages"),
+    Suite(file_presets.SMALLFILES, "file_presets_run", "file_presets_pages"),
+    Suite(file_presets.COPY, "file_presets_run", "file_presets_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
     Suite(published.SPEC, None, "published_pages"),
 )

@@ -26,7 +26,7 @@ from ssdlab.plan.file_presets import (
     CopyArgs,
     CopyPhase,
     DiskFillArgs,
-    FilePlan,
+    FilePresetArgs,
     FioPhase,
     SmallFilesArgs,
     WaitPhase,
@@ -38,6 +38,7 @@ from ssdlab.plan.file_presets import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.run import file_presets_run as fr
+from ssdlab.run.prepare import TargetRequest
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import RunInterrupted
 from ssdlab.store.db import Store
@@ -209,10 +210,10 @@ def test_the_directory_must_exist_and_have_room(tmp_path: Path) -> None:
         _cli(["run", "diskfill", "--dir", str(tmp_path / "nope"), "--dry-run"])
     with pytest.raises(UserError, match="--dir DIR is required"):
         _cli(["run", "copy", "--profile", "quick", "--dry-run"])
-    plan = dataclasses.replace(diskfill_plan(DiskFillArgs(profile="quick")),
-                               needed_bytes=1 << 60)
+    huge = DiskFillArgs(profile="quick", size=1 << 50)  # three 1 PiB files
+    assert diskfill_plan(huge).needed_bytes > 1 << 51
     with pytest.raises(TargetError, match="needed"):
-        fr.prepare_files(str(tmp_path), plan, "fio", {})
+        fr.prepare_files(TargetRequest(None, str(tmp_path)), huge)
 
 
 def test_target_is_an_alias_of_dir(tmp_path: Path) -> None:
@@ -283,10 +284,10 @@ def no_drop(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def _run(tmp_path: Path, plan: FilePlan, fio: FileFakeFio) -> tuple[Store, str | None]:
+def _run(tmp_path: Path, args: FilePresetArgs, fio: FileFakeFio) -> tuple[Store, str | None]:
     folder = tmp_path / "dir"
     folder.mkdir(exist_ok=True)
-    prepared = fr.prepare_files(str(folder), plan, "fio", {})
+    prepared = fr.prepare_files(TargetRequest(None, str(folder)), args)
     store = Store.open(tmp_path / "results.sqlite")
     runner = fr.FilePresetRun(prepared, store, fio, Progress(io.StringIO()))
     try:
@@ -297,8 +298,8 @@ def _run(tmp_path: Path, plan: FilePlan, fio: FileFakeFio) -> tuple[Store, str |
 
 def test_run_records_every_phase_and_removes_its_files(tmp_path: Path,
                                                        no_drop: list[int]) -> None:
-    plan = smallfiles_plan(SmallFilesArgs(profile="quick", size=MIB, wait_seconds=0.0))
-    store, run_id = _run(tmp_path, plan, FileFakeFio())
+    args = SmallFilesArgs(profile="quick", size=MIB, wait_seconds=0.0)
+    store, run_id = _run(tmp_path, args, FileFakeFio())
     assert run_id is not None and os.listdir(tmp_path / "dir") == []
     run = store.load(run_id)
     assert run.status == "complete" and run.suite == "smallfiles" and run.quick
@@ -317,8 +318,8 @@ def test_run_records_every_phase_and_removes_its_files(tmp_path: Path,
 
 
 def test_copy_run_times_cp_and_averages(tmp_path: Path, no_drop: list[int]) -> None:
-    plan = copy_plan(CopyArgs(profile="quick", size=MIB, sets="100x1GiB,1x100GiB"))
-    store, run_id = _run(tmp_path, plan, FileFakeFio())
+    args = CopyArgs(profile="quick", size=MIB, sets="100x1GiB,1x100GiB")
+    store, run_id = _run(tmp_path, args, FileFakeFio())
     assert run_id is not None and os.listdir(tmp_path / "dir") == []
     test = store.load(run_id).test("copy")
     cells = [r.cells[0] for r in test.rounds]
@@ -333,20 +334,19 @@ def test_copy_run_times_cp_and_averages(tmp_path: Path, no_drop: list[int]) -> N
 
 def test_a_failed_phase_fails_the_test_and_still_cleans_up(tmp_path: Path,
                                                            no_drop: list[int]) -> None:
-    plan = diskfill_plan(DiskFillArgs(profile="quick"))
-    store, run_id = _run(tmp_path, plan, FileFakeFio(fail_at=2))
+    store, run_id = _run(tmp_path, DiskFillArgs(profile="quick"), FileFakeFio(fail_at=2))
     assert run_id is not None and os.listdir(tmp_path / "dir") == []
     run = store.load(run_id)
     test = run.test("diskfill")
     assert run.status == "complete" and test.status == "failed"
     assert "EIO" in test.result["error"] and test.result["cleanup"]["removed"] is True
+    assert list(test.result) == ["error", "cleanup"]  # as stored before results were typed
     assert [r.status for r in test.rounds] == ["ok", "failed"]
 
 
 def test_ctrl_c_marks_the_run_interrupted_and_cleans_up(tmp_path: Path,
                                                         no_drop: list[int]) -> None:
-    plan = aja_plan(AjaArgs(profile="quick"))
-    store, run_id = _run(tmp_path, plan, FileFakeFio(interrupt_at=3))
+    store, run_id = _run(tmp_path, AjaArgs(profile="quick"), FileFakeFio(interrupt_at=3))
     assert run_id and os.listdir(tmp_path / "dir") == []
     run = store.load(run_id)
     assert run.status == "interrupted" and len(run.test("aja").rounds) == 2
@@ -356,7 +356,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_cleans_up(tmp_path: Path,
 def test_direct_io_refused_falls_back_to_buffered_and_says_so(
         tmp_path: Path, no_drop: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fr, "direct_refused", lambda folder: "EINVAL")
-    store, run_id = _run(tmp_path, aja_plan(AjaArgs(profile="quick")), FileFakeFio())
+    store, run_id = _run(tmp_path, AjaArgs(profile="quick"), FileFakeFio())
     assert run_id is not None
     test = store.load(run_id).test("aja")
     caches = [r.cells[0]["cache"] for r in test.rounds]
@@ -366,22 +366,24 @@ def test_direct_io_refused_falls_back_to_buffered_and_says_so(
 
 def test_drop_cache_record_says_when_files_are_in_ram(no_drop: list[int]) -> None:
     info = DirInfo("/dev/shm/x", "tmpfs", "tmpfs", "/dev/shm", False, 1 << 30)
-    assert "RAM" in str(fr.drop_cache_record(info)["note"])
-    assert "note" not in fr.drop_cache_record(dataclasses.replace(info, fs_type="ext4"))
+    assert "RAM" in str(fr.drop_cache_record(info).note)
+    assert "note" not in fr.drop_cache_record(
+        dataclasses.replace(info, fs_type="ext4")).to_json()
 
 
 def test_report_shows_each_run_and_compares_runs_of_a_preset(tmp_path: Path,
                                                              no_drop: list[int]) -> None:
     from ssdlab.report.build import render
 
-    plan = smallfiles_plan(SmallFilesArgs(profile="quick", size=MIB, wait_seconds=0.0))
-    store, first = _run(tmp_path, plan, FileFakeFio())
-    _, second = _run(tmp_path, plan, FileFakeFio())
-    _, failed = _run(tmp_path, diskfill_plan(DiskFillArgs(profile="quick")),
-                     FileFakeFio(fail_at=1))
+    args = SmallFilesArgs(profile="quick", size=MIB, wait_seconds=0.0)
+    store, first = _run(tmp_path, args, FileFakeFio())
+    _, second = _run(tmp_path, args, FileFakeFio())
+    _, failed = _run(tmp_path, DiskFillArgs(profile="quick"), FileFakeFio(fail_at=1))
     runs = [store.load(r) for r in (first, second, failed) if r is not None]
     html, _ = render(runs)
     assert html.count("<h2>Small files (dd-like)</h2>") == 2
     assert "<h2>DiskFill-like file passes</h2>" in html and "no phase was measured" in html
     assert 'id="cmp-smallfiles"' in html or "cmp-smallfiles" in html
+    # the four suites share one overlay: the comparison shows it once
+    assert html.count("<h3>Small files (dd-like)</h3>") == 1
     assert "smallfiles version 1" in html and "removed" in html

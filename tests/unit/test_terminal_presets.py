@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ssdlab.report import file_presets_pages
 from ssdlab.report.terminal import params_line, preset_lines
 from ssdlab.store import records
 
@@ -11,6 +12,14 @@ from ssdlab.store import records
 def _test(name: str, result: dict[str, Any],
           params: dict[str, Any] | None = None) -> records.TestData:
     return records.TestData(name, "complete", params or {}, {}, result)
+
+
+def _run(test: records.TestData) -> records.RunData:
+    """A stored run of one test, as ``show`` gets it."""
+    return records.RunData(
+        run_id="r", created_at=0.0, finished_at=None, suite=test.name, profile="default",
+        quick=False, status="complete", message="", target_path="/t", target_model=None,
+        read_only=False, target={}, host={}, plan={}, versions={}, argv=[], tests=[test])
 
 
 def test_block_preset_rows_show_best_and_mean() -> None:
@@ -25,9 +34,10 @@ def test_block_preset_rows_show_best_and_mean() -> None:
 
 
 def test_file_preset_summary_in_mb_per_s() -> None:
-    summary = [{"group": "copy 1", "direction": "copy", "count": 3, "mean_seconds": 2.5,
-                "mean_bw_bytes_per_s": 412_000_000.0}]
-    lines = preset_lines(_test("copy", {"summary": summary}))
+    summary = [{"group": "copy 1", "direction": "copy", "count": 3, "io_bytes": 1_030_000_000,
+                "mean_seconds": 2.5, "mean_bw_bytes_per_s": 412_000_000.0}]
+    test = _test("copy", {"summary": summary})
+    lines = file_presets_pages.show_lines(_run(test), test)
     assert lines[-1].split() == ["copy", "1", "copy", "3", "2.500", "412.0"]
 
 

@@ -5,21 +5,32 @@ Each preset's definition is data (``presets/data/<name>.toml``); the functions h
 the user's options against it and turn them into a :class:`FilePlan`: frozen, validated,
 a list of phases run in order in a work directory. Pure: no I/O but reading the preset.
 
+The four are four suites (one :class:`~ssdlab.plan.suite.SuiteSpec` each: :data:`AJA`,
+:data:`DISKFILL`, :data:`SMALLFILES`, :data:`COPY`) that share everything else: one test
+named as the preset, its result a :class:`FilePresetResult`, and what the plan says
+(:func:`describe`, :func:`plan_dict`, :func:`test_params`).
+
 Page cache: a phase that does not use O_DIRECT reads only after ``sync`` and dropping the
 kernel's caches (``drop_before``); every write phase ends with fsync inside the timed job.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from ssdlab import presets
 from ssdlab.errors import UserError
-from ssdlab.plan.filejobs import FileJob
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.filejobs import DIRECTIONS, Direction, FileJob
+from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
@@ -35,6 +46,10 @@ SLACK_FRACTION = 0.02
 SLACK_BYTES = 16 * MIB
 #: the blocks of a bulk write or read (DiskFill, the copy sources)
 BULK_BLOCK = MIB
+PAGE_CACHE_POLICY = (
+    "O_DIRECT phases bypass the page cache; buffered reads and copies start after sync and "
+    "dropping the kernel's caches (recorded per phase); write phases end with fsync inside "
+    "the timed job (fio fsync_on_close and end_fsync; a copy with sync -f)")
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,14 @@ class FilePlan:
     def direct(self) -> bool:
         return any(isinstance(p, FioPhase) and p.job.direct for p in self.phases)
 
+    @property
+    def heading(self) -> str:
+        """``TITLE (preset NAME vN), profile P[ (QUICK)]``."""
+        ident = self.identity
+        return (f"{ident['preset_title']} (preset {ident['preset']} "
+                f"v{ident['preset_version']}), profile {self.profile}"
+                f"{' (QUICK)' if self.quick else ''}")
+
     def buffered(self) -> FilePlan:
         """The same plan without O_DIRECT (where the file system refuses it): reads then
         drop the caches first."""
@@ -116,35 +139,12 @@ class FilePlan:
 
 
 @dataclass(frozen=True)
-class AjaArgs:
+class PresetArgs:
+    """What every file-system preset takes: the profile (the review's sizes or quick
+    ones). Each preset's arguments add its own options after it, None for "the profile's
+    value"."""
+
     profile: str = "default"
-    size: str | None = None  # file sizes, a comma list
-    resolution: str | None = None
-    pixel_format: str | None = None
-
-
-@dataclass(frozen=True)
-class DiskFillArgs:
-    profile: str = "default"
-    size: int | None = None  # each pass's file
-    passes: int | None = None
-    block_size: str | None = None
-
-
-@dataclass(frozen=True)
-class SmallFilesArgs:
-    profile: str = "default"
-    size: int | None = None  # in total
-    file_size: str | None = None
-    wait_seconds: float | None = None
-
-
-@dataclass(frozen=True)
-class CopyArgs:
-    profile: str = "default"
-    size: int | None = None  # each set's total
-    sets: str | None = None
-    repetitions: int | None = None
 
 
 def _definition(name: str, profile: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -256,6 +256,13 @@ def _size_list(option: str, text: object) -> list[int]:
     return sizes
 
 
+@dataclass(frozen=True)
+class AjaArgs(PresetArgs):
+    size: str | None = None  # file sizes, a comma list
+    resolution: str | None = None
+    pixel_format: str | None = None
+
+
 def aja_plan(args: AjaArgs) -> FilePlan:
     data, d = _definition("aja", args.profile)
     frame = frame_format(data, str(_pick(args.resolution, d["resolution"])),
@@ -268,7 +275,7 @@ def aja_plan(args: AjaArgs) -> FilePlan:
         if frames < 1:
             raise UserError(f"--size {label} holds no {format_bytes(frame.frame_bytes)} "
                             f"frame of {frame.label}: give a larger file size")
-        for rw in ("write", "read"):
+        for rw in DIRECTIONS:
             job = FileJob(f"aja-{rw}-{label}", "", f"video-{label}", rw, frame.frame_bytes,
                           frames * frame.frame_bytes, 1, direct, str(d["ioengine"]))
             phases.append(FioPhase(f"{rw}-{label}", f"{rw} {label} file", label, job,
@@ -291,6 +298,13 @@ def aja_plan(args: AjaArgs) -> FilePlan:
 # --------------------------------------------------------------------------- DiskFill
 
 
+@dataclass(frozen=True)
+class DiskFillArgs(PresetArgs):
+    size: int | None = None  # each pass's file
+    passes: int | None = None
+    block_size: str | None = None
+
+
 def diskfill_plan(args: DiskFillArgs) -> FilePlan:
     data, d = _definition("diskfill", args.profile)
     block = _size("--block-size", _pick(args.block_size, d["block_size"]))
@@ -298,7 +312,7 @@ def diskfill_plan(args: DiskFillArgs) -> FilePlan:
     passes = _whole("--passes", _pick(args.passes, d["passes"]), 1, 1000)
     direct = bool(d["direct"])
     phases: list[Phase] = []
-    for rw in ("write", "read"):
+    for rw in DIRECTIONS:
         for n in range(1, passes + 1):
             job = FileJob(f"diskfill-{rw}-{n}", "", f"fill-{n:04d}", rw, block, size, 1,
                           direct, str(d["ioengine"]))
@@ -315,6 +329,13 @@ def diskfill_plan(args: DiskFillArgs) -> FilePlan:
 
 
 # --------------------------------------------------------------------------- small files
+
+
+@dataclass(frozen=True)
+class SmallFilesArgs(PresetArgs):
+    size: int | None = None  # in total
+    file_size: str | None = None
+    wait_seconds: float | None = None
 
 
 def smallfiles_plan(args: SmallFilesArgs) -> FilePlan:
@@ -350,6 +371,13 @@ def smallfiles_plan(args: SmallFilesArgs) -> FilePlan:
 
 
 # --------------------------------------------------------------------------- copy sets
+
+
+@dataclass(frozen=True)
+class CopyArgs(PresetArgs):
+    size: int | None = None  # each set's total
+    sets: str | None = None
+    repetitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -433,3 +461,266 @@ def copy_plan(args: CopyArgs) -> FilePlan:
                f"largest set {_label(biggest.total_bytes)}")
     return FilePlan("copy", presets.identity(data), args.profile, options, tuple(phases),
                     needed, summary, copy_command=command)
+
+
+#: the arguments of any of the four (:func:`plan_of` validates them into its plan)
+FilePresetArgs = AjaArgs | DiskFillArgs | SmallFilesArgs | CopyArgs
+
+
+def plan_of(args: FilePresetArgs) -> FilePlan:
+    """The plan of a preset's arguments, validated (UserError, one line, on a bad value)."""
+    match args:
+        case AjaArgs():
+            return aja_plan(args)
+        case DiskFillArgs():
+            return diskfill_plan(args)
+        case SmallFilesArgs():
+            return smallfiles_plan(args)
+        case CopyArgs():
+            return copy_plan(args)
+
+
+# --------------------------------------------------------------------------- the suites
+
+_DOC = " docs/presets-files.md."
+_AJA = presets.load("aja")
+_COPY = presets.load("copy")
+
+
+def _spec(name: str, help: str, description: str, args_type: type[Any], size_help: str,
+          *own: Opt, sized: bool = True) -> SuiteSpec[Any]:
+    """A file-system preset as a suite: the directory options, then its own."""
+    return SuiteSpec(
+        name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
+        options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
+        args_type=args_type, results={name: FilePresetResult})
+
+
+def _aja_options() -> tuple[Opt, ...]:
+    g = "aja"
+    return (
+        opt("--resolution", group=g, config=Kind.TEXT, default=None, metavar="WxH",
+            help="frame size, WIDTHxHEIGHT or one of "
+            f"{', '.join(_AJA['resolutions'])} (default 5120x2700, the review's 5K RED; "
+            "quick: 1920x1080)"),
+        opt("--pixel-format", group=g, config=Kind.TEXT, default=None,
+            choices=list(_AJA["pixel_formats"]),
+            help="pixel format (default yuv10: 10-bit YUV 4:2:2)"),
+    )
+
+
+def _diskfill_options() -> tuple[Opt, ...]:
+    g = "diskfill"
+    return (
+        opt("--passes", group=g, config=Kind.INT, type=int, default=None, metavar="N",
+            help="files written and read (default 10; quick: 3)"),
+        opt("--block-size", group=g, config=Kind.SIZE, default=None, metavar="SIZE",
+            help="transfer size, bytes unless a unit is given (default 1MiB)"),
+    )
+
+
+def _smallfiles_options() -> tuple[Opt, ...]:
+    g = "smallfiles"
+    return (
+        opt("--file-size", group=g, config=Kind.SIZE, default=None, metavar="SIZE",
+            help="size of each file, bytes unless a unit is given (default 256KiB)"),
+        opt("--wait-seconds", group=g, config=Kind.FLOAT, type=float, default=None,
+            metavar="S", help="wait between writing and reading (default 300; quick: 1)"),
+    )
+
+
+def _copy_options() -> tuple[Opt, ...]:
+    g = "copy"
+    return (
+        opt("--sets", group=g, config=Kind.LIST, default=None, metavar="LIST",
+            help=f"sets to run (default all: {','.join(s['name'] for s in _COPY['sets'])})"),
+        opt("--repetitions", group=g, config=Kind.INT, type=int, default=None, metavar="N",
+            help="copies of each set (default 3; quick: 2)"),
+    )
+
+
+# -- the result: one record per test, the same for the four ----------------------------
+
+#: how a write phase gets its data to the device, inside the time measured
+WRITE_FSYNC = "fsync_on_close + end_fsync, inside the timed job"
+COPY_FSYNC = "sync -f of the copy's file system, inside the timed copy"
+
+
+def group_name(group: str, direction: str) -> str:
+    """``write pass 1``, ``copy 100x1GiB``; ``write`` for a group named as its direction."""
+    return group if group == direction else f"{direction} {group}"
+
+
+@dataclass(frozen=True)
+class CacheRecord(Record):
+    """How a phase met the page cache: O_DIRECT, or buffered, the caches synced and
+    dropped first (or why not: not a read, not root)."""
+
+    OMIT_NONE = frozenset({"synced", "dropped", "why", "note"})
+
+    direct: bool
+    synced: bool | None = None
+    dropped: bool | None = None
+    why: str | None = None  # why the caches were not dropped
+    note: str | None = None  # e.g. the files are in RAM (tmpfs)
+
+
+@dataclass(frozen=True)
+class FioPhaseRecord(Record):
+    """A measured fio phase (one stored round): what it moved, in how long, how fast."""
+
+    OMIT_NONE = frozenset({"frames", "frames_per_s"})
+
+    cell: str  # the phase's key
+    label: str
+    group: str  # what the report groups by: a file size, a pass, a phase
+    direction: Direction
+    io_bytes: int
+    files: int
+    file_bytes: int
+    block_bytes: int
+    seconds: float
+    timing: str  # where the seconds come from
+    bw_bytes_per_s: float
+    iops: float
+    lat_mean_us: float
+    direct: bool
+    cache: CacheRecord
+    fsync: str | None  # writes: the fsync inside the timed job; reads: None
+    frames: int | None = None  # AJA: video frames in the file
+    frames_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class CopyPhaseRecord(Record):
+    """A timed copy of a file set (cp, then sync -f; one stored round)."""
+
+    cell: str
+    label: str
+    group: str  # the file set
+    direction: Literal["copy"]
+    repetition: int
+    io_bytes: int
+    files: int
+    file_bytes: int
+    seconds: float
+    timing: str
+    bw_bytes_per_s: float
+    direct: bool
+    cache: CacheRecord
+    command: str  # the copy command without its paths
+    fsync: str
+
+
+PhaseRecord = FioPhaseRecord | CopyPhaseRecord
+
+
+def phase_of(cell: dict[str, Any], where: str = "phase") -> PhaseRecord:
+    """A stored round's cell read as its phase record."""
+    record: type[PhaseRecord] = (CopyPhaseRecord if cell.get("direction") == "copy"
+                                 else FioPhaseRecord)
+    return record.from_json(cell, where)
+
+
+@dataclass(frozen=True)
+class SummaryRow(Record):
+    """The means over the measured phases of one group and direction (a set's copies)."""
+
+    group: str
+    direction: str
+    count: int
+    io_bytes: int
+    mean_seconds: float
+    mean_bw_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Cleanup(Record):
+    """The work directory (None: none was made) and whether it is gone."""
+
+    work_dir: str | None
+    removed: bool
+
+
+@dataclass(frozen=True)
+class FilePresetResult(Record):
+    """A preset's test. Complete: every measured phase, their means, the cleanup, notes
+    (e.g. O_DIRECT refused) and a one-line message. Failed or stopped: the error and the
+    cleanup. Running: nothing yet."""
+
+    OMIT_NONE = frozenset({"error", "phases", "summary", "cleanup", "notes", "message"})
+
+    error: str | None = None
+    phases: list[PhaseRecord] | None = None
+    summary: list[SummaryRow] | None = None
+    cleanup: Cleanup | None = None
+    notes: list[str] | None = None
+    message: str | None = None
+
+
+AJA = _spec(
+    "aja", "AJA System Test-like video: frame-sized writes then reads per file size",
+    "Writes, then reads, one video file per file size, one frame per I/O with O_DIRECT (as "
+    "AJA System Test by default); MB/s and frames per second.", AjaArgs,
+    "file size(s), a comma list (default: the review's 256MiB,512MiB,1GiB,4GiB,16GiB,64GiB; "
+    "quick: 16MiB,32MiB)", *_aja_options(), sized=False)
+DISKFILL = _spec(
+    "diskfill", "DiskFill-like: write a 1 GiB file ten times, then read each back",
+    "Each pass writes a new file (buffered, fsync inside the timed job), then every file is "
+    "read back after dropping the caches; MB/s per pass.", DiskFillArgs,
+    "each pass's file size (default 1GiB; quick: 16MiB)", *_diskfill_options())
+SMALLFILES = _spec(
+    "smallfiles", "dd-like small files: 1 GiB as 256 KiB files, wait, read back",
+    "Writes the files one I/O each (each fsynced on close), waits, drops the caches and "
+    "reads them all back; MB/s per phase.", SmallFilesArgs,
+    "data in total (default 1GiB; quick: 16MiB)", *_smallfiles_options())
+COPY = _spec(
+    "copy", "copy-like file sets: 100x1GiB, 10x10GiB, 1x100GiB, 102400x1MiB",
+    "Each set is created by fio, then copied within the directory with cp (plus sync) "
+    "several times, the caches dropped before each copy; time and MB/s of each copy and "
+    "their averages.", CopyArgs,
+    "each set's size in total (default 100GiB; quick: 16MiB): the large-file sets keep "
+    "their file counts, the 1 MiB set its file size", *_copy_options())
+
+
+# -- what the plan says: dry run, the stored plan, the test's parameters ----------------
+
+#: (a phase's job, what it does) -> its job file's text
+FileJobText = Callable[[FileJob, str], str]
+
+
+def describe(plan: FilePlan, base: str, job_text: FileJobText) -> list[str]:
+    """``--dry-run`` after the directory: the plan, the page cache, and every phase with
+    its job file (``base``: the work directory, as it will be named)."""
+    out = [f"plan: {plan.summary}", f"page cache: {PAGE_CACHE_POLICY}"]
+    for phase in plan.phases:
+        out += _describe_phase(plan, phase, base, job_text)
+    return out
+
+
+def _describe_phase(plan: FilePlan, phase: Phase, base: str, job_text: FileJobText
+                    ) -> list[str]:
+    if isinstance(phase, FioPhase):
+        drop = "sync and drop caches, then " if phase.drop_before else ""
+        return ["", f"== {phase.label}: {drop}fio, {format_bytes(phase.job.io_bytes)}",
+                job_text(phase.job, phase.label).rstrip()]
+    if isinstance(phase, CopyPhase):
+        return [f"== {phase.label}: sync and drop caches, then {' '.join(plan.copy_command)} "
+                f"{base}/{phase.source} {base}/{phase.dest} && sync -f {base}/{phase.dest}"]
+    if isinstance(phase, WaitPhase):
+        return [f"== {phase.label}"]
+    return [f"== {phase.label} (untimed)"]
+
+
+def plan_dict(plan: FilePlan, args: FilePresetArgs) -> dict[str, Any]:
+    """The run's plan as stored."""
+    return {"suite": plan.preset, **plan.identity, "profile": plan.profile,
+            "args": dataclasses.asdict(args), "options": plan.options,
+            "summary": plan.summary, "tests": [plan.preset], "page_cache": PAGE_CACHE_POLICY}
+
+
+def test_params(plan: FilePlan, directory: dict[str, object]) -> dict[str, Any]:
+    """The parameters stored with the test (``directory``: where it ran)."""
+    return {"title": plan.identity["preset_title"], **plan.identity,
+            "profile": plan.profile, "options": plan.options, "summary": plan.summary,
+            "directory": directory, "page_cache": PAGE_CACHE_POLICY}

@@ -12,8 +12,10 @@ Pure functions: same job, same text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-DIRECTIONS = ("write", "read")
+Direction = Literal["write", "read"]
+DIRECTIONS: tuple[Direction, ...] = ("write", "read")
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class FileJob:
     name: str
     subdir: str
     prefix: str
-    rw: str
+    rw: Direction
     block_bytes: int
     file_bytes: int
     files: int

@@ -2,16 +2,31 @@
 where (the preset and its version, the directory, its file system, network share or not),
 MB/s per phase as bars (per file size, per pass, per phase, per set), a table of every
 measured phase with how the page cache was handled, and, for the copy sets, the averages.
+
+Also the rest of the four suites' report part (one :class:`SuitePages` for the four): their
+``ssdlab show`` lines, what ``ssdlab run`` prints when a run ends, and the comparison's
+overlay of runs of the same preset.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
 
+from ssdlab.plan.file_presets import (
+    CacheRecord,
+    FilePresetResult,
+    FioPhaseRecord,
+    PhaseRecord,
+    group_name,
+    phase_of,
+)
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import num, text_table
 from ssdlab.store.records import RunData, TestData
 
 MB = 1e6
@@ -19,37 +34,33 @@ DIRECTIONS = ("write", "read", "copy")
 GROUP_LABEL = {"aja": "file size", "diskfill": "pass", "smallfiles": "phase", "copy": "file set"}
 
 
-def _cells(test: TestData) -> list[dict[str, Any]]:
-    return [c for r in test.rounds if r.status == "ok" for c in r.cells
-            if isinstance(c.get("bw_bytes_per_s"), int | float) and c.get("seconds")]
+def _phases(test: TestData) -> list[PhaseRecord]:
+    """The measured phases, from the test's stored rounds (also of a test that failed)."""
+    return [phase for r in test.rounds if r.status == "ok" for n, c in enumerate(r.cells)
+            if (phase := phase_of(c, f"{test.name} round {r.round_no} cell {n}")).seconds]
 
 
-def _cache_text(cell: dict[str, Any]) -> str:
-    cache = _dict(cell.get("cache"))
-    if cache.get("direct"):
+def _cache_text(cache: CacheRecord) -> str:
+    if cache.direct:
         return "O_DIRECT"
-    if cache.get("dropped"):
+    if cache.dropped:
         text = "synced, caches dropped"
-        return text + (" (tmpfs: in RAM)" if cache.get("note") else "")
-    return f"buffered; not dropped: {cache.get('why', '-')}"
-
-
-def _dict(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+        return text + (" (tmpfs: in RAM)" if cache.note else "")
+    return f"buffered; not dropped: {'-' if cache.why is None else cache.why}"
 
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def _chart(test: TestData, cells: list[dict[str, Any]], anchor: str) -> str:
-    groups = list(dict.fromkeys(str(c["group"]) for c in cells))
+def _chart(test: TestData, phases: list[PhaseRecord], anchor: str) -> str:
+    groups = list(dict.fromkeys(p.group for p in phases))
     series = []
     for k, direction in enumerate(DIRECTIONS):
         ys: list[float | None] = []
         for group in groups:
-            rates = [float(c["bw_bytes_per_s"]) / MB for c in cells
-                     if c["group"] == group and c["direction"] == direction]
+            rates = [p.bw_bytes_per_s / MB for p in phases
+                     if p.group == group and p.direction == direction]
             ys.append(_mean(rates) if rates else None)
         if any(y is not None for y in ys):
             name = "copy (mean)" if direction == "copy" else direction
@@ -61,45 +72,50 @@ def _chart(test: TestData, cells: list[dict[str, Any]], anchor: str) -> str:
                         y_unit="MB/s", y_log=False)
 
 
-def _rows(cells: list[dict[str, Any]], frames: bool) -> list[list[str]]:
+def _frames(phase: PhaseRecord) -> tuple[int, float | None]:
+    """AJA's frames in the phase and frames per second (0, None: not video frames)."""
+    if isinstance(phase, FioPhaseRecord):
+        return phase.frames or 0, phase.frames_per_s
+    return 0, None
+
+
+def _rows(phases: list[PhaseRecord], frames: bool) -> list[list[str]]:
     rows = []
-    for c in cells:
-        row = [esc(c.get("label", c.get("cell"))), f"{int(c.get('files', 1)):,}",
-               esc(format_bytes(int(c["io_bytes"]))), f"{float(c['seconds']):,.3f}",
-               f"{float(c['bw_bytes_per_s']) / MB:,.1f}"]
+    for p in phases:
+        row = [esc(p.label), f"{p.files:,}", esc(format_bytes(p.io_bytes)),
+               f"{p.seconds:,.3f}", f"{p.bw_bytes_per_s / MB:,.1f}"]
         if frames:
-            fps = c.get("frames_per_s")
-            row += [f"{int(c.get('frames', 0)):,}",
-                    f"{float(fps):,.1f}" if isinstance(fps, int | float) else "-"]
-        rows.append([*row, esc(_cache_text(c))])
+            count, fps = _frames(p)
+            row += [f"{count:,}", f"{fps:,.1f}" if fps is not None else "-"]
+        rows.append([*row, esc(_cache_text(p.cache))])
     return rows
 
 
-def _averages(test: TestData) -> str:
-    result = test.result if isinstance(test.result, dict) else {}
-    summary = [s for s in result.get("summary") or [] if isinstance(s, dict)]
+def _averages(test: TestData, result: FilePresetResult) -> str:
+    summary = result.summary or []
     if test.name != "copy" or not summary:
         return ""
-    rows = [[esc(s["group"]), f"{int(s['count'])}", esc(format_bytes(int(s["io_bytes"]))),
-             f"{float(s['mean_seconds']):,.3f}",
-             f"{float(s['mean_bw_bytes_per_s']) / MB:,.1f}"] for s in summary]
+    rows = [[esc(s.group), f"{s.count}", esc(format_bytes(s.io_bytes)),
+             f"{s.mean_seconds:,.3f}", f"{s.mean_bw_bytes_per_s / MB:,.1f}"] for s in summary]
     return "<h3>Averages</h3>" + table(
         ("set", "copies", "size", "mean time (s)", "mean MB/s"), rows)
 
 
-def _about(run: RunData, test: TestData) -> str:
+def _about(run: RunData, test: TestData, result: FilePresetResult) -> str:
     p = test.params
-    d = _dict(p.get("directory")) or run.target
-    cleanup = _dict(_dict(test.result).get("cleanup"))
+    directory = p.get("directory")
+    d = directory if isinstance(directory, dict) and directory else run.target
+    cleanup = result.cleanup
     share = "network share" if d.get("network_share") else "local"
-    removed = cleanup.get("removed")
+    removed = cleanup.removed if cleanup is not None else None
+    work_dir = cleanup.work_dir if cleanup is not None else None
     return kv_table([
         ("preset", f"{p.get('preset', test.name)} version {p.get('preset_version', '?')}"),
         ("directory", f"{d.get('path')} ({d.get('fs_type')}, {share}, on "
                       f"{d.get('source') or '-'})"),
         ("plan", p.get("summary")),
         ("page cache", p.get("page_cache")),
-        ("work directory", f"{cleanup.get('work_dir') or '-'}: "
+        ("work directory", f"{work_dir or '-'}: "
                            + ("removed" if removed else "NOT removed" if removed is False
                               else "-")),
     ])
@@ -107,21 +123,21 @@ def _about(run: RunData, test: TestData) -> str:
 
 def file_preset_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     title = str(test.params.get("title", test.name))
-    result = test.result if isinstance(test.result, dict) else {}
-    cells = _cells(test)
+    result = result_of(test, FilePresetResult)
+    phases = _phases(test)
     body = ""
-    if test.status == "failed" or result.get("error"):
-        body += banner("failed", f"{test.status}: {result.get('error', '')}")
-    body += _about(run, test)
-    for text in result.get("notes") or []:
-        body += note(str(text))
-    if cells:
-        frames = any("frames_per_s" in c for c in cells)
+    if test.status == "failed" or result.error:
+        body += banner("failed", f"{test.status}: {result.error or ''}")
+    body += _about(run, test, result)
+    for text in result.notes or []:
+        body += note(text)
+    if phases:
+        frames = any(_frames(p)[1] is not None for p in phases)
         header = ["phase", "files", "size", "time (s)", "MB/s"]
         header += ["frames", "frames/s"] if frames else []
-        body += charts(_chart(test, cells, anchor))
-        body += table([*header, "page cache"], _rows(cells, frames))
-        body += _averages(test)
+        body += charts(_chart(test, phases, anchor))
+        body += table([*header, "page cache"], _rows(phases, frames))
+        body += _averages(test, result)
         body += note("MB/s = 10^6 bytes per second. Write phases include fsync (fio "
                      "fsync_on_close and end_fsync); copies include sync -f of the copy.")
     else:
@@ -132,18 +148,17 @@ def file_preset_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 def _means(test: TestData) -> dict[str, float]:
     """Mean MB/s per "direction group" (e.g. "write pass 1", "copy 100x1GiB")."""
     by_key: dict[str, list[float]] = {}
-    for c in _cells(test):
-        key = str(c["group"]) if c["group"] == c["direction"] else f"{c['direction']} {c['group']}"
-        by_key.setdefault(key, []).append(float(c["bw_bytes_per_s"]) / MB)
+    for p in _phases(test):
+        by_key.setdefault(group_name(p.group, p.direction), []).append(p.bw_bytes_per_s / MB)
     return {k: _mean(v) for k, v in by_key.items()}
 
 
-def file_presets_overlay(runs: list[RunData], labels: list[str]) -> str:
+def file_presets_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
     """Per file-system preset run by two or more runs: their MB/s side by side."""
     out = ""
     for kind in GROUP_LABEL:
         found = [(labels[i], t) for i, run in enumerate(runs) for t in run.tests
-                 if t.name == kind and _cells(t)]
+                 if t.name == kind and _phases(t)]
         if len(found) < 2:
             continue
         means = [(label, _means(t)) for label, t in found]
@@ -156,3 +171,36 @@ def file_presets_overlay(runs: list[RunData], labels: list[str]) -> str:
                            y_log=False, frame=ch.Frame(width=900, height=320, right=170))
         out += f"<h3>{esc(title)}</h3>" + charts(svg)
     return out
+
+
+# -- ssdlab show, and what ssdlab run prints -------------------------------------------------
+
+
+def show_lines(run: RunData, test: TestData) -> list[str]:
+    """The preset, the one-line verdict, and the means of each group and direction."""
+    p, result = test.params, result_of(test, FilePresetResult)
+    verdict = result.message or (test.status if result.error is None else result.error)
+    lines = [f"  preset {p.get('preset', test.name)} v{p.get('preset_version', '?')}",
+             f"  verdict: {verdict}"]
+    if result.summary:
+        body = [[s.group, s.direction, str(s.count), num(s.mean_seconds, 3),
+                 num(s.mean_bw_bytes_per_s / MB, 1)] for s in result.summary]
+        lines += ["  results (MB/s = 10^6 bytes/s, means over the repetitions):",
+                  *text_table(["phase", "direction", "count", "mean s", "MB/s"], body)]
+    return lines
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    """``run ID STATUS; MESSAGE``; a failed test is the run's failure."""
+    test = run.test(run.suite)
+    result = result_of(test, FilePresetResult)
+    line = f"run {run.run_id} {run.status_text}; {result.message or test.status}"
+    failed = test.status == "failed"
+    return Outcome((line,), f"{run.suite} failed: {result.error} (see `ssdlab show "
+                   f"{run.run_id}`)" if failed else None)
+
+
+#: the four suites' pages (each run has one test, named as its preset)
+PAGES = SuitePages(pages=dict.fromkeys(GROUP_LABEL, file_preset_pages),
+                   show=dict.fromkeys(GROUP_LABEL, show_lines), outcome=outcome,
+                   overlay=file_presets_overlay)

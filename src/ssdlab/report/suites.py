@@ -9,7 +9,6 @@ from __future__ import annotations
 from ssdlab.report import (
     block_preset_pages,
     curves_pages,
-    file_presets_pages,
     latency_iops_pages,
     op_sweep_pages,
     saturation_pages,
@@ -28,9 +27,5 @@ SUITE_PAGES["replay"] = curves_pages.replay_pages
 SUITE_PAGES["cdm"] = block_preset_pages.cdm_pages
 SUITE_PAGES["atto"] = block_preset_pages.atto_pages
 SUITE_PAGES["iometer"] = block_preset_pages.iometer_pages
-SUITE_PAGES["aja"] = file_presets_pages.file_preset_pages
-SUITE_PAGES["diskfill"] = file_presets_pages.file_preset_pages
-SUITE_PAGES["smallfiles"] = file_presets_pages.file_preset_pages
-SUITE_PAGES["copy"] = file_presets_pages.file_preset_pages
 
 __all__ = ["SUITE_PAGES"]

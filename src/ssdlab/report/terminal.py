@@ -194,13 +194,6 @@ def preset_lines(test: TestData) -> list[str]:
         return ["  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
                 *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
                          "best mean lat us", "passes"], body)]
-    summary = [x for x in r.get("summary", []) if isinstance(x, dict)]
-    if summary:  # aja, diskfill, smallfiles, copy
-        body = [[str(x.get("group")), str(x.get("direction")), str(x.get("count", "-")),
-                 num(x.get("mean_seconds"), 3), _mb(x.get("mean_bw_bytes_per_s"))]
-                for x in summary]
-        return ["  results (MB/s = 10^6 bytes/s, means over the repetitions):",
-                *text_table(["phase", "direction", "count", "mean s", "MB/s"], body)]
     lines: list[str] = []
     for w in (x for x in r.get("workloads", []) if isinstance(x, dict)):  # curves
         body = [[("max rate" if pt.get("kind") == "max" else f"{num(pt.get('fraction_pct'))} %"

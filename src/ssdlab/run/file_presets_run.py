@@ -1,10 +1,15 @@
-"""Run a file-system preset (aja, diskfill, smallfiles, copy) in a directory.
+"""Run a file-system preset (aja, diskfill, smallfiles, copy) in a directory: the runner
+of the four suites.
 
 Everything happens in a work directory of ssdlab's own inside the user's directory
 (:class:`~ssdlab.targets.workdir.WorkDir`), removed afterwards whatever happens (an error,
 Ctrl-C); the run records that it was. fio does the file I/O; the copy sets copy with
 ``cp`` as the review timed a file copy. Before every buffered read (and every copy) the
 caches are synced and dropped for real, and each measurement records what happened.
+
+The target is a directory, not a device, so the run keeps its own record of it (no
+:class:`~ssdlab.run.session.RunSession`); how a run that stops early ends is the shared
+:func:`~ssdlab.run.session.recorded_ending`.
 """
 
 from __future__ import annotations
@@ -16,19 +21,44 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from ssdlab import __version__
 from ssdlab.children import die_with_parent
-from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seconds
+from ssdlab.engine.model import DirectionStats
+from ssdlab.engine.runner import Executor, FioRun, watchdog_seconds
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.file_presets import CopyPhase, FilePlan, FioPhase, RemovePhase, WaitPhase
+from ssdlab.plan import file_presets as fp
+from ssdlab.plan.file_presets import (
+    COPY_FSYNC,
+    WRITE_FSYNC,
+    CacheRecord,
+    Cleanup,
+    CopyPhase,
+    CopyPhaseRecord,
+    FilePlan,
+    FilePresetArgs,
+    FilePresetResult,
+    FioPhase,
+    FioPhaseRecord,
+    PhaseRecord,
+    RemovePhase,
+    SummaryRow,
+    WaitPhase,
+    group_name,
+)
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.units import format_bytes
+from ssdlab.run.prepare import TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import RunInterrupted, TestFailed, fio_record
-from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.targets.identity import check_fio_version, fio_version, host_info
+from ssdlab.run.session import (
+    Runner,
+    TestFailed,
+    finish_complete,
+    fio_record,
+    recorded_ending,
+)
+from ssdlab.store.db import Store
+from ssdlab.targets.identity import host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 
 #: a phase that moves less than this is presumed stuck (the watchdog)
@@ -37,10 +67,8 @@ PER_FILE_S = 0.05
 #: file systems whose files are RAM: dropping caches cannot take them out of memory
 RAM_FS = ("tmpfs", "ramfs")
 PLACEHOLDER = f"{WORK_PREFIX}XXXXXXXX"
-PAGE_CACHE_POLICY = (
-    "O_DIRECT phases bypass the page cache; buffered reads and copies start after sync and "
-    "dropping the kernel's caches (recorded per phase); write phases end with fsync inside "
-    "the timed job (fio fsync_on_close and end_fsync; a copy with sync -f)")
+#: the one-line message of a complete test names this many phases at most
+MESSAGE_PHASES = 6
 
 
 @dataclass(frozen=True)
@@ -51,24 +79,25 @@ class PreparedFiles:
     dir: DirInfo
     host: dict[str, object]
     versions: dict[str, str]
-    args: dict[str, Any]
+    args: FilePresetArgs
 
 
-def prepare_files(directory: str, plan: FilePlan, fio: str, args: dict[str, Any]
-                  ) -> PreparedFiles:
-    """The directory and room for the plan, then fio; UserError (one line) otherwise."""
-    info = describe_dir(directory)
+def prepare_files(request: TargetRequest, args: FilePresetArgs) -> PreparedFiles:
+    """The plan, the directory and room for it there, then fio (and cp for the copy
+    sets); a one-line UserError otherwise."""
+    if not request.dir:
+        raise UserError("--dir DIR is required: the directory to test in")
+    plan = fp.plan_of(args)
+    info = describe_dir(request.dir)
     if any(c in info.path for c in ":\n\\"):
-        raise TargetError(f"--dir {directory}: fio cannot use a path with ':' or '\\' in it")
+        raise TargetError(f"--dir {request.dir}: fio cannot use a path with ':' or '\\' in it")
     if plan.needed_bytes > info.free_bytes:
-        raise TargetError(f"--dir {directory}: {format_bytes(plan.needed_bytes)} needed, "
+        raise TargetError(f"--dir {request.dir}: {format_bytes(plan.needed_bytes)} needed, "
                           f"{format_bytes(info.free_bytes)} free")
-    version = fio_version(fio)
-    check_fio_version(version)
+    versions = checked_versions(request.fio)
     if plan.copy_command and shutil.which(plan.copy_command[0]) is None:
         raise UserError(f"{plan.copy_command[0]} is not installed (the copy sets use it)")
-    return PreparedFiles(plan, info, host_info(), {"ssdlab": __version__, "fio": version},
-                         args)
+    return PreparedFiles(plan, info, host_info(), versions, args)
 
 
 def job_text(p: PreparedFiles, job: FileJob, base: str, what: str) -> str:
@@ -80,32 +109,14 @@ def job_text(p: PreparedFiles, job: FileJob, base: str, what: str) -> str:
 def describe(p: PreparedFiles) -> str:
     """``--dry-run``: the plan and every fio job file."""
     plan, d = p.plan, p.dir
-    ident = plan.identity
+    base = f"{d.path}/{PLACEHOLDER}"
     share = "network share" if d.network else "local"
     out = [
-        f"DRY RUN: nothing will be written. {ident['preset_title']} "
-        f"(preset {ident['preset']} v{ident['preset_version']}), profile {plan.profile}"
-        f"{' (QUICK)' if plan.quick else ''}",
+        f"DRY RUN: nothing will be written. {plan.heading}",
         f"directory {d.path}: {d.fs_type} ({share}), {format_bytes(d.free_bytes)} free; "
-        f"work directory {d.path}/{PLACEHOLDER}, removed afterwards; needs "
-        f"{format_bytes(plan.needed_bytes)}",
-        f"plan: {plan.summary}",
-        f"page cache: {PAGE_CACHE_POLICY}",
+        f"work directory {base}, removed afterwards; needs {format_bytes(plan.needed_bytes)}",
+        *fp.describe(plan, base, lambda job, what: job_text(p, job, base, what)),
     ]
-    base = f"{d.path}/{PLACEHOLDER}"
-    for phase in plan.phases:
-        if isinstance(phase, FioPhase):
-            drop = "sync and drop caches, then " if phase.drop_before else ""
-            out += ["", f"== {phase.label}: {drop}fio, {format_bytes(phase.job.io_bytes)}",
-                    job_text(p, phase.job, base, phase.label).rstrip()]
-        elif isinstance(phase, CopyPhase):
-            out.append(f"== {phase.label}: sync and drop caches, then "
-                       f"{' '.join(plan.copy_command)} {base}/{phase.source} {base}/{phase.dest}"
-                       f" && sync -f {base}/{phase.dest}")
-        elif isinstance(phase, WaitPhase):
-            out.append(f"== {phase.label}")
-        else:
-            out.append(f"== {phase.label} (untimed)")
     return "\n".join(out) + "\n"
 
 
@@ -123,16 +134,16 @@ def direct_refused(folder: Path) -> str | None:
     return None
 
 
-def drop_cache_record(info: DirInfo) -> dict[str, object]:
+def drop_cache_record(info: DirInfo) -> CacheRecord:
     """sync + drop caches, for real; what happened, for the result."""
-    outcome = drop_caches()
+    outcome: dict[str, object] = {"direct": False, **drop_caches()}
     if info.fs_type in RAM_FS:
         outcome["note"] = (f"the files are on {info.fs_type} (RAM): dropping caches cannot "
                            "move them out of memory")
-    return outcome
+    return CacheRecord.from_json(outcome, "drop_caches")
 
 
-def fio_seconds(stats: Any) -> tuple[float, str]:
+def fio_seconds(stats: DirectionStats) -> tuple[float, str]:
     """The phase's time from fio: its runtime; below fio's 1 ms resolution, the sum of
     the I/O latencies (one I/O in flight)."""
     if stats.runtime_ms > 0:
@@ -153,7 +164,29 @@ def short_files(job: FileJob, base: Path) -> list[str]:
     return bad
 
 
+def summarise(phases: list[PhaseRecord]) -> list[SummaryRow]:
+    """The means of the phases of each group and direction, in the order measured."""
+    groups: dict[tuple[str, str], list[PhaseRecord]] = {}
+    for phase in phases:
+        groups.setdefault((phase.group, phase.direction), []).append(phase)
+    return [SummaryRow(group, direction, len(same), same[0].io_bytes,
+                       sum(p.seconds for p in same) / len(same),
+                       sum(p.bw_bytes_per_s for p in same) / len(same))
+            for (group, direction), same in groups.items()]
+
+
+def summary_message(summary: list[SummaryRow]) -> str:
+    """``write pass 1: 1,864.1 MB/s; ...`` (the first few; how many more)."""
+    parts = [f"{group_name(s.group, s.direction)}: {s.mean_bw_bytes_per_s / 1e6:,.1f} MB/s"
+             for s in summary]
+    more = len(parts) - MESSAGE_PHASES
+    return "; ".join(parts[:MESSAGE_PHASES]) + (f" (+{more} more)" if more > 0 else "")
+
+
 class FilePresetRun:
+    """One preset's run in a work directory: one test (named as the preset), one stored
+    round per measured phase, the work directory removed and that recorded."""
+
     def __init__(self, prepared: PreparedFiles, store: Store, executor: Executor,
                  progress: Progress) -> None:
         self.p = prepared
@@ -163,51 +196,51 @@ class FilePresetRun:
         self.progress = progress
         self.run_id = ""
         self.test = prepared.plan.preset
-        self.cells: list[dict[str, Any]] = []
+        self.phases: list[PhaseRecord] = []
         self.round_no = 0
         self.work: WorkDir | None = None
+        self.cleanup: Cleanup | None = None
         self.notes: list[str] = []
 
     # -- the run ----------------------------------------------------------------------
     def execute(self, argv: list[str]) -> str:
         plan = self.plan
-        record = {"suite": plan.preset, **plan.identity, "profile": plan.profile,
-                  "args": self.p.args, "options": plan.options, "summary": plan.summary,
-                  "tests": [self.test], "page_cache": PAGE_CACHE_POLICY}
         self.run_id = self.store.new_run(
             suite=plan.preset, profile=plan.profile, quick=plan.quick,
-            target=self._target(), host=self.p.host, plan=record,
+            target=self._target(), host=self.p.host, plan=fp.plan_dict(plan, self.p.args),
             versions=dict(self.p.versions), argv=argv)
         self.progress.line(f"run {self.run_id}: {plan.identity['preset_title']} in "
                            f"{self.p.dir.path} (results in {self.store.path})")
-        self._set_test("running", {})
-        failed = ""
+        self._set_test("running", FilePresetResult())
+        with recorded_ending(self._end, f"run {self.run_id} interrupted; the work directory "
+                             f"was removed; completed phases are kept in {self.store.path}"):
+            failed = self._run_test()
+        finish_complete(self.store, self.run_id, [self.test] if failed else [])
+        return self.run_id
+
+    def _run_test(self) -> bool:
+        """The phases, in a work directory removed afterwards; whether the test failed."""
         try:
             try:
                 with self._work_dir() as work:
                     self.work = work
                     self._run_phases(work)
             finally:
-                cleanup = self._cleanup_record()
+                self.cleanup = self._cleanup_record()
         except TestFailed as exc:
-            failed = str(exc)
-            self.progress.line(f"{self.test}: FAILED: {failed}")
-            self._set_test("failed", {"error": failed, "cleanup": cleanup})
-        except (FioInterrupted, KeyboardInterrupt):
-            self._finish("interrupted", "stopped by Ctrl-C", cleanup)
-            raise RunInterrupted(f"run {self.run_id} interrupted; the work directory was "
-                                 f"removed; completed phases are kept in {self.store.path}"
-                                 ) from None
-        except StoreWriteError:
-            raise
-        except BaseException as exc:
-            self._finish("failed", (str(exc).splitlines() or [repr(exc)])[0][:300], cleanup)
-            raise
-        if not failed:
-            self._set_test("complete", self._result(cleanup))
-        self.store.finish_run(self.run_id, "complete",
-                              f"1 test(s) failed: {self.test}" if failed else "")
-        return self.run_id
+            self.progress.line(f"{self.test}: FAILED: {exc}")
+            self._set_test("failed", FilePresetResult(error=str(exc), cleanup=self.cleanup))
+            return True
+        summary = summarise(self.phases)
+        self._set_test("complete", FilePresetResult(
+            phases=list(self.phases), summary=summary, cleanup=self.cleanup,
+            notes=list(self.notes), message=summary_message(summary)))
+        return False
+
+    def _end(self, status: str, message: str) -> None:
+        """The run stopped early (Ctrl-C, an error): the test says so too."""
+        self._set_test(status, FilePresetResult(error=message, cleanup=self.cleanup))
+        self.store.finish_run(self.run_id, status, message)
 
     def _work_dir(self) -> WorkDir:
         try:
@@ -222,50 +255,22 @@ class FilePresetRun:
         where = "network share" if d.network else "directory"
         return {**d.to_dict(), "device_class": f"{where} on {d.fs_type}", **self.plan.identity}
 
-    def _finish(self, status: str, message: str, cleanup: dict[str, Any]) -> None:
-        with contextlib.suppress(StoreWriteError):
-            self._set_test(status, {"error": message, "cleanup": cleanup})
-            self.store.finish_run(self.run_id, status, message)
-
-    def _cleanup_record(self) -> dict[str, Any]:
+    def _cleanup_record(self) -> Cleanup:
         work = self.work
         if work is None:
-            return {"work_dir": None, "removed": True}
+            return Cleanup(None, True)
         removed = not work.path.exists()
         if not removed:  # rmtree ignored an error: try once more, then say so
             work.remove()
             removed = not work.path.exists()
         if not removed:
             self.progress.line(f"WARNING: could not remove {work.path}")
-        return {"work_dir": str(work.path), "removed": removed}
+        return Cleanup(str(work.path), removed)
 
-    def _params(self) -> dict[str, Any]:
-        plan = self.plan
-        return {"title": plan.identity["preset_title"], **plan.identity,
-                "profile": plan.profile, "options": plan.options, "summary": plan.summary,
-                "directory": self.p.dir.to_dict(), "page_cache": PAGE_CACHE_POLICY}
-
-    def _set_test(self, status: str, result: dict[str, Any]) -> None:
-        self.store.set_test(self.run_id, self.test, status=status, params=self._params(),
-                            verdicts={}, result=result)
-
-    def _result(self, cleanup: dict[str, Any]) -> dict[str, Any]:
-        measured = list(self.cells)
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for c in measured:
-            groups.setdefault((c["group"], c["direction"]), []).append(c)
-        summary = []
-        for (group, direction), cells in groups.items():
-            seconds = sum(c["seconds"] for c in cells) / len(cells)
-            rates = [c["bw_bytes_per_s"] for c in cells]
-            summary.append({"group": group, "direction": direction, "count": len(cells),
-                            "io_bytes": cells[0]["io_bytes"], "mean_seconds": seconds,
-                            "mean_bw_bytes_per_s": sum(rates) / len(rates)})
-        parts = [f"{_name(s)}: {s['mean_bw_bytes_per_s'] / 1e6:,.1f} MB/s"
-                 for s in summary]
-        return {"phases": measured, "summary": summary, "cleanup": cleanup,
-                "notes": self.notes, "message": "; ".join(parts[:6])
-                + (f" (+{len(parts) - 6} more)" if len(parts) > 6 else "")}
+    def _set_test(self, status: str, result: FilePresetResult) -> None:
+        self.store.set_test(self.run_id, self.test, status=status,
+                            params=fp.test_params(self.plan, self.p.dir.to_dict()),
+                            verdicts={}, result=result.to_json())
 
     # -- phases -----------------------------------------------------------------------
     def _run_phases(self, work: WorkDir) -> None:
@@ -292,16 +297,16 @@ class FilePresetRun:
             except OSError as exc:  # no space for a folder, a file that cannot be removed
                 raise TestFailed(f"{phase.label}: {exc.strerror or exc}") from None
 
-    def _cache(self, drop: bool, direct: bool) -> dict[str, object]:
+    def _cache(self, drop: bool, direct: bool) -> CacheRecord:
         if direct:
-            return {"direct": True}
+            return CacheRecord(direct=True)
         if not drop:
-            return {"direct": False, "dropped": False, "why": "not a read"}
-        outcome = {"direct": False, **drop_cache_record(self.p.dir)}
-        if not outcome.get("dropped"):
+            return CacheRecord(direct=False, dropped=False, why="not a read")
+        cache = drop_cache_record(self.p.dir)
+        if not cache.dropped:
             self.store.add_event(self.run_id, self.test, "warning",
-                                 f"caches not dropped: {outcome.get('why')}", outcome)
-        return outcome
+                                 f"caches not dropped: {cache.why}", cache.to_json())
+        return cache
 
     def _fio_phase(self, phase: FioPhase, base: Path) -> None:
         job = phase.job
@@ -321,29 +326,24 @@ class FilePresetRun:
         seconds, timing = fio_seconds(stats)
         if seconds <= 0:
             self._failed_round(run, phase.key, f"{phase.label}: fio measured no time")
-        cell: dict[str, Any] = {
-            "cell": phase.key, "label": phase.label, "group": phase.group,
-            "direction": job.rw, "io_bytes": stats.io_bytes, "files": job.files,
-            "file_bytes": job.file_bytes, "block_bytes": job.block_bytes,
-            "seconds": seconds, "timing": timing, "bw_bytes_per_s": stats.io_bytes / seconds,
-            "iops": stats.total_ios / seconds, "lat_mean_us": stats.lat_mean_ns / 1000.0,
-            "direct": job.direct, "cache": cache,
-            "fsync": "fsync_on_close + end_fsync, inside the timed job" if job.rw == "write"
-            else None,
-        }
-        if phase.frames:
-            cell["frames"] = phase.frames
-            cell["frames_per_s"] = phase.frames / seconds
-        self._round(cell, run)
-        extra = f", {cell['frames_per_s']:,.1f} frames/s" if phase.frames else ""
-        self.progress.line(f"{self.test}: {phase.label}: {cell['bw_bytes_per_s'] / 1e6:,.1f} "
+        frames = phase.frames or None
+        record = FioPhaseRecord(
+            phase.key, phase.label, phase.group, job.rw, stats.io_bytes, job.files,
+            job.file_bytes, job.block_bytes, seconds, timing, stats.io_bytes / seconds,
+            stats.total_ios / seconds, stats.lat_mean_ns / 1000.0, job.direct, cache,
+            WRITE_FSYNC if job.rw == "write" else None, frames,
+            phase.frames / seconds if frames else None)
+        self._round(record, run)
+        extra = (f", {record.frames_per_s:,.1f} frames/s" if record.frames_per_s is not None
+                 else "")
+        self.progress.line(f"{self.test}: {phase.label}: {record.bw_bytes_per_s / 1e6:,.1f} "
                            f"MB/s in {seconds:.3f} s{extra}")
 
-    def _stats(self, run: FioRun, job: FileJob) -> Any:
+    def _stats(self, run: FioRun, job: FileJob) -> DirectionStats:
         if not run.ok or run.output is None or not run.output.jobs:
             self._failed_round(run, job.name, f"{job.name}: {run.error or 'no result'}")
         assert run.output is not None
-        stats = getattr(run.output.jobs[0], job.rw)
+        stats: DirectionStats = getattr(run.output.jobs[0], job.rw)
         if stats.io_bytes != job.io_bytes:
             self._failed_round(run, job.name, f"{job.name}: fio moved {stats.io_bytes} bytes, "
                                f"{job.io_bytes} planned")
@@ -354,25 +354,26 @@ class FilePresetRun:
                                    f"written in full: {', '.join(short[:3])}")
         return stats
 
-    def _round(self, cell: dict[str, Any], run: FioRun | None, started: float = 0.0,
+    def _round(self, record: PhaseRecord, run: FioRun | None, started: float = 0.0,
                ended: float = 0.0) -> None:
+        """A measured phase: one stored round, and one phase of the result."""
+        self.phases.append(record)
+        self._add_round("ok", record.cell, [record.to_json()], run, started, ended)
+
+    def _failed_round(self, run: FioRun | None, key: str, message: str) -> NoReturn:
+        now = time.time()
+        self._add_round("failed", key, [], run, now, now)
+        raise TestFailed(message)
+
+    def _add_round(self, status: str, key: str, cells: list[dict[str, Any]],
+                   run: FioRun | None, started: float, ended: float) -> None:
+        """One stored round: with its fio run's record and times, or the times given."""
         self.round_no += 1
-        self.cells.append(cell)
         self.store.add_round(
-            self.run_id, self.test, self.round_no, status="ok", tracking={}, cells=[cell],
-            fio=fio_record(run, str(cell["cell"])) if run is not None else None,
+            self.run_id, self.test, self.round_no, status=status, tracking={}, cells=cells,
+            fio=fio_record(run, key) if run is not None else None,
             started_at=run.started_at if run is not None else started,
             ended_at=run.ended_at if run is not None else ended)
-
-    def _failed_round(self, run: FioRun | None, key: str, message: str) -> None:
-        self.round_no += 1
-        now = time.time()
-        self.store.add_round(
-            self.run_id, self.test, self.round_no, status="failed", tracking={}, cells=[],
-            fio=fio_record(run, key) if run is not None else None,
-            started_at=run.started_at if run is not None else now,
-            ended_at=run.ended_at if run is not None else now)
-        raise TestFailed(message)
 
     def _copy_phase(self, phase: CopyPhase, base: Path) -> None:
         cache = self._cache(True, False)
@@ -384,33 +385,33 @@ class FilePresetRun:
         started = time.time()
         t0 = time.monotonic()
         for step in (command, ["sync", "-f", str(dest)]):
-            try:
-                done = subprocess.run(step, capture_output=True, text=True, errors="replace",
-                                      timeout=timeout, check=False, preexec_fn=die_with_parent)
-            except subprocess.TimeoutExpired:
-                self._failed_round(None, phase.key, f"{phase.label}: {step[0]} did not finish "
-                                   f"in {timeout:.0f} s")
-            if done.returncode != 0:
-                first = (done.stderr.strip().splitlines() or [""])[0]
-                self._failed_round(None, phase.key, f"{phase.label}: {' '.join(step[:3])} "
-                                   f"exited with status {done.returncode}: {first}"[:300])
+            self._step(phase, step, timeout)
         seconds = time.monotonic() - t0
         copied = sum(f.stat().st_size for f in dest.iterdir()) if dest.is_dir() else 0
         if copied != phase.io_bytes:
             self._failed_round(None, phase.key, f"{phase.label}: {copied} bytes copied, "
                                f"{phase.io_bytes} expected")
-        cell: dict[str, Any] = {
-            "cell": phase.key, "label": phase.label, "group": phase.group,
-            "direction": "copy", "repetition": phase.repetition, "io_bytes": phase.io_bytes,
-            "files": phase.files, "file_bytes": phase.io_bytes // phase.files,
-            "seconds": seconds, "timing": "wall time of the copy and sync -f",
-            "bw_bytes_per_s": phase.io_bytes / seconds, "direct": False, "cache": cache,
-            "command": " ".join(command[: len(self.plan.copy_command)]),
-            "fsync": "sync -f of the copy's file system, inside the timed copy",
-        }
-        self._round(cell, None, started, time.time())
+        record = CopyPhaseRecord(
+            phase.key, phase.label, phase.group, "copy", phase.repetition, phase.io_bytes,
+            phase.files, phase.io_bytes // phase.files, seconds,
+            "wall time of the copy and sync -f", phase.io_bytes / seconds, False, cache,
+            " ".join(command[: len(self.plan.copy_command)]), COPY_FSYNC)
+        self._round(record, None, started, time.time())
         self.progress.line(f"{self.test}: {phase.label}: {seconds:.3f} s, "
-                           f"{cell['bw_bytes_per_s'] / 1e6:,.1f} MB/s")
+                           f"{record.bw_bytes_per_s / 1e6:,.1f} MB/s")
+
+    def _step(self, phase: CopyPhase, step: list[str], timeout: float) -> None:
+        """One command of a copy (cp, sync); a failed round unless it exits 0 in time."""
+        try:
+            done = subprocess.run(step, capture_output=True, text=True, errors="replace",
+                                  timeout=timeout, check=False, preexec_fn=die_with_parent)
+        except subprocess.TimeoutExpired:
+            self._failed_round(None, phase.key, f"{phase.label}: {step[0]} did not finish "
+                               f"in {timeout:.0f} s")
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or [""])[0]
+            self._failed_round(None, phase.key, f"{phase.label}: {' '.join(step[:3])} "
+                               f"exited with status {done.returncode}: {first}"[:300])
 
     def _wait(self, phase: WaitPhase) -> None:
         self.progress.line(f"{self.test}: {phase.label}")
@@ -432,6 +433,9 @@ class FilePresetRun:
                     path.unlink()
 
 
-def _name(summary: dict[str, Any]) -> str:
-    group, direction = summary["group"], summary["direction"]
-    return str(group) if group == direction else f"{direction} {group}"
+RUNNER: Runner[FilePresetArgs, PreparedFiles] = Runner(
+    prepare=prepare_files,
+    describe=describe,
+    progress=lambda p: Progress(quick=p.plan.quick),
+    start=FilePresetRun,
+)

@@ -199,10 +199,17 @@ def prepare_target(
     read_only: bool = False,
 ) -> PreparedTarget:
     """fio version, target identity and safety: UserError (one line) before any I/O."""
+    versions = checked_versions(fio)
+    info, create = resolve_target(target, size_bytes, destroy_data, read_only)
+    return PreparedTarget(info, create, host_info(), versions)
+
+
+def checked_versions(fio: str) -> dict[str, str]:
+    """The versions a run records (ssdlab, fio); a UserError when fio is missing or too
+    old."""
     version = fio_version(fio)
     check_fio_version(version)
-    info, create = resolve_target(target, size_bytes, destroy_data, read_only)
-    return PreparedTarget(info, create, host_info(), {"ssdlab": __version__, "fio": version})
+    return {"ssdlab": __version__, "fio": version}
 
 
 def check_same_target(run: RunData, now: PreparedTarget) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import mmap
 import os
 import socket
@@ -102,6 +103,36 @@ def fio_record(run: FioRun, phase: str) -> FioRecord:
     )
 
 
+@contextlib.contextmanager
+def recorded_ending(end: Callable[[str, str], None], interrupted: str) -> Iterator[None]:
+    """Record how a run that stops early ended, with ``end(status, message)``: Ctrl-C is
+    "interrupted" (then RunInterrupted(``interrupted``)), any other error "failed" with its
+    first line (then the error goes on). When the store is what failed, nothing is
+    recorded: ``resume`` will continue the run."""
+    try:
+        yield
+    except (FioInterrupted, KeyboardInterrupt):
+        _quietly(end, "interrupted", "stopped by Ctrl-C")
+        raise RunInterrupted(interrupted) from None
+    except StoreWriteError:
+        raise  # the store cannot record the ending either; resume will continue the run
+    except BaseException as exc:
+        _quietly(end, "failed", (str(exc).splitlines() or [repr(exc)])[0][:300])
+        raise
+
+
+def _quietly(end: Callable[[str, str], None], status: str, message: str) -> None:
+    """Record how the run ended, unless the store itself is what failed."""
+    with contextlib.suppress(StoreWriteError):
+        end(status, message)
+
+
+def finish_complete(store: Store, run_id: str, failed: list[str]) -> None:
+    """A run that ran to its end is complete; its message names the tests that failed."""
+    message = f"{len(failed)} test(s) failed: {', '.join(failed)}" if failed else ""
+    store.finish_run(run_id, "complete", message)
+
+
 class RunSession:
     """One run of one suite on one target, journaled to ``store``."""
 
@@ -168,29 +199,14 @@ class RunSession:
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Hold the target for the run; record how the run ended."""
-        try:
-            with self._hold():
-                yield
-        except (FioInterrupted, KeyboardInterrupt):
-            self._finish_quietly("interrupted", "stopped by Ctrl-C")
-            raise RunInterrupted(
-                f"run {self.run_id} interrupted; completed rounds are kept in {self.store.path}"
-                f" (continue it with `ssdlab resume {self.run_id}`)"
-            ) from None
-        except StoreWriteError:
-            raise  # the store cannot record the ending either; resume will continue the run
-        except BaseException as exc:
-            self._finish_quietly("failed", (str(exc).splitlines() or [repr(exc)])[0][:300])
-            raise
-
-    def _finish_quietly(self, status: str, message: str) -> None:
-        """Record how the run ended, unless the store itself is what failed."""
-        with contextlib.suppress(StoreWriteError):
-            self.store.finish_run(self.run_id, status, message)
+        interrupted = (f"run {self.run_id} interrupted; completed rounds are kept in "
+                       f"{self.store.path} (continue it with `ssdlab resume {self.run_id}`)")
+        with recorded_ending(functools.partial(self.store.finish_run, self.run_id),
+                             interrupted), self._hold():
+            yield
 
     def finish(self, failed: list[str]) -> None:
-        message = f"{len(failed)} test(s) failed: {', '.join(failed)}" if failed else ""
-        self.store.finish_run(self.run_id, "complete", message)
+        finish_complete(self.store, self.run_id, failed)
 
     def target_lost(self) -> str | None:
         """After a failed test: None if the target still reads, else why not (one line).
