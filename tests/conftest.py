@@ -2,7 +2,7 @@
 
 Both factories always clean up (unmount leftovers, detach, remove) even when a test fails,
 and only ever touch devices they created themselves. Tests marked ``root`` are skipped
-when not running as root.
+when not running as root, tests marked ``fio`` when fio is not installed.
 """
 
 from __future__ import annotations
@@ -23,12 +23,19 @@ ZRAM_CONTROL = Path("/sys/class/zram-control")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.geteuid() == 0:
-        return
-    skip = pytest.mark.skip(reason="needs root")
+    """Tests marked ``root`` skip when not root; tests marked ``fio`` skip when fio is not
+    installed (so ``make unit`` runs on a machine without the apt packages)."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append(("root", pytest.mark.skip(reason="needs root")))
+    if shutil.which("fio") is None:
+        no_fio = pytest.mark.skip(reason="fio is not installed (apt-get install fio)")
+        missing.append(("fio", no_fio))
     for item in items:
-        if "root" in item.keywords:
-            item.add_marker(skip)
+        for keyword, skip in missing:
+            if keyword in item.keywords:
+                item.add_marker(skip)
+                break
 
 
 def _require_root_tool(tool: str) -> None:

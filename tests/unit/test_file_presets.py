@@ -194,6 +194,7 @@ def _cli(argv: list[str]) -> str:
 
 
 @pytest.mark.parametrize("suite", ["aja", "diskfill", "smallfiles", "copy"])
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_dry_run_prints_plan_and_job_files_and_touches_nothing(suite: str,
                                                                tmp_path: Path) -> None:
     text = _cli(["run", suite, "--dir", str(tmp_path), "--profile", "quick", "--dry-run"])
@@ -215,6 +216,7 @@ def test_the_directory_must_exist_and_have_room(tmp_path: Path) -> None:
         fr.prepare_files(str(tmp_path), plan, "fio", {})
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_target_is_an_alias_of_dir(tmp_path: Path) -> None:
     text = _cli(["run", "smallfiles", "--target", str(tmp_path), "--dry-run"])
     assert "4,096 files of 256KiB" in text and "wait 300 s" in text
@@ -295,6 +297,7 @@ def _run(tmp_path: Path, plan: FilePlan, fio: FileFakeFio) -> tuple[Store, str |
         return store, runner.run_id
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_run_records_every_phase_and_removes_its_files(tmp_path: Path,
                                                        no_drop: list[int]) -> None:
     plan = smallfiles_plan(SmallFilesArgs(profile="quick", size=MIB, wait_seconds=0.0))
@@ -316,6 +319,7 @@ def test_run_records_every_phase_and_removes_its_files(tmp_path: Path,
     assert events
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_copy_run_times_cp_and_averages(tmp_path: Path, no_drop: list[int]) -> None:
     plan = copy_plan(CopyArgs(profile="quick", size=MIB, sets="100x1GiB,1x100GiB"))
     store, run_id = _run(tmp_path, plan, FileFakeFio())
@@ -331,6 +335,7 @@ def test_copy_run_times_cp_and_averages(tmp_path: Path, no_drop: list[int]) -> N
     assert summary["100x1GiB"]["count"] == 2 and len(no_drop) == 4
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_a_failed_phase_fails_the_test_and_still_cleans_up(tmp_path: Path,
                                                            no_drop: list[int]) -> None:
     plan = diskfill_plan(DiskFillArgs(profile="quick"))
@@ -343,6 +348,7 @@ def test_a_failed_phase_fails_the_test_and_still_cleans_up(tmp_path: Path,
     assert [r.status for r in test.rounds] == ["ok", "failed"]
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_ctrl_c_marks_the_run_interrupted_and_cleans_up(tmp_path: Path,
                                                         no_drop: list[int]) -> None:
     plan = aja_plan(AjaArgs(profile="quick"))
@@ -353,6 +359,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_cleans_up(tmp_path: Path,
     assert run.test("aja").result["cleanup"]["removed"] is True
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_direct_io_refused_falls_back_to_buffered_and_says_so(
         tmp_path: Path, no_drop: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fr, "direct_refused", lambda folder: "EINVAL")
@@ -370,6 +377,7 @@ def test_drop_cache_record_says_when_files_are_in_ram(no_drop: list[int]) -> Non
     assert "note" not in fr.drop_cache_record(dataclasses.replace(info, fs_type="ext4"))
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_report_shows_each_run_and_compares_runs_of_a_preset(tmp_path: Path,
                                                              no_drop: list[int]) -> None:
     from ssdlab.report.build import render
