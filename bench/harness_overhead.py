@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recording import command_as_typed, program_name
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.plan.units import parse_size
@@ -861,6 +862,8 @@ def benchmark(args: argparse.Namespace, ssdlab: str, dev: Zram, workdir: Path) -
     load_after = loadavg()
     summary = summarise(args, sides, ssd_runs)
     first_run = ssd_runs[0]
+    # recorded as typed: programs by name, the temporary store as STORE (recording.py)
+    typed = {fio_path: "fio", str(store): "STORE"}
     return {
         "benchmark": RESULT_NAME,
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -886,15 +889,15 @@ def benchmark(args: argparse.Namespace, ssdlab: str, dev: Zram, workdir: Path) -
             "size_bytes": dev.size_bytes,
             "mm_stat_after": dev.attr("mm_stat"),
         },
-        "fill": filled,
+        "fill": {**filled, "command": command_as_typed(filled["command"], typed)},
         "warmup_iops": warm,
         "measurement_seconds": elapsed,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "commands": {
-            "ssdlab": first_run.result.commands[0],
-            "ssdlab_fio": first_run.fio_commands[0],
-            "by_hand": [sides[1].commands[0][0], "--output-format=json", "JOBFILE"],
+            "ssdlab": command_as_typed(first_run.result.commands[0], typed),
+            "ssdlab_fio": command_as_typed(first_run.fio_commands[0], typed),
+            "by_hand": [program_name(fio_path), "--output-format=json", "JOBFILE"],
         },
         "ssdlab_runs": [
             {
