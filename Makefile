@@ -14,8 +14,12 @@ help:
 	@echo "make demo   - set up, then run the quick PTS suite on the built-in target"
 	@echo "make test   - set up, then lint (ruff, mypy) and run the whole test suite"
 	@echo "make bench  - performance benchmarks (results in bench/results/)"
+	@echo "make lint   - ruff and mypy (needs only python3 with its venv module)"
+	@echo "make unit   - the unit tests (the same: no apt packages, no emulator, no fio)"
 
-setup: apt venv emulator
+# setup installs the apt packages first (python3-venv among them), then the rest
+setup: apt
+	@$(MAKE) --no-print-directory venv emulator
 
 emulator: apt
 	$(MAKE) -s -C emulator
@@ -32,10 +36,15 @@ $(STAMP)/apt: Makefile
 	fi
 	@touch $@
 
+# the virtual environment needs only python3 and its venv module (no apt packages):
+# lint and unit depend on it alone
 venv: $(STAMP)/venv
-$(STAMP)/venv: pyproject.toml $(STAMP)/apt
+$(STAMP)/venv: pyproject.toml
 	@mkdir -p $(STAMP)
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) >/dev/null 2>&1 || { rm -rf $(VENV); \
+	  echo "Error: '$(PYTHON) -m venv' failed: install Python 3.11+ with its venv module" \
+	    "(Debian: apt-get install python3 python3-venv), or run 'make setup' as root" >&2; \
+	  exit 1; }
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	@touch $@
@@ -43,17 +52,18 @@ $(STAMP)/venv: pyproject.toml $(STAMP)/apt
 demo: setup
 	$(BIN)/ssdlab demo
 
-lint: setup
+lint: venv
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/mypy
 
-unit: setup
+unit: venv
 	$(BIN)/pytest tests/unit -q
 
 integration: setup
 	$(BIN)/pytest tests/integration -q
 
-test: lint
+test: setup
+	@$(MAKE) --no-print-directory lint
 	$(MAKE) -s -C emulator test
 	$(BIN)/pytest -q --durations=15
 

@@ -45,29 +45,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recording import command_as_typed, program_name
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
+from ssdlab.plan.units import parse_size
 
 BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # for tests.support.zram, the zram helper the tests use
+
+from tests.support.zram import Zram, create_zram, remove_zram, zram_unavailable  # noqa: E402
+
 DEFAULT_RESULTS_DIR = BENCH_DIR / "results"
 RESULT_NAME = "harness_overhead"
+DEFAULT_SIZE = "1GiB"  # 2^30 bytes, as recorded since the first result
 #: a measurement is "disturbed" when other processes used more than this share of one
 #: CPU meanwhile (a quiet run shows 2-4 %: kernel threads serving the benchmark's I/O)
 DISTURBED_CPU_FRACTION = 0.10
-ZRAM_CONTROL = Path("/sys/class/zram-control")
-SYS_BLOCK = Path("/sys/block")
+MIN_SIZE = 64 * 2**20
 
 # --------------------------------------------------------------------------- helpers
 
 
-def parse_size(text: str) -> int:
-    """``1GiB``, ``512MiB``, ``1G``, ``1073741824`` -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 1GiB, 512MiB)")
-    factor = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m.group(2).upper()]
-    size = int(float(m.group(1)) * factor)
-    if size < 64 * 2**20:
+def device_size(text: str) -> int:
+    """``--size``: ssdlab's own sizes (``1GiB`` = 2^30, ``1GB`` = 10^9 bytes), at least
+    64 MiB, rounded down to whole 4 KiB blocks."""
+    try:
+        size = parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if size < MIN_SIZE:
         raise argparse.ArgumentTypeError("size must be at least 64MiB")
     return size - size % 4096
 
@@ -234,87 +242,23 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
 # --------------------------------------------------------------------------- zram
 
 
-@dataclass
-class Zram:
-    """A zram device created by this script through zram-control/hot_add."""
-
-    index: int
-    size_bytes: int
-
-    @property
-    def name(self) -> str:
-        return f"zram{self.index}"
-
-    @property
-    def path(self) -> str:
-        return f"/dev/{self.name}"
-
-    @property
-    def sysdir(self) -> Path:
-        return SYS_BLOCK / self.name
-
-    def attr(self, name: str) -> str | None:
-        try:
-            return (self.sysdir / name).read_text().strip()
-        except OSError:
-            return None
-
-
 @contextlib.contextmanager
 def zram_device(size_bytes: int) -> Iterator[Zram]:
-    """Create a fresh zram device of ``size_bytes``; reset and remove it afterwards."""
-    if os.geteuid() != 0:
-        raise SystemExit("error: this benchmark needs root (it creates a zram device)")
-    hot_add = ZRAM_CONTROL / "hot_add"
-    if not hot_add.exists():
-        raise SystemExit(
-            f"error: {hot_add} is missing; load the zram module first (modprobe zram num_devices=0)"
-        )
-    index = int(hot_add.read_text().strip())  # reading hot_add creates the device
-    dev = Zram(index, size_bytes)
+    """A fresh zram device of ``size_bytes`` (tests/support/zram.py); reset and removed
+    afterwards, once the fio processes this benchmark started are stopped."""
+    why = zram_unavailable()
+    if why:
+        raise SystemExit(f"error: this benchmark creates a zram device: {why}")
+    dev = create_zram(size_bytes)
     try:
-        if dev.attr("disksize") not in ("0", None):
-            raise RuntimeError(f"{dev.name} is not fresh (disksize {dev.attr('disksize')})")
-        (dev.sysdir / "disksize").write_text(f"{size_bytes}\n")
-        deadline = time.monotonic() + 10.0
-        while not Path(dev.path).exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{dev.path} did not appear")
-            time.sleep(0.05)
         yield dev
     finally:
-        remove_zram(dev)
-
-
-def remove_zram(dev: Zram) -> None:
-    stop_children()
-    reset = dev.sysdir / "reset"
-    for attempt in range(40):
-        try:
-            if reset.exists():
-                reset.write_text("1\n")
-            break
-        except OSError as exc:  # EBUSY while a dying fio still holds it open
-            if attempt == 39:
-                print(
-                    f"warning: could not reset {dev.name}: {exc}; run "
-                    f"'echo 1 > {reset}; echo {dev.index} > "
-                    f"{ZRAM_CONTROL / 'hot_remove'}' by hand",
-                    file=sys.stderr,
-                )
-                return
-            time.sleep(0.25)
-    for attempt in range(40):
-        try:
-            if dev.sysdir.exists():
-                (ZRAM_CONTROL / "hot_remove").write_text(f"{dev.index}\n")
+        stop_children()
+        problem = remove_zram(dev)
+        if problem:
+            print(f"warning: {problem}", file=sys.stderr)
+        else:
             say(f"removed {dev.path}")
-            return
-        except OSError as exc:
-            if attempt == 39:
-                print(f"warning: could not remove {dev.name}: {exc}", file=sys.stderr)
-                return
-            time.sleep(0.25)
 
 
 # --------------------------------------------------------------------------- fio side
@@ -788,9 +732,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--size",
-        type=parse_size,
-        default=parse_size("1GiB"),
-        help="zram device size (default 1GiB)",
+        type=device_size,
+        default=device_size(DEFAULT_SIZE),
+        help=f"zram device size: 1GiB = 2^30, 1GB = 10^9 bytes (default {DEFAULT_SIZE})",
     )
     parser.add_argument(
         "--repetitions", "-n", type=positive_int, default=5, help="A/B repetitions (default 5)"
@@ -918,6 +862,8 @@ def benchmark(args: argparse.Namespace, ssdlab: str, dev: Zram, workdir: Path) -
     load_after = loadavg()
     summary = summarise(args, sides, ssd_runs)
     first_run = ssd_runs[0]
+    # recorded as typed: programs by name, the temporary store as STORE (recording.py)
+    typed = {fio_path: "fio", str(store): "STORE"}
     return {
         "benchmark": RESULT_NAME,
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -943,15 +889,15 @@ def benchmark(args: argparse.Namespace, ssdlab: str, dev: Zram, workdir: Path) -
             "size_bytes": dev.size_bytes,
             "mm_stat_after": dev.attr("mm_stat"),
         },
-        "fill": filled,
+        "fill": {**filled, "command": command_as_typed(filled["command"], typed)},
         "warmup_iops": warm,
         "measurement_seconds": elapsed,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "commands": {
-            "ssdlab": first_run.result.commands[0],
-            "ssdlab_fio": first_run.fio_commands[0],
-            "by_hand": [sides[1].commands[0][0], "--output-format=json", "JOBFILE"],
+            "ssdlab": command_as_typed(first_run.result.commands[0], typed),
+            "ssdlab_fio": command_as_typed(first_run.fio_commands[0], typed),
+            "by_hand": [program_name(fio_path), "--output-format=json", "JOBFILE"],
         },
         "ssdlab_runs": [
             {

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from recording import program_name, recorded_args
+
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 RESULT_NAME = "report_speed"
@@ -237,11 +239,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc = {
         "benchmark": RESULT_NAME,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "args": recorded_args(args),  # results_dir relative to the repository
         "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model,
                     "kernel": platform.release(), "chromium": versions["ssdlab"]},
         "configurations": {
-            name: {"environment": CONFIGS[name], "chromium": binaries[name],
+            name: {"environment": CONFIGS[name], "chromium": program_name(binaries[name]),
                    "chromium_version": versions[name],
                    "median_total_s": statistics.median(r["total_s"] for r in runs),
                    "min_total_s": min(r["total_s"] for r in runs),

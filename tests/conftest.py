@@ -2,7 +2,7 @@
 
 Both factories always clean up (unmount leftovers, detach, remove) even when a test fails,
 and only ever touch devices they created themselves. Tests marked ``root`` are skipped
-when not running as root.
+when not running as root, tests marked ``fio`` when fio is not installed.
 """
 
 from __future__ import annotations
@@ -18,17 +18,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.zram import Zram, create_zram, remove_zram, zram_unavailable
+
 SHM = Path("/dev/shm")
-ZRAM_CONTROL = Path("/sys/class/zram-control")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.geteuid() == 0:
-        return
-    skip = pytest.mark.skip(reason="needs root")
+    """Tests marked ``root`` skip when not root; tests marked ``fio`` skip when fio is not
+    installed (so ``make unit`` runs on a machine without the apt packages)."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append(("root", pytest.mark.skip(reason="needs root")))
+    if shutil.which("fio") is None:
+        no_fio = pytest.mark.skip(reason="fio is not installed (apt-get install fio)")
+        missing.append(("fio", no_fio))
     for item in items:
-        if "root" in item.keywords:
-            item.add_marker(skip)
+        for keyword, skip in missing:
+            if keyword in item.keywords:
+                item.add_marker(skip)
+                break
 
 
 def _require_root_tool(tool: str) -> None:
@@ -119,50 +127,26 @@ def loop_device() -> Iterator[LoopFactory]:
 ZramFactory = Callable[..., str]
 
 
-def _remove_zram(index: int) -> None:
-    base = Path(f"/sys/block/zram{index}")
-    if not base.exists():
-        return
-    _release(f"zram{index}")
-    for _ in range(20):
-        try:
-            (base / "reset").write_text("1")
-            (ZRAM_CONTROL / "hot_remove").write_text(str(index))
-            return
-        except OSError:
-            time.sleep(0.1)
-
-
 @pytest.fixture
 def zram_device() -> Iterator[ZramFactory]:
-    """Factory: ``zram_device(size_bytes, algorithm=None) -> "/dev/zramN"`` (hot-added)."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    if not ZRAM_CONTROL.exists():
-        subprocess.run(["modprobe", "zram", "num_devices=0"], capture_output=True, check=False)
-    if not ZRAM_CONTROL.exists():
-        pytest.skip("zram is not available (no /sys/class/zram-control)")
-    created: list[int] = []
+    """Factory: ``zram_device(size_bytes, algorithm=None) -> "/dev/zramN"`` (hot-added;
+    tests/support/zram.py, which the benchmarks use too)."""
+    why = zram_unavailable()
+    if why:
+        pytest.skip(why)
+    created: list[Zram] = []
 
     def make(size_bytes: int, algorithm: str | None = None) -> str:
-        index = int((ZRAM_CONTROL / "hot_add").read_text().strip())
-        created.append(index)
-        base = Path(f"/sys/block/zram{index}")
-        if algorithm:
-            (base / "comp_algorithm").write_text(algorithm)
-        (base / "disksize").write_text(str(size_bytes))
-        device = f"/dev/zram{index}"
-        for _ in range(50):  # devtmpfs creates the node asynchronously
-            if os.path.exists(device):
-                break
-            time.sleep(0.02)
-        return device
+        dev = create_zram(size_bytes, algorithm)
+        created.append(dev)
+        return dev.path
 
     try:
         yield make
     finally:
-        for index in reversed(created):
-            _remove_zram(index)
+        for dev in reversed(created):
+            _release(dev.name)
+            remove_zram(dev)
 
 
 @pytest.fixture

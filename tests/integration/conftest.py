@@ -5,7 +5,12 @@ runs once per session: the core acceptance test checks what it stored, the repor
 renders it. It uses 0.2 s cells, QD 8 and at most 5 rounds to save time (fio spends about
 0.35 s between stonewalled cells, so the 56-cell IOPS rounds dominate). The emulator
 (enterprise-tlc, 256 MiB, a loop device with direct I/O over its disk file) lives in a
-private /dev/shm directory and is stopped at the end.
+private /dev/shm directory and is stopped at the end. The run must exit 0 (else every
+test that needs it fails with the run's stderr and the tail of its stdout); its id is the
+only run in its fresh store.
+
+The tests that use it allow ``QUICK_PTS_TIMEOUT_S`` (pytest-timeout): the first of them
+also pays for the run.
 """
 
 from __future__ import annotations
@@ -21,12 +26,17 @@ from pathlib import Path
 import pytest
 
 from ssdlab.errors import EnvironmentProblem
+from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 from ssdlab.targets.emulator import binary
 from tests.support.cli import ssdlab
 
 MIB = 1 << 20
 QUICK_PTS_SIZE = 256 * MIB
+#: the quick PTS run itself may take this long (about 220 s on 2 idle cores) ...
+QUICK_PTS_RUN_TIMEOUT_S = 1500
+#: ... and a test that uses it this long, the run included (pytest.mark.timeout)
+QUICK_PTS_TIMEOUT_S = QUICK_PTS_RUN_TIMEOUT_S + 300
 
 
 @dataclass(frozen=True)
@@ -78,22 +88,53 @@ def quick_pts() -> Iterator[QuickPts]:
     workdir = Path(tempfile.mkdtemp(prefix="ssdlab-session-", dir="/dev/shm"))
     env = {"SSDLAB_EMU_RUN_DIR": str(workdir / "emus")}
     try:
-        started = ssdlab("emulator", "start", "--name", "pts", "--size", str(QUICK_PTS_SIZE),
-                         "--loop", env=env)
-        assert started.returncode == 0, started.stderr
+        started = _succeeded("starting the emulator", "emulator", "start", "--name", "pts",
+                             "--size", str(QUICK_PTS_SIZE), "--loop", env=env)
         device = next(line.split()[-1] for line in started.stdout.splitlines()
                       if "target:" in line)
         store = workdir / "results.sqlite"
         # the quick profile with 0.2 s cells, QD 8 and at most 5 rounds (the SNIA window):
         # every test and cell of the PTS, in about a third of the quick defaults' time
-        result = ssdlab("run", "pts", "--target", device, "--profile", "quick",
-                        "--round-seconds", "0.2", "--max-rounds", "5", "--qd", "8",
-                        "--destroy-data", "--store", str(store), env=env, timeout=1500)
-        run_id = next(
-            (word for line in result.stdout.splitlines() if " run " in line
-             for word in line.split() if word.count("-") == 2 and word[:8].isdigit()), ""
-        )
-        yield QuickPts(store, run_id, device, QUICK_PTS_SIZE, result, env, workdir)
+        result = _succeeded("the session's quick PTS run", "run", "pts", "--target", device,
+                            "--profile", "quick", "--round-seconds", "0.2", "--max-rounds",
+                            "5", "--qd", "8", "--destroy-data", "--store", str(store),
+                            env=env, timeout=QUICK_PTS_RUN_TIMEOUT_S)
+        yield QuickPts(store, only_run_id(store), device, QUICK_PTS_SIZE, result, env, workdir)
     finally:
         ssdlab("emulator", "stop", "--all", env=env)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _succeeded(what: str, *args: str, env: dict[str, str],
+               timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """``ssdlab ARGS``, which must exit 0 in time; else the test fails with its stderr and
+    the tail of its stdout."""
+    try:
+        result = ssdlab(*args, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{what} did not end within {timeout:g} s: ssdlab {' '.join(args)}\n"
+                    f"{_outputs(exc.stderr, exc.stdout)}", pytrace=False)
+    if result.returncode != 0:
+        pytest.fail(f"{what} failed with exit status {result.returncode}: "
+                    f"ssdlab {' '.join(args)}\n{_outputs(result.stderr, result.stdout)}",
+                    pytrace=False)
+    return result
+
+
+def _outputs(stderr: str | bytes | None, stdout: str | bytes | None, lines: int = 40) -> str:
+    def text(output: str | bytes | None) -> str:
+        return (output.decode(errors="replace") if isinstance(output, bytes)
+                else output or "").rstrip()
+
+    tail = "\n".join(text(stdout).splitlines()[-lines:])
+    return f"--- stderr:\n{text(stderr)}\n--- stdout, last {lines} lines:\n{tail}"
+
+
+def only_run_id(store: Path) -> str:
+    """The id of the one run in a fresh store (fails when it holds none or several)."""
+    with Store.open(store) as opened:
+        runs = opened.list_runs()
+    if len(runs) != 1:
+        pytest.fail(f"{store} should hold exactly one run, holds "
+                    f"{[(r.run_id, r.status) for r in runs]}", pytrace=False)
+    return runs[0].run_id

@@ -11,10 +11,11 @@ import json
 
 import pytest
 
-from tests.integration.conftest import QuickPts
+from tests.integration.conftest import QUICK_PTS_TIMEOUT_S, QuickPts
 from tests.support.cli import ssdlab
 
-pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow,
+              pytest.mark.timeout(QUICK_PTS_TIMEOUT_S)]
 
 
 

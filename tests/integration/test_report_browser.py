@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import QuickPts
+from tests.integration.conftest import QUICK_PTS_TIMEOUT_S, QuickPts
 from tests.support.browser import Browser, Page, artifact_dir, pdf_text, require_tool
 from tests.support.cli import ssdlab
 
-pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.browser, pytest.mark.slow,
+              pytest.mark.timeout(QUICK_PTS_TIMEOUT_S)]
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / (
     "published-results.csv")

@@ -365,6 +365,7 @@ def test_dry_run_prints_every_job_file(tmp_path: Path) -> None:
     assert "direct=0" in job_text(prepared, "/x", buffered.prefill_cell(), "prefill")
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_cli_dry_run_and_refusals(tmp_path: Path) -> None:
     result = ssdlab("run", "cdm", "--dir", str(tmp_path), "--profile", "quick", "--dry-run")
     assert result.returncode == 0, result.stderr
@@ -397,6 +398,7 @@ def test_several_runs_of_a_preset_are_compared_on_one_chart(tmp_path: Path) -> N
     assert block_presets_overlay(runs[:1], ["a"]) == ""
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_an_existing_test_file_keeps_its_size_unless_size_is_given(tmp_path: Path) -> None:
     path = tmp_path / "t.img"
     create_file_target(str(path), 32 * MIB)

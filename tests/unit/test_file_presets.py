@@ -195,6 +195,7 @@ def _cli(argv: list[str]) -> str:
 
 
 @pytest.mark.parametrize("suite", ["aja", "diskfill", "smallfiles", "copy"])
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_dry_run_prints_plan_and_job_files_and_touches_nothing(suite: str,
                                                                tmp_path: Path) -> None:
     text = _cli(["run", suite, "--dir", str(tmp_path), "--profile", "quick", "--dry-run"])
@@ -216,6 +217,7 @@ def test_the_directory_must_exist_and_have_room(tmp_path: Path) -> None:
         fr.prepare_files(TargetRequest(None, str(tmp_path)), huge)
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_target_is_an_alias_of_dir(tmp_path: Path) -> None:
     text = _cli(["run", "smallfiles", "--target", str(tmp_path), "--dry-run"])
     assert "4,096 files of 256KiB" in text and "wait 300 s" in text
@@ -296,6 +298,7 @@ def _run(tmp_path: Path, args: FilePresetArgs, fio: FileFakeFio) -> tuple[Store,
         return store, runner.run_id
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_run_records_every_phase_and_removes_its_files(tmp_path: Path,
                                                        no_drop: list[int]) -> None:
     args = SmallFilesArgs(profile="quick", size=MIB, wait_seconds=0.0)
@@ -317,6 +320,7 @@ def test_run_records_every_phase_and_removes_its_files(tmp_path: Path,
     assert events
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_copy_run_times_cp_and_averages(tmp_path: Path, no_drop: list[int]) -> None:
     args = CopyArgs(profile="quick", size=MIB, sets="100x1GiB,1x100GiB")
     store, run_id = _run(tmp_path, args, FileFakeFio())
@@ -332,6 +336,7 @@ def test_copy_run_times_cp_and_averages(tmp_path: Path, no_drop: list[int]) -> N
     assert summary["100x1GiB"]["count"] == 2 and len(no_drop) == 4
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_a_failed_phase_fails_the_test_and_still_cleans_up(tmp_path: Path,
                                                            no_drop: list[int]) -> None:
     store, run_id = _run(tmp_path, DiskFillArgs(profile="quick"), FileFakeFio(fail_at=2))
@@ -344,6 +349,7 @@ def test_a_failed_phase_fails_the_test_and_still_cleans_up(tmp_path: Path,
     assert [r.status for r in test.rounds] == ["ok", "failed"]
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_ctrl_c_marks_the_run_interrupted_and_cleans_up(tmp_path: Path,
                                                         no_drop: list[int]) -> None:
     store, run_id = _run(tmp_path, AjaArgs(profile="quick"), FileFakeFio(interrupt_at=3))
@@ -353,6 +359,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_cleans_up(tmp_path: Path,
     assert run.test("aja").result["cleanup"]["removed"] is True
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_direct_io_refused_falls_back_to_buffered_and_says_so(
         tmp_path: Path, no_drop: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fr, "direct_refused", lambda folder: "EINVAL")
@@ -371,6 +378,7 @@ def test_drop_cache_record_says_when_files_are_in_ram(no_drop: list[int]) -> Non
         dataclasses.replace(info, fs_type="ext4")).to_json()
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_report_shows_each_run_and_compares_runs_of_a_preset(tmp_path: Path,
                                                              no_drop: list[int]) -> None:
     from ssdlab.report.build import render

@@ -123,6 +123,7 @@ def test_dry_run_prints_plan_and_job_files(tmp_path: Path) -> None:
     assert not (tmp_path / "target.img").exists()
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_cli_refuses_bad_options_before_touching_the_target(tmp_path: Path) -> None:
     target = tmp_path / "t.img"
     result = ssdlab("run", "latency-iops", "--target", str(target), "--size", "256MiB",

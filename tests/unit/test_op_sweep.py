@@ -319,6 +319,7 @@ def test_dry_run_prints_every_setting_and_its_job_files(tmp_path: Path) -> None:
     assert "rw=randwrite" in text and "size=643825664" in text
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_cli_dry_run_and_refusal(tmp_path: Path) -> None:
     target = str(tmp_path / "new.img")
     result = ssdlab("run", "op-sweep", "--target", target, "--size", "256MiB", "--op",

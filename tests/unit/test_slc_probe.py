@@ -362,6 +362,7 @@ def test_dry_run_prints_the_plan_and_the_job_file(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ CLI (black box)
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_cli_dry_run_on_a_new_file(tmp_path: Path) -> None:
     result = ssdlab("run", "slc-probe", "--target", str(tmp_path / "new.img"), "--size",
                     "1GiB", "--profile", "quick", "--dry-run")
@@ -370,6 +371,7 @@ def test_cli_dry_run_on_a_new_file(tmp_path: Path) -> None:
     assert not (tmp_path / "new.img").exists()
 
 
+@pytest.mark.fio  # prepare asks fio its version, dry runs too
 def test_cli_refuses_bad_values_before_any_io(tmp_path: Path) -> None:
     result = ssdlab("run", "slc-probe", "--target", str(tmp_path / "new.img"), "--size",
                     "1GiB", "--write-size", "8GiB")

@@ -150,6 +150,37 @@ def _num_class(cell: str) -> str:
     return "num" if _NUMERIC.match(first) else ""
 
 
+#: a table cell's text breaks only between words (report.css); a run of this many
+#: characters or more without a space that is neither a word nor a number (a path, a
+#: job name, a hash) is a token that may break anywhere, where it must. The text itself
+#: is kept as it is (no <wbr>): the HTML still holds every path and id verbatim
+LONG_TOKEN_CHARS = 24
+_TAG = re.compile(r"(<[^>]*>)")
+_LONG = re.compile(rf"\S{{{LONG_TOKEN_CHARS},}}")
+_WORD_OR_NUMBER = re.compile(
+    r"[(\"'\[]*(?:[^\W\d_]+(?:[-'’/][^\W\d_]+)*|[-+]?[\d.,]+)[)\"'\].,;:!?%]*"
+)
+
+
+def _tokens_breakable(cell: str) -> str:
+    """``cell`` (HTML) with each long token of its text in ``<span class="tok">``, which
+    may break anywhere; words and numbers stay whole. Cells with inline SVG are left as
+    they are."""
+    if "<svg" in cell:
+        return cell
+    parts = _TAG.split(cell)
+    for i in range(0, len(parts), 2):  # the text between the tags
+        parts[i] = _LONG.sub(_token_span, parts[i])
+    return "".join(parts)
+
+
+def _token_span(match: re.Match[str]) -> str:
+    text = match.group()
+    if _WORD_OR_NUMBER.fullmatch(html.unescape(text)):
+        return text
+    return f'<span class="tok">{text}</span>'
+
+
 def table(
     header: Sequence[str],
     rows: Iterable[Sequence[str]],
@@ -158,8 +189,9 @@ def table(
     row_classes: Sequence[str] | None = None,
     cell_classes: Sequence[Sequence[str]] | None = None,
 ) -> str:
-    """A table of already-escaped cell HTML (use :func:`esc` on text)."""
-    head = "".join(f"<th>{h}</th>" for h in header)
+    """A table of already-escaped cell HTML (use :func:`esc` on text). Its cells break
+    lines between words only; long tokens (paths, ids) may break anywhere."""
+    head = "".join(f"<th>{_tokens_breakable(h)}</th>" for h in header)
     thead = f"<thead><tr>{head}</tr></thead>" if any(h for h in header) else ""
     body = []
     for i, row in enumerate(rows):
@@ -168,7 +200,8 @@ def table(
         for j, cell in enumerate(row):
             cc = cell_classes[i][j] if cell_classes and j < len(cell_classes[i]) else ""
             cc = " ".join(c for c in (cc, _num_class(cell) if j else "") if c)
-            cells.append(f'<td class="{cc}">{cell}</td>' if cc else f"<td>{cell}</td>")
+            text = _tokens_breakable(cell)
+            cells.append(f'<td class="{cc}">{text}</td>' if cc else f"<td>{text}</td>")
         body.append(f"<tr{rc}>{''.join(cells)}</tr>")
     attr = f' class="{cls}"' if cls else ""
     return f"<table{attr}>{thead}<tbody>{''.join(body)}</tbody></table>"
