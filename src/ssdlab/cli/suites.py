@@ -17,7 +17,6 @@ from ssdlab.cli import (
     latency_iops_cmd,
     op_sweep_cmd,
     replay_cmd,
-    saturation_cmd,
     verify_cmd,
 )
 
@@ -31,7 +30,7 @@ MODULES: list[Any] = [
     latency_iops_cmd,
     op_sweep_cmd,
     replay_cmd,
-    saturation_cmd,
+    "saturation",
     "slc-probe",
     verify_cmd,
 ]

@@ -93,13 +93,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         **_SHARED, "profile": Kind.TEXT, "op": Kind.LIST, "round-seconds": Kind.FLOAT,
         "max-rounds": Kind.INT, "rule": Kind.TEXT, **_LOAD, "min-gain": Kind.FLOAT, **_FIO,
     },
-    "saturation": {
-        **_SHARED, "profile": Kind.TEXT, "round-seconds": Kind.FLOAT, "max-rounds": Kind.INT,
-        "max-written": Kind.FLOAT, "max-hours": Kind.FLOAT, **_LOAD,
-        "active-range": Kind.FLOAT, **_FIO, "no-hir": Kind.BOOL, "waits": Kind.LIST,
-        "burst-seconds": Kind.FLOAT, "bursts": Kind.INT, "baseline-rounds": Kind.INT,
-        "recovery-ratio": Kind.FLOAT,
-    },
     "curves": {
         **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "workload": Kind.LIST,
         "fractions": Kind.LIST, "with-120": Kind.BOOL, "seconds": Kind.FLOAT,

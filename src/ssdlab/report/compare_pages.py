@@ -37,7 +37,6 @@ from ssdlab.report.file_presets_pages import file_presets_overlay
 from ssdlab.report.html import Page, banner, charts, esc, note, table
 from ssdlab.report.latency_iops_pages import latency_iops_overlay
 from ssdlab.report.run_pages import is_reference, run_label
-from ssdlab.report.saturation_pages import saturation_overlay
 from ssdlab.report.scales import fmt_value
 from ssdlab.store.records import RunData
 
@@ -216,6 +215,14 @@ def _bar_overlay(c: Compared, kind: str, metric: str, title: str, unit: str) -> 
     return charts(svg)
 
 
+def registered_overlays(runs: Sequence[RunData], labels: Sequence[str]) -> str:
+    """The overlays of the registered suites (their pages' ``overlay``), in the registry's
+    order; each is empty unless at least two of ``runs`` have its tests."""
+    from ssdlab.suites import all_suites
+    overlays = [o for s in all_suites() if (o := s.pages().overlay) is not None]
+    return "".join(overlay(runs, labels) for overlay in overlays)
+
+
 def overlay_page(c: Compared) -> Page:
     body = _iops_overlay(c)
     tp = _bar_overlay(c, "throughput", BW.key, "sequential bandwidth, all runs", "MiB/s")
@@ -225,7 +232,7 @@ def overlay_page(c: Compared) -> Page:
     lat += _bar_overlay(c, "latency", LAT_P999.key, "p99.9 latency, all runs", "us")
     if lat:
         body += "<h3>Latency</h3>" + _mismatch_banner(c, "latency") + lat
-    body += saturation_overlay(c.runs, c.labels)
+    body += registered_overlays(c.runs, c.labels)
     body += latency_iops_overlay(c.runs, c.labels)
     body += curves_overlay(c.runs, c.labels)
     body += block_presets_overlay(c.runs, c.labels)
