@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan import saturation, slc_probe
+from ssdlab.plan import latency_iops, saturation, slc_probe
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
 
@@ -62,6 +62,7 @@ class Suite:
 
 #: in the order ``ssdlab run --help`` lists them
 SUITES: tuple[Suite, ...] = (
+    Suite(latency_iops.SPEC, "latency_iops_run", "latency_iops_pages"),
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
 )

@@ -1,6 +1,6 @@
-"""``ssdlab resume`` of the resumable suites on the suite contract (saturation): their
-runners prepare a stopped run's stored arguments again on its target, which must be the
-same one; a test file ssdlab made that is missing is made again."""
+"""``ssdlab resume`` of the resumable suites on the suite contract (saturation,
+latency-iops): their runners prepare a stopped run's stored arguments again on its target,
+which must be the same one; a test file ssdlab made that is missing is made again."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ssdlab.errors import TargetError, UserError
+from ssdlab.plan.latency_iops import LatencyIopsArgs
 from ssdlab.plan.saturation import SaturationArgs
 from ssdlab.run.prepare import TargetRequest
 from ssdlab.store.db import Store
@@ -24,6 +25,7 @@ MIB = 1 << 20
 SIZE = 64 * MIB  # the smallest target a suite takes
 ARGS: dict[str, Any] = {
     "saturation": SaturationArgs(profile="quick", waits="1"),
+    "latency-iops": LatencyIopsArgs(profile="quick", threads="1", max_threads=2),
 }
 
 

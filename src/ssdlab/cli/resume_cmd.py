@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli import suites
 from ssdlab.cli.common import (
     add_destroy_data_option,
     add_store_option,
@@ -105,11 +104,7 @@ def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
             finally:
                 progress.close()
     else:
-        module = next((m for m in suites.MODULES if getattr(m, "SUITE", None) == run.suite
-                       and hasattr(m, "resume")), None)
-        if module is None:
-            raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
-        module.resume(run, args, argv)
+        raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
     with open_store(args) as store:
         done = store.load(run.run_id)
         path = store.path

@@ -35,7 +35,6 @@ from ssdlab.report.figures import (
 )
 from ssdlab.report.file_presets_pages import file_presets_overlay
 from ssdlab.report.html import Page, banner, charts, esc, note, table
-from ssdlab.report.latency_iops_pages import latency_iops_overlay
 from ssdlab.report.run_pages import is_reference, run_label
 from ssdlab.report.scales import fmt_value
 from ssdlab.store.records import RunData
@@ -233,7 +232,6 @@ def overlay_page(c: Compared) -> Page:
     if lat:
         body += "<h3>Latency</h3>" + _mismatch_banner(c, "latency") + lat
     body += registered_overlays(c.runs, c.labels)
-    body += latency_iops_overlay(c.runs, c.labels)
     body += curves_overlay(c.runs, c.labels)
     body += block_presets_overlay(c.runs, c.labels)
     body += file_presets_overlay(c.runs, c.labels)

@@ -10,13 +10,11 @@ from ssdlab.report import (
     block_preset_pages,
     curves_pages,
     file_presets_pages,
-    latency_iops_pages,
     op_sweep_pages,
     verify_pages,
 )
 from ssdlab.report.run_pages import SUITE_PAGES
 
-SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
 SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
 
 SUITE_PAGES["verify"] = verify_pages.verify_pages
