@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan import file_presets, slc_probe
+from ssdlab.plan import file_presets, latency_iops, saturation, slc_probe
 from ssdlab.plan import options as pts
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
@@ -74,6 +74,8 @@ SUITES: tuple[Suite, ...] = (
     Suite(file_presets.DISKFILL, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.SMALLFILES, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.COPY, "file_presets_run", "file_presets_pages"),
+    Suite(latency_iops.SPEC, "latency_iops_run", "latency_iops_pages"),
+    Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
     Suite(published.SPEC, None, "published_pages"),
 )

@@ -27,4 +27,4 @@ def make_prepared(
                                numa_node=numa_node)
     base = PreparedTarget(info, False, dict(host or HOST), {"ssdlab": "test", "fio": "3.33"})
     options = build_options(args, cpus)
-    return LatencyIopsPrepared(base, options, build_plan(options, capacity, sector))
+    return LatencyIopsPrepared(base, options, build_plan(options, capacity, sector), args)

@@ -16,8 +16,10 @@ import pytest
 from ssdlab.analysis.ladder import MAX_QD, SATURATED, TARGET
 from ssdlab.plan.latency_iops import TEST, LatencyIopsArgs
 from ssdlab.report.build import render
-from ssdlab.report.latency_iops_pages import latency_iops_overlay, pick_curves
-from ssdlab.run.latency_iops_run import CpuWindow, LadderProgress, LatencyIopsRun
+from ssdlab.report.latency_iops_pages import PAGES, latency_iops_overlay, pick_curves
+from ssdlab.run.cpu_window import CpuWindow
+from ssdlab.run.ladder_progress import LadderProgress
+from ssdlab.run.latency_iops_run import LatencyIopsRun
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import RunInterrupted
 from ssdlab.store.db import Store
@@ -142,6 +144,8 @@ def test_busy_host_with_flat_iops_is_host_bound(tmp_path: Path) -> None:
     assert points[(1, 16)]["host_bound"] and "host CPU 96.0 %" in points[(1, 16)][
         "host_bound_reason"]
     assert not points[(1, 8)]["host_bound"]
+    end = PAGES.outcome(store.load(run_id), store.path)  # what run prints at the end
+    assert end.lines[1].startswith("  HOST-BOUND: 2 point(s) measured the host")
 
 
 def test_ctrl_c_keeps_completed_points_and_their_curves(tmp_path: Path) -> None:
@@ -273,7 +277,7 @@ def test_comparison_overlays_each_runs_curve_at_a_common_thread_count(tmp_path: 
     _, second, _, _ = run_ladder(tmp_path / "b", args, slow, store=store)
     runs = [store.load(first), store.load(second)]
     picked, how = pick_curves(runs, 4096, 100)
-    assert [(i, c["threads"]) for i, c in picked] == [(0, 2), (1, 2)]
+    assert [(i, c.threads) for i, c in picked] == [(0, 2), (1, 2)]
     assert how == "2 threads in every run"
     html = latency_iops_overlay(runs, ["A", "B"])
     assert "<h3>Latency vs IOPS</h3>" in html and "cmp-latiops-0-latmeanus" in html
@@ -281,6 +285,7 @@ def test_comparison_overlays_each_runs_curve_at_a_common_thread_count(tmp_path: 
     assert latency_iops_overlay(runs[:1], ["A"]) == ""
     text, _ = render(runs)
     assert text.count("<h2>Latency vs IOPS: summary</h2>") == 2
+    assert "<h3>Latency vs IOPS</h3>" in text  # the comparison's overlay, from the registry
 
 
 def test_resume_finishes_the_interrupted_curve_and_the_rest(tmp_path: Path) -> None:
@@ -308,3 +313,20 @@ def test_resume_finishes_the_interrupted_curve_and_the_rest(tmp_path: Path) -> N
     assert [r.round_no for r in run.test(TEST).rounds] == list(range(1, 10))
     resumed = [e for e in run.events if e.kind == "resumed" and e.test == TEST]
     assert resumed and "after point 3" in resumed[0].message
+
+
+def test_what_run_prints_at_the_end(tmp_path: Path) -> None:
+    store, run_id, _, _ = run_ladder(tmp_path)
+    run = store.load(run_id)
+    end = PAGES.outcome(run, store.path)
+    assert end.lines == (
+        f"run {run_id} complete (QUICK profile: not a valid result); results in {store.path}",
+        f"  see them: ssdlab report {run_id} -o DIR    export: ssdlab export {run_id} "
+        "--format json",
+    )
+    assert end.failure is None
+    (tmp_path / "failed").mkdir()
+    store, run_id, _, _ = run_ladder(tmp_path / "failed", ONE, QueueFakeFio(fail_calls={3}))
+    end = PAGES.outcome(store.load(run_id), store.path)
+    assert end.failure is not None and end.failure.startswith(
+        "test latency-iops failed: point 3 (4 KiB 100/0, 1 thread, QD 4): ")

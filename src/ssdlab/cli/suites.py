@@ -1,7 +1,7 @@
 """The suites of ``ssdlab run`` besides ``pts``, in the order ``--help`` lists them.
 
-Each module has ``register(suites)`` (adds its ``ssdlab run SUITE`` parser) and, if its
-runs can be continued, ``resume(run, args, argv) -> str``.
+Each module has ``register(suites)`` (adds its ``ssdlab run SUITE`` parser); a suite on
+the suite contract is its name (:mod:`ssdlab.suites` has the rest).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from ssdlab.cli import (
     cdm_cmd,
     curves_cmd,
     iometer_cmd,
-    latency_iops_cmd,
     op_sweep_cmd,
     replay_cmd,
-    saturation_cmd,
     verify_cmd,
 )
 
@@ -31,10 +29,10 @@ MODULES: list[Any] = [
     "smallfiles",
     "copy",
     iometer_cmd,
-    latency_iops_cmd,
+    "latency-iops",
     op_sweep_cmd,
     replay_cmd,
-    saturation_cmd,
+    "saturation",
     "slc-probe",
     verify_cmd,
 ]

@@ -80,25 +80,9 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         "block-sizes": Kind.LIST, "mixes": Kind.LIST, "latency-block-sizes": Kind.LIST,
         "latency-mixes": Kind.LIST, **_FIO, "no-precondition": Kind.BOOL,
     },
-    "latency-iops": {
-        **_SHARED, "profile": Kind.TEXT, "block-sizes": Kind.LIST, "mixes": Kind.LIST,
-        "threads": Kind.LIST, "qd": Kind.LIST, "max-qd": Kind.INT, "max-threads": Kind.INT,
-        "target-latency-us": Kind.FLOAT, "min-iops-rise": Kind.FLOAT,
-        "full-ladder": Kind.BOOL, "warmup-seconds": Kind.FLOAT,
-        "measure-seconds": Kind.FLOAT, "host-bound-cpu": Kind.FLOAT,
-        "host-bound-rise": Kind.FLOAT, "active-range": Kind.FLOAT, **_FIO,
-        "no-precondition": Kind.BOOL,
-    },
     "op-sweep": {
         **_SHARED, "profile": Kind.TEXT, "op": Kind.LIST, "round-seconds": Kind.FLOAT,
         "max-rounds": Kind.INT, "rule": Kind.TEXT, **_LOAD, "min-gain": Kind.FLOAT, **_FIO,
-    },
-    "saturation": {
-        **_SHARED, "profile": Kind.TEXT, "round-seconds": Kind.FLOAT, "max-rounds": Kind.INT,
-        "max-written": Kind.FLOAT, "max-hours": Kind.FLOAT, **_LOAD,
-        "active-range": Kind.FLOAT, **_FIO, "no-hir": Kind.BOOL, "waits": Kind.LIST,
-        "burst-seconds": Kind.FLOAT, "bursts": Kind.INT, "baseline-rounds": Kind.INT,
-        "recovery-ratio": Kind.FLOAT,
     },
     "curves": {
         **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "workload": Kind.LIST,

@@ -16,13 +16,21 @@ one-line :class:`UserError` before any I/O. Pure: nothing here touches a device.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record, key
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes, parse_mixes
 from ssdlab.plan.pts import ActiveRange, active_range, cell_label, wipc_cell
-from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern, block_label
+from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern, block_label, cell_dict
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.units import format_bytes, format_duration
 
 TEST = "latency-iops"
 DEFAULT_BLOCKS = (8 * KIB, 4 * KIB)
@@ -304,3 +312,322 @@ def build_plan(
         )
     return LatencyIopsPlan(options, rng, kept, skipped,
                            wipc_cell(rng) if options.precondition else None)
+
+
+# -- the suite -------------------------------------------------------------------------------
+
+
+def _list(values: tuple[int, ...]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+_G = "latency vs IOPS"
+OPTIONS = (
+    *common.device_target(),
+    common.profile(_G, tuple(PROFILES), "default: 5 s warm-up + 30 s measured per point (the "
+                   "reviews'); quick: 0.5 s + 2 s (marked QUICK everywhere, not a valid "
+                   "result)"),
+    opt("--block-sizes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="block sizes in KiB, e.g. 8,4,0.5 (default: "
+        f"{','.join(str(b // 1024) for b in DEFAULT_BLOCKS)}, the reviews'; SNIA adds 0.5)"),
+    opt("--mixes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="read/write mixes (default: 100/0,70/30,0/100, the reviews'; SNIA's latency "
+        "test uses 65/35)"),
+    opt("--threads", group=_G, config=Kind.LIST, metavar="LIST",
+        help=f"thread counts, one curve each, ascending (default: {_list(DEFAULT_THREADS)})"),
+    opt("--qd", group=_G, config=Kind.LIST, field="qds", metavar="LIST",
+        help=f"queue depths per thread, ascending (default: {_list(DEFAULT_QDS)}); the "
+        "ladder then doubles up to --max-qd"),
+    common.whole("--max-qd", _G, f"largest queue depth per thread (default: {DEFAULT_MAX_QD})"),
+    common.whole("--max-threads", _G, "thread counts double up to this while the largest "
+                 "curve ends at --max-qd below the target (default: the CPU count, at most "
+                 f"{DEFAULT_THREADS_CAP}, at least the largest of --threads)"),
+    common.number("--target-latency-us", _G, "a curve stops once its mean latency reaches "
+                  f"this, in microseconds (default: {DEFAULT_TARGET_US:g})", metavar="US",
+                  default=DEFAULT_TARGET_US),
+    common.number("--min-iops-rise", _G, "a curve stops when IOPS rose less than this many "
+                  "percent over the previous queue depth (default: "
+                  f"{DEFAULT_MIN_RISE_PCT:g}; 0: only when IOPS falls)", metavar="PCT",
+                  default=DEFAULT_MIN_RISE_PCT, field="min_iops_rise_pct"),
+    opt("--full-ladder", group=_G, config=Kind.BOOL, action="store_true",
+        help="always run every queue depth of --qd; the stopping rules apply only beyond it"),
+    common.number("--warmup-seconds", _G, "warm-up per point, not measured (fio ramp_time; "
+                  "default: profile, 5 or 0.5)", metavar="S", field="warmup_s"),
+    common.number("--measure-seconds", _G, "measured time per point (fio runtime; default: "
+                  "profile, 30 or 2)", metavar="S", field="measure_s"),
+    common.number("--host-bound-cpu", _G, "host-bound rule: host CPU at least this many "
+                  "percent busy, with IOPS rising less than --host-bound-rise over the "
+                  f"previous QD (default: {DEFAULT_HOST_CPU_PCT:g})", metavar="PCT",
+                  default=DEFAULT_HOST_CPU_PCT, field="host_bound_cpu_pct"),
+    common.number("--host-bound-rise", _G, "host-bound rule: IOPS rise, in percent over the "
+                  "previous queue depth, below which a point at --host-bound-cpu is "
+                  f"host-bound (default: {DEFAULT_HOST_RISE_PCT:g})", metavar="PCT",
+                  default=DEFAULT_HOST_RISE_PCT, field="host_bound_rise_pct"),
+    common.active_range(_G),
+    common.purge(_G, common.PURGE_AUTO_HELP),
+    common.no_precondition(_G),
+    common.ioengine(_G, "fio ioengine (default: libaio)"),
+)
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SkippedCell(Record):
+    cell: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class LadderStop(Record):
+    """Why a curve stopped (analysis.ladder's decision, or "interrupted"/"failed")."""
+
+    kind: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PointRecord(Record):
+    """One point of a curve: one queue depth, its round, what fio and the host measured,
+    and whether it was host-bound."""
+
+    round_no: int = key("round", default=0)
+    iodepth: int = 0
+    outstanding: int = 0
+    iops: float = 0.0
+    lat_mean_us: float | None = None
+    lat_p99_us: float | None = None
+    lat_p99_9_us: float | None = None
+    lat_p99_99_us: float | None = None
+    lat_max_us: float | None = None
+    read_lat_mean_us: float | None = None
+    write_lat_mean_us: float | None = None
+    bw_bytes_per_s: float = 0.0
+    usr_cpu_pct: float = 0.0
+    sys_cpu_pct: float = 0.0
+    host_cpu_pct: float | None = None
+    host_usr_pct: float | None = None
+    host_sys_pct: float | None = None
+    host_cpu_busiest_pct: float | None = None
+    iops_rise_pct: float | None = None
+    host_bound: bool = False
+    host_bound_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class CurveRecord(Record):
+    """One curve (a block size and mix at one thread count): its points, why it stopped,
+    and its peak."""
+
+    label: str = ""
+    workload: str = ""
+    block_bytes: int = 0
+    read_pct: int = 0
+    threads: int = 0
+    points: list[PointRecord] = field(default_factory=list)
+    stop: LadderStop | None = None
+    max_iops: float | None = None
+    max_iops_qd: int | None = None
+    max_iops_lat_mean_us: float | None = None
+
+
+@dataclass(frozen=True)
+class HostBoundRuleRecord(Record):
+    cpu_pct: float = 0.0
+    max_rise_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostBoundPoint(Record):
+    """A point that measured the host, not the drive."""
+
+    curve: str = ""
+    threads: int = 0
+    iodepth: int = 0
+    host_cpu_pct: float = 0.0
+    iops_rise_pct: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CpuPeak(Record):
+    curve: str = ""
+    threads: int = 0
+    iodepth: int = 0
+    host_cpu_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostBoundRecord(Record):
+    """The host-bound verdict (analysis.hostbound) over every curve."""
+
+    host_bound: bool = False
+    rule: HostBoundRuleRecord = field(default_factory=HostBoundRuleRecord)
+    findings: list[HostBoundPoint] = field(default_factory=list)
+    peak: CpuPeak | None = None
+    message: str = ""
+    curves_checked: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class NumaPlacement(Record):
+    """Where fio ran against the device's NUMA node (analysis.numa)."""
+
+    device_node: int | None = None
+    fio_cpus: str = ""
+    fio_nodes: list[int] = field(default_factory=list)
+    mismatch: bool = False
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class PcieLink(Record):
+    """The PCI function a block device hangs off, and its link."""
+
+    address: str = ""
+    link_speed: str | None = None
+    link_width: str | None = None
+    max_link_speed: str | None = None
+    max_link_width: str | None = None
+
+
+@dataclass(frozen=True)
+class LatencyIopsResult(Record):
+    """The test's result, stored again after every point: the curves so far, the
+    host-bound verdict, where fio ran."""
+
+    OMIT_NONE = frozenset({"error"})
+
+    curves: list[CurveRecord] = field(default_factory=list)
+    points_run: int = 0
+    target_latency_us: float = 0.0
+    host_bound: HostBoundRecord | None = None
+    numa: NumaPlacement | None = None
+    pcie: PcieLink | None = None
+    fio_cpus: str = ""
+    skipped: list[SkippedCell] = field(default_factory=list)
+    error: str | None = None
+
+
+SPEC = SuiteSpec(
+    name=TEST,
+    help="latency against IOPS: threads x queue-depth ladders (methodology 1.6, 1.9)",
+    description="For every block size and read/write mix, one curve per thread count: "
+    "the queue depth climbs until mean latency reaches the target or IOPS stops rising; "
+    "mean, p99 and p99.9 latency per point, host CPU per point with host-bound "
+    "detection, and the NUMA placement of fio against the device "
+    "(docs/latency-iops.md). Starts from purge and 2x-capacity preconditioning.",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=LatencyIopsArgs,
+    results={TEST: LatencyIopsResult},
+    resumable=True,
+    # --print-config lists the settings in this order (as before the suite contract)
+    config_first=("size", "store", "fio", "profile", "block-sizes", "mixes", "threads", "qd",
+                  "max-qd", "max-threads", "target-latency-us", "min-iops-rise",
+                  "full-ladder", "warmup-seconds", "measure-seconds", "host-bound-cpu",
+                  "host-bound-rise", "active-range", "purge", "ioengine"),
+)
+
+
+# -- what the plan says: dry run, the stored plan, the test's parameters --------------------
+
+#: (cells, what the job does) -> the job file's text
+JobText = Callable[[tuple[CellSpec, ...], str], str]
+
+
+def describe_ladders(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> list[str]:
+    """``--dry-run``: the ladders, their stopping rules, how long they may take."""
+    per_point = opts.point_seconds + POINT_OVERHEAD_S
+    extra = (f" (then {', '.join(map(str, opts.extra_threads))} while the largest stays "
+             "below the target at the largest QD)" if opts.extra_threads else "")
+    rule = (f"stop a curve when mean latency >= {opts.target_latency_us:g} us or IOPS rose "
+            f"< {opts.min_iops_rise_pct:g} % over the previous QD")
+    if opts.full_ladder:
+        rule += f" (checked from QD {opts.qds[-1]} on: --full-ladder)"
+    return [
+        f"{TEST}: profile {opts.profile}{' (QUICK)' if opts.quick else ''}, "
+        f"{opts.warmup_s:g} s warm-up + {opts.measure_s:g} s measured per point",
+        f"workloads: {', '.join(cell_label(b, m) for b, m in plan.workloads)}",
+        f"threads: {', '.join(map(str, opts.threads))}{extra}",
+        f"queue depth per thread: {', '.join(map(str, opts.qd_ladder))}; {rule}",
+        f"host-bound: host CPU >= {opts.host_bound_cpu_pct:g} % and IOPS rise "
+        f"< {opts.host_bound_rise_pct:g} %",
+        f"points: at least {plan.min_points()}, at most {plan.max_points()}; about "
+        f"{format_duration(plan.min_points() * per_point)}-"
+        f"{format_duration(plan.max_points() * per_point)} (+ purge and preconditioning)",
+        f"active range: {format_bytes(plan.range.size_bytes)} from offset "
+        f"{plan.range.offset_bytes}",
+    ]
+
+
+def describe_jobs(opts: LatencyIopsOptions, plan: LatencyIopsPlan, file_target: bool,
+                  job_text: JobText) -> list[str]:
+    """``--dry-run``: the purge, the skipped workloads and the job files."""
+    purge = "recreate the file" if file_target and opts.purge != "none" else opts.purge
+    out = [f"purge: {purge}"]
+    out += [f"skipped {label}: {reason}" for label, reason in plan.skipped]
+    if plan.wipc is not None:
+        out += ["-- preconditioning job file:",
+                job_text((plan.wipc,), f"{TEST} workload-independent "
+                         "preconditioning").rstrip()]
+    out.append("-- job file of each curve's first point (later points differ only in "
+               "iodepth= and numjobs=):")
+    for block, mix in plan.workloads:
+        key = CurveKey(block, mix, opts.threads[0])
+        out += ["", point_job(plan, key, opts.qd_ladder[0], None, job_text).rstrip()]
+    return out
+
+
+def point_job(plan: LatencyIopsPlan, key: CurveKey, iodepth: int, round_no: int | None,
+              job_text: JobText) -> str:
+    """The job file of one point (``round_no`` None: as the dry run shows it)."""
+    what = f"{TEST}: " if round_no is None else f"{TEST} point {round_no}: "
+    return job_text((plan.point(key, iodepth),), f"{what}{key.label}, QD {iodepth}")
+
+
+def _skipped(plan: LatencyIopsPlan) -> list[dict[str, str]]:
+    return [SkippedCell(c, r).to_json() for c, r in plan.skipped]
+
+
+def plan_dict(opts: LatencyIopsOptions, plan: LatencyIopsPlan, args: LatencyIopsArgs
+              ) -> dict[str, Any]:
+    # args: what ``ssdlab resume`` validates again (thread extension as resolved here)
+    return stored_plan(
+        TEST, dataclasses.replace(args, max_threads=opts.max_threads), opts,
+        qd_ladder=list(opts.qd_ladder),
+        extra_threads=list(opts.extra_threads),
+        workloads=[cell_label(b, m) for b, m in plan.workloads],
+        skipped=_skipped(plan),
+        ioengine=opts.ioengine,
+        direct=True,
+        data_pattern="fio default (random, scrambled per I/O)",
+        latency="fio completion latency (clat); mixed-point percentiles from merged json+ "
+        "histograms",
+        host_cpu="/proc/stat busy share of all CPUs over each point's measured period",
+    )
+
+
+def test_params(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> dict[str, Any]:
+    return {
+        "title": "Latency vs IOPS",
+        "target_latency_us": opts.target_latency_us,
+        "min_iops_rise_pct": opts.min_iops_rise_pct,
+        "full_ladder": opts.full_ladder,
+        "threads": list(opts.threads),
+        "extra_threads": list(opts.extra_threads),
+        "qd_ladder": list(opts.qd_ladder),
+        "base_qds": list(opts.qds),
+        "warmup_s": opts.warmup_s,
+        "measure_s": opts.measure_s,
+        "cell_seconds": opts.point_seconds,
+        "host_bound_rule": HostBoundRuleRecord(opts.host_bound_cpu_pct,
+                                         opts.host_bound_rise_pct).to_json(),
+        "active_range": {"offset_bytes": plan.range.offset_bytes,
+                         "size_bytes": plan.range.size_bytes},
+        "purge": opts.purge,
+        "precondition": None if plan.wipc is None else cell_dict(plan.wipc),
+        "skipped": _skipped(plan),
+        "quick": opts.quick,
+    }

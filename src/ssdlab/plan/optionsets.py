@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
@@ -138,6 +139,18 @@ def dir_target(size_help: str, profiles: tuple[str, ...], *, sized: bool = True
 
 
 # -- common settings ---------------------------------------------------------------------
+
+
+def whole(flag: str, group: str, help: str, *, metavar: str = "N", **kwargs: Any) -> Opt:
+    """A whole-number setting (``type=int``); ``kwargs`` as for :func:`opt`."""
+    return opt(flag, group=group, config=Kind.INT, type=int, metavar=metavar, help=help,
+               **kwargs)
+
+
+def number(flag: str, group: str, help: str, *, metavar: str, **kwargs: Any) -> Opt:
+    """A number setting (``type=float``); ``kwargs`` as for :func:`opt`."""
+    return opt(flag, group=group, config=Kind.FLOAT, type=float, metavar=metavar, help=help,
+               **kwargs)
 
 
 def profile(group: str, choices: tuple[str, ...] | list[str], help: str,

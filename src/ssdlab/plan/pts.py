@@ -14,7 +14,7 @@ from typing import Any
 
 from ssdlab.analysis.steady import rule_by_name
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern, block_label
+from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern, block_label, cell_dict
 from ssdlab.plan.units import format_duration
 
 IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
@@ -344,15 +344,6 @@ def describe_tests(opts: PtsOptions, tests: tuple[PtsTest, ...], file_target: bo
         out += ["-- job file of every round:",
                 job_text(test.round_cells, f"{test.name} round N").rstrip()]
     return out
-
-
-def cell_dict(cell: CellSpec) -> dict[str, object]:
-    """A cell's spec as stored with a test's parameters."""
-    data = dataclasses.asdict(cell)
-    data["pattern"] = str(cell.pattern)
-    data["read_pct"] = cell.mix.read_pct
-    del data["mix"]
-    return data
 
 
 def test_params(test: PtsTest, opts: PtsOptions) -> dict[str, Any]:

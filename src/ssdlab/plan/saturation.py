@@ -20,13 +20,23 @@ Pure: nothing here touches a device.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.units import format_bytes, format_duration
 
+SUITE = "saturation"
+WSAT, HIR = "wsat", "hir"
 WSAT_CELL = "wsat_rnd4k_write"
 DEFAULT_WAITS_S = (5.0, 10.0, 15.0, 25.0, 50.0)
 
@@ -220,3 +230,200 @@ def burst_cell(opts: SaturationOptions, rng: ActiveRange, name: str, seconds: fl
 
 def wait_label(wait_s: float) -> str:
     return f"{wait_s:g} s"
+
+
+# -- the suite -------------------------------------------------------------------------------
+
+_G, _H = "saturation", "host idle recovery"
+OPTIONS = (
+    *common.device_target(),
+    common.profile(_G, tuple(PROFILES), "default: 60 s rounds, <= 360 rounds or 4x written, "
+                   "HIR per SNIA; quick: 1 s rounds and a short HIR (marked QUICK everywhere)"),
+    common.number("--round-seconds", _G, "round length in seconds (default: profile; 60)",
+                  metavar="S"),
+    common.whole("--max-rounds", _G, "stop after N rounds (default: profile; 360)"),
+    common.number("--max-written", _G, "stop after writing X times the active range "
+                  "(default 4)", metavar="X"),
+    common.number("--max-hours", _G, "stop after H hours of writing (default: profile; 6)",
+                  metavar="H"),
+    common.threads(_G),
+    common.qd(_G, "queue depth per job (default per device class)"),
+    common.active_range(_G, "written"),
+    common.purge(_G, common.PURGE_AUTO_HELP),
+    common.ioengine(_G, "fio ioengine"),
+    opt("--no-hir", group=_H, config=Kind.BOOL, dest="hir", action="store_false",
+        help="skip Host Idle Recovery after the saturation"),
+    opt("--waits", group=_H, config=Kind.LIST, metavar="LIST",
+        help="idle seconds per wait state (default 5,10,15,25,50; quick: a fifth)"),
+    common.number("--burst-seconds", _H, "length of each write burst (default: profile; 5)",
+                  metavar="S"),
+    common.whole("--bursts", _H, "bursts per wait state (default: profile; 360)"),
+    common.whole("--baseline-rounds", _H, "continuous rounds back to the baseline after each "
+                 "wait state (default: profile; 360)"),
+    common.number("--recovery-ratio", _H, "bursts at least X times the baseline IOPS (and "
+                  "significantly so) count as recovered (default 1.2)", metavar="X",
+                  default=1.2),
+)
+
+
+# -- results ---------------------------------------------------------------------------------
+
+#: one cell of a stored result: its identity (cell, block_bytes, read_pct, pattern, load)
+#: and every metric fio gave for it: the CSV export reads the metrics by name, so a cell
+#: stays a mapping
+CellData = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TransitionRecord(Record):
+    """Where IOPS fell from fresh-out-of-box to saturated (analysis.saturation)."""
+
+    fob_iops: float = 0.0
+    saturated_iops: float = 0.0
+    found: bool = False
+    start_s: float | None = None
+    start_bytes: float | None = None
+    end_s: float | None = None
+    end_bytes: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SaturatedVerdict(Record):
+    """Steady state (SNIA's rule) of the last window of rounds."""
+
+    rule: str = "snia"
+    attained: bool = False
+    window_rounds: list[int] | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class WsatResult(Record):
+    """Write Saturation: FOB and saturated IOPS, the transition, why it stopped; ``cells``
+    is the last round's cell with the window's saturated IOPS."""
+
+    OMIT_NONE = frozenset({"error"})
+
+    steady: bool = False
+    rounds_run: int | None = None  # None: not yet known (the test is running or stopped)
+    window_rounds: list[int] | None = None
+    fob_iops: float | None = None
+    saturated_iops: float | None = None
+    written_bytes: float = 0.0
+    written_x: float = 0.0
+    elapsed_s: float = 0.0
+    stop_reason: str = ""
+    transition: TransitionRecord = field(default_factory=TransitionRecord)
+    verdict: SaturatedVerdict = field(default_factory=SaturatedVerdict)
+    cells: list[CellData] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class WaitStateRecord(Record):
+    """One wait state of Host Idle Recovery: its bursts against the baseline before them."""
+
+    wait_s: float = 0.0
+    bursts_iops: list[float] = field(default_factory=list)
+    baseline_iops: list[float] = field(default_factory=list)
+    mean_iops: float = 0.0
+    baseline_mean: float = 0.0
+    ratio: float | None = None
+    p_value: float | None = None
+    recovered: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class HirResult(Record):
+    """Host Idle Recovery: whether idle time recovers performance, per wait state."""
+
+    recovered: bool = False
+    message: str = ""
+    wait_states: list[WaitStateRecord] = field(default_factory=list)
+    baseline_iops: float = 0.0
+
+
+SPEC = SuiteSpec(
+    name=SUITE,
+    help="Write Saturation and Host Idle Recovery (methodology 1.7-1.8)",
+    description="From purge, 4 KiB random writes run continuously until a round "
+    "limit, an amount written or a time limit (Write Saturation: FOB IOPS, saturated "
+    "IOPS, where the transition happened; per-round latency percentiles from fio's "
+    "histogram log). Then Host Idle Recovery: for each wait state, bursts of writes "
+    "separated by idle time, and continuous writes back to the baseline; does idle "
+    "time recover performance? A killed run continues with `ssdlab resume RUN`. "
+    "docs/saturation.md.",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=SaturationArgs,
+    results={WSAT: WsatResult, HIR: HirResult},
+    resumable=True,
+)
+
+
+# -- what the plan says: dry run, the stored plan, the tests' parameters ---------------------
+
+#: (cells, what the job does, extra global options) -> the job file's text
+JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
+
+
+def wsat_job(o: SaturationOptions, rng: ActiveRange, number: int | str, prefix: str,
+             job_text: JobText) -> str:
+    """The job file of WSAT round ``number``, its averaged IOPS log written to ``prefix``."""
+    return job_text((burst_cell(o, rng, WSAT_CELL, o.round_seconds),), f"wsat round {number}",
+                    (("write_iops_log", prefix), ("log_avg_msec", str(o.log_msec))))
+
+
+def describe(o: SaturationOptions, rng: ActiveRange, job_text: JobText) -> list[str]:
+    """``--dry-run``: what the run will do, with the job files of a round and a burst."""
+    lines = [
+        f"profile {o.profile}{' (QUICK)' if o.quick else ''}; {o.threads} threads x QD "
+        f"{o.iodepth}, 4 KiB random writes on {format_bytes(rng.size_bytes)}",
+        f"== {WSAT}: purge {o.purge}; rounds of {o.round_seconds:g} s until {o.max_rounds} "
+        f"rounds, {o.max_written:g}x the range written "
+        f"({format_bytes(o.max_written * rng.size_bytes)}) or {o.max_hours:g} h, "
+        f"whichever first (at most {format_duration(o.max_seconds)})",
+        "-- each round's job file:",
+        wsat_job(o, rng, "N", "LOGDIR/wsat", job_text).rstrip(),
+    ]
+    if o.hir:
+        waits = ", ".join(wait_label(w) for w in o.waits_s)
+        lines += [
+            f"== {HIR}: wait states {waits}: each {o.bursts} bursts of {o.burst_seconds:g} s "
+            f"with the wait between, then {o.baseline_rounds} continuous rounds of "
+            f"{o.burst_seconds:g} s back to the baseline",
+            job_text((burst_cell(o, rng, "hir_burst", o.burst_seconds),), "hir burst",
+                     ()).rstrip(),
+        ]
+    return lines
+
+
+def plan_dict(o: SaturationOptions, args: SaturationArgs, rng: ActiveRange) -> dict[str, Any]:
+    return stored_plan(
+        SUITE, args, o, tests=[WSAT, HIR] if o.hir else [WSAT],
+        active_range=dataclasses.asdict(rng),
+        latency="fio completion latency (clat), per round from that round's json+ histogram")
+
+
+def wsat_params(o: SaturationOptions, rng: ActiveRange) -> dict[str, Any]:
+    return {
+        "title": "Write Saturation", "round_seconds": o.round_seconds,
+        "max_rounds": o.max_rounds, "max_written": o.max_written,
+        "max_hours": o.max_hours, "threads": o.threads, "iodepth": o.iodepth,
+        "block_bytes": o.block_bytes, "active_range": dataclasses.asdict(rng),
+        "purge": o.purge, "log_msec": o.log_msec, "quick": o.quick,
+        "cells": [{"name": WSAT_CELL, "threads": o.threads, "iodepth": o.iodepth,
+                   "block_bytes": o.block_bytes, "read_pct": 0, "pattern": "random"}],
+    }
+
+
+def hir_params(o: SaturationOptions) -> dict[str, Any]:
+    return {
+        "title": "Host Idle Recovery", "waits_s": list(o.waits_s),
+        "burst_seconds": o.burst_seconds, "bursts": o.bursts,
+        "baseline_rounds": o.baseline_rounds, "recovery_ratio": o.recovery_ratio,
+        "threads": o.threads, "iodepth": o.iodepth, "block_bytes": o.block_bytes,
+        "quick": o.quick,
+    }

@@ -22,7 +22,6 @@ Pure: nothing here touches a device.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes
 from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.units import format_bytes
 
 SUITE = TEST = "slc-probe"
@@ -387,17 +386,8 @@ def write_job(o: SlcProbeOptions, pass_no: int, prefix: str, job_text: JobText) 
 
 
 def plan_dict(o: SlcProbeOptions, args: SlcProbeArgs) -> dict[str, Any]:
-    opts = dataclasses.asdict(o)
-    opts["quick"] = o.quick
-    return {
-        "suite": SUITE,
-        "args": dataclasses.asdict(args),
-        "options": opts,
-        "tests": [TEST],
-        "ioengine": o.ioengine,
-        "direct": True,
-        "data_pattern": "fio default (random, scrambled per I/O)",
-    }
+    return stored_plan(SUITE, args, o, tests=[TEST], ioengine=o.ioengine, direct=True,
+                       data_pattern="fio default (random, scrambled per I/O)")
 
 
 def test_params(o: SlcProbeOptions) -> dict[str, Any]:

@@ -7,6 +7,7 @@ reporting group of ``threads`` jobs, so one round of a PTS test is one fio run.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
@@ -131,3 +132,12 @@ class FioJob:
                 return None
             total += secs
         return total
+
+
+def cell_dict(cell: CellSpec) -> dict[str, object]:
+    """A cell's spec as stored with a test's parameters (pattern and mix as plain values)."""
+    data = dataclasses.asdict(cell)
+    data["pattern"] = str(cell.pattern)
+    data["read_pct"] = cell.mix.read_pct
+    del data["mix"]
+    return data

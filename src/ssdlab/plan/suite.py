@@ -17,10 +17,11 @@ as written here.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.config_schema import Kind
@@ -103,3 +104,23 @@ class SuiteSpec(Generic[A]):
         """The record type of test ``test``'s stored result (None: not one of its tests)."""
         kind = "throughput" if test.startswith("throughput") else test
         return self.results.get(kind)
+
+
+class _Dataclass(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class _Settings(_Dataclass, Protocol):
+    """A suite's validated options (a dataclass)."""
+
+    @property
+    def quick(self) -> bool: ...
+
+
+def stored_plan(suite: str, args: _Dataclass, options: _Settings, **more: Any
+                ) -> dict[str, Any]:
+    """The head of a run's stored plan: its suite, the arguments as given (what ``ssdlab
+    resume`` prepares again), the validated options with ``quick``; then ``more``."""
+    opts = dataclasses.asdict(options)
+    opts["quick"] = options.quick
+    return {"suite": suite, "args": dataclasses.asdict(args), "options": opts, **more}

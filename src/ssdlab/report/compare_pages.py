@@ -34,9 +34,7 @@ from ssdlab.report.figures import (
     test_kind,
 )
 from ssdlab.report.html import Page, banner, charts, esc, note, table
-from ssdlab.report.latency_iops_pages import latency_iops_overlay
 from ssdlab.report.run_pages import is_reference, run_label
-from ssdlab.report.saturation_pages import saturation_overlay
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Overlay
 from ssdlab.store.records import RunData
@@ -238,11 +236,9 @@ def overlay_page(c: Compared) -> Page:
     lat += _bar_overlay(c, "latency", LAT_P999.key, "p99.9 latency, all runs", "us")
     if lat:
         body += "<h3>Latency</h3>" + _mismatch_banner(c, "latency") + lat
-    body += saturation_overlay(c.runs, c.labels)
-    body += latency_iops_overlay(c.runs, c.labels)
+    body += registered_overlays(c.runs, c.labels)
     body += curves_overlay(c.runs, c.labels)
     body += block_presets_overlay(c.runs, c.labels)
-    body += registered_overlays(c.runs, c.labels)
     return Page("compare-charts", "Comparison: all runs on one chart per test",
                 body or note("No test in common."), f"{len(c.runs)} runs")
 

@@ -12,16 +12,18 @@ Everything comes from the stored test result (``result["curves"]``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
 
-from ssdlab.plan.specs import Mix, block_label
+from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, PointRecord
+from ssdlab.plan.pts import cell_label
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import quick_note, run_line
 from ssdlab.store.records import RunData, TestData
 
-KIND = "latency-iops"
 WIDE = ch.Frame(width=900, height=330, right=170)
 SMALL = ch.Frame(width=470, height=270, left=58, right=110, top=28, bottom=40)
 #: host-bound points are overdrawn with black markers
@@ -29,35 +31,26 @@ HOST_BOUND_COLOUR = 6
 METRICS = (("lat_mean_us", "mean"), ("lat_p99_us", "p99"), ("lat_p99_9_us", "p99.9"))
 
 
-def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _result(test: TestData) -> LatencyIopsResult:
+    return result_of(test, LatencyIopsResult)
 
 
-def curves_of(test: TestData) -> list[dict[str, Any]]:
-    result = test.result if isinstance(test.result, dict) else {}
-    curves = result.get("curves")
-    return [c for c in curves if isinstance(c, dict)] if isinstance(curves, list) else []
-
-
-def _points(curve: dict[str, Any]) -> list[dict[str, Any]]:
-    points = curve.get("points")
-    return [p for p in points if isinstance(p, dict)] if isinstance(points, list) else []
+def _metric(p: PointRecord, metric: str) -> float | None:
+    """One of :data:`METRICS` of a point (None: fio gave none)."""
+    value: float | None = getattr(p, metric)
+    return None if value is None else float(value)
 
 
 def _g(value: object) -> str:
     return f"{value:g}" if isinstance(value, int | float) else "-"
 
 
-def workloads(curves: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+def workloads(curves: Sequence[CurveRecord]) -> list[tuple[int, int]]:
     """(block size, read %) in the order they were run."""
     seen: dict[tuple[int, int], None] = {}
     for c in curves:
-        seen[(int(c["block_bytes"]), int(c["read_pct"]))] = None
+        seen[(c.block_bytes, c.read_pct)] = None
     return list(seen)
-
-
-def workload_label(block: int, read_pct: int) -> str:
-    return f"{block_label(block)} {Mix(read_pct).label}"
 
 
 def _threads_text(threads: int) -> str:
@@ -67,47 +60,47 @@ def _threads_text(threads: int) -> str:
 # ------------------------------------------------------------------------ charts
 
 
-def _tip(curve_name: str, p: dict[str, Any], metric: str, name: str) -> str:
-    flag = " HOST-BOUND" if p.get("host_bound") else ""
-    return (f"{curve_name}, QD {p.get('iodepth')}: {fmt_value(_num(p.get('iops')), 0)} IOPS, "
-            f"{name} {fmt_value(_num(p.get(metric)))} us{flag}")
+def _tip(curve_name: str, p: PointRecord, metric: str, name: str) -> str:
+    flag = " HOST-BOUND" if p.host_bound else ""
+    return (f"{curve_name}, QD {p.iodepth}: {fmt_value(p.iops, 0)} IOPS, "
+            f"{name} {fmt_value(_metric(p, metric))} us{flag}")
 
 
 def curve_series(
-    name: str, curve: dict[str, Any], metric: str, metric_name: str, colour_index: int
+    name: str, curve: CurveRecord, metric: str, metric_name: str, colour_index: int
 ) -> ch.Series | None:
-    pts = [p for p in _points(curve) if _num(p.get("iops")) is not None]
+    pts = curve.points
     if not pts:
         return None
     return ch.Series(
-        name, tuple(float(p["iops"]) for p in pts), tuple(_num(p.get(metric)) for p in pts),
+        name, tuple(float(p.iops) for p in pts), tuple(_metric(p, metric) for p in pts),
         colour_index=colour_index, tips=tuple(_tip(name, p, metric, metric_name) for p in pts),
     )
 
 
 def _host_bound_series(
-    curves: Sequence[dict[str, Any]], metric: str, name: str
+    curves: Sequence[CurveRecord], metric: str, name: str
 ) -> ch.Series | None:
-    marked = [(c, p) for c in curves for p in _points(c) if p.get("host_bound")]
+    marked = [(c, p) for c in curves for p in c.points if p.host_bound]
     if not marked:
         return None
     return ch.Series(
-        "host-bound point", tuple(float(p["iops"]) for _, p in marked),
-        tuple(_num(p.get(metric)) for _, p in marked), style="markers",
+        "host-bound point", tuple(float(p.iops) for _, p in marked),
+        tuple(_metric(p, metric) for _, p in marked), style="markers",
         colour_index=HOST_BOUND_COLOUR,
-        tips=tuple(_tip(_threads_text(int(c["threads"])), p, metric, name) + ": "
-                   + str(p.get("host_bound_reason") or "") for c, p in marked),
+        tips=tuple(_tip(_threads_text(c.threads), p, metric, name) + ": "
+                   + (p.host_bound_reason or "") for c, p in marked),
     )
 
 
 def latency_chart(
-    chart_id: str, title: str, curves: Sequence[dict[str, Any]], metric: str, metric_name: str,
+    chart_id: str, title: str, curves: Sequence[CurveRecord], metric: str, metric_name: str,
     *, target_us: float | None, frame: ch.Frame,
 ) -> str:
     """``metric`` latency (us) against IOPS, one line per curve (its name: threads)."""
     series = []
     for i, curve in enumerate(curves):
-        s = curve_series(_threads_text(int(curve["threads"])), curve, metric, metric_name, i)
+        s = curve_series(_threads_text(curve.threads), curve, metric, metric_name, i)
         if s is not None:
             series.append(s)
     marks = _host_bound_series(curves, metric, metric_name)
@@ -123,10 +116,9 @@ def latency_chart(
 # ------------------------------------------------------------------------ pages
 
 
-def _status_banner(test: TestData) -> str:
-    result = test.result if isinstance(test.result, dict) else {}
+def _status_banner(test: TestData, result: LatencyIopsResult) -> str:
     if test.status == "failed":
-        return banner("failed", f"FAILED: {result.get('error', '')}; the points measured "
+        return banner("failed", f"FAILED: {result.error or ''}; the points measured "
                       "before the failure are shown")
     if test.status == "interrupted":
         return banner("failed", "INTERRUPTED (Ctrl-C): the points completed before the "
@@ -137,34 +129,30 @@ def _status_banner(test: TestData) -> str:
     return ""
 
 
-def host_bound_banner(test: TestData) -> str:
-    verdict = test.result.get("host_bound") if isinstance(test.result, dict) else None
-    if isinstance(verdict, dict) and verdict.get("host_bound"):
-        return banner("not-steady", str(verdict.get("message", "HOST-BOUND")))
+def host_bound_banner(result: LatencyIopsResult) -> str:
+    verdict = result.host_bound
+    if verdict is not None and verdict.host_bound:
+        return banner("not-steady", verdict.message)
     return ""
 
 
-def numa_html(test: TestData) -> str:
-    result = test.result if isinstance(test.result, dict) else {}
-    numa = result.get("numa")
-    pcie = result.get("pcie")
+def numa_html(result: LatencyIopsResult) -> str:
+    numa, pcie = result.numa, result.pcie
     parts = []
-    if isinstance(numa, dict):
-        text = f"NUMA: {numa.get('message', '')}"
-        parts.append(banner("mismatch", "WARNING: " + text) if numa.get("mismatch")
-                     else note(text))
-    if isinstance(pcie, dict):
+    if numa is not None:
+        text = f"NUMA: {numa.message}"
+        parts.append(banner("mismatch", "WARNING: " + text) if numa.mismatch else note(text))
+    if pcie is not None:
         parts.append(note(
-            f"PCIe: {pcie.get('address')}, link {pcie.get('link_speed') or '?'} "
-            f"x{pcie.get('link_width') or '?'} (maximum {pcie.get('max_link_speed') or '?'} "
-            f"x{pcie.get('max_link_width') or '?'})"))
+            f"PCIe: {pcie.address}, link {pcie.link_speed or '?'} x{pcie.link_width or '?'} "
+            f"(maximum {pcie.max_link_speed or '?'} x{pcie.max_link_width or '?'})"))
     return "".join(parts)
 
 
 def _params(test: TestData) -> list[tuple[str, object]]:
     p = test.params
     found = p.get("host_bound_rule")
-    rule: dict[str, Any] = found if isinstance(found, dict) else {}
+    rule: dict[str, object] = found if isinstance(found, dict) else {}
     ladder = ", ".join(str(q) for q in p.get("qd_ladder", []))
     extra = ", ".join(str(t) for t in p.get("extra_threads", []))
     return [
@@ -182,42 +170,42 @@ def _params(test: TestData) -> list[tuple[str, object]]:
     ]
 
 
-def _summary_rows(curves: Sequence[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
+def _qd_range(curve: CurveRecord) -> str:
+    qds = [p.iodepth for p in curve.points]
+    if not qds:
+        return "-"
+    return f"{min(qds)}-{max(qds)}" if len(qds) > 1 else str(qds[0])
+
+
+def _host_bound_points(curve: CurveRecord) -> int:
+    return sum(1 for p in curve.points if p.host_bound)
+
+
+def _summary_rows(curves: Sequence[CurveRecord]) -> tuple[list[list[str]], list[str]]:
     rows, classes = [], []
     for c in curves:
-        pts = _points(c)
-        found = c.get("stop")
-        stop: dict[str, Any] = found if isinstance(found, dict) else {}
-        qds = [int(p["iodepth"]) for p in pts if isinstance(p.get("iodepth"), int)]
-        hb = sum(1 for p in pts if p.get("host_bound"))
+        hb = _host_bound_points(c)
         rows.append([
-            esc(workload_label(int(c["block_bytes"]), int(c["read_pct"]))),
-            esc(c.get("threads")), esc(len(pts)),
-            esc((f"{min(qds)}-{max(qds)}" if len(qds) > 1 else str(qds[0])) if qds else "-"),
-            esc(fmt_value(_num(c.get("max_iops")), 0)), esc(c.get("max_iops_qd") or "-"),
-            esc(fmt_value(_num(c.get("max_iops_lat_mean_us")), 1)),
-            esc(str(hb) if hb else "-"),
-            esc(stop.get("reason", "-")),
+            esc(cell_label(c.block_bytes, c.read_pct)), esc(c.threads), esc(len(c.points)),
+            esc(_qd_range(c)), esc(fmt_value(c.max_iops, 0)), esc(c.max_iops_qd or "-"),
+            esc(fmt_value(c.max_iops_lat_mean_us, 1)), esc(str(hb) if hb else "-"),
+            esc(c.stop.reason if c.stop is not None else "-"),
         ])
         classes.append("flag" if hb else "")
     return rows, classes
 
 
 def summary_page(run: RunData, test: TestData, anchor: str) -> Page:
-    curves = curves_of(test)
-    rows, classes = _summary_rows(curves)
-    result = test.result if isinstance(test.result, dict) else {}
-    found = result.get("skipped")
-    skipped: list[Any] = found if isinstance(found, list) else []
+    result = _result(test)
+    rows, classes = _summary_rows(result.curves)
     body = (
-        _status_banner(test) + host_bound_banner(test) + numa_html(test)
+        _status_banner(test, result) + host_bound_banner(result) + numa_html(result)
         + kv_table(_params(test))
         + "<h3>Curves</h3>"
         + table(("workload", "threads", "points", "QD", "peak IOPS", "at QD",
                  "mean us at peak", "host-bound points", "stopped because"),
                 rows, row_classes=classes)
-        + "".join(note(f"skipped {s.get('cell')}: {s.get('reason')}") for s in skipped
-                  if isinstance(s, dict))
+        + "".join(note(f"skipped {s.cell}: {s.reason}") for s in result.skipped)
         + note("Latency is fio's completion latency. Host CPU is the busy share of all "
                "CPUs over each point's measured period (/proc/stat); on an emulated SSD it "
                "includes the emulator's own CPU.")
@@ -226,31 +214,30 @@ def summary_page(run: RunData, test: TestData, anchor: str) -> Page:
                 head_left(run), run.quick)
 
 
-def _point_rows(curves: Sequence[dict[str, Any]]) -> tuple[list[list[str]], list[str]]:
+def _point_rows(curves: Sequence[CurveRecord]) -> tuple[list[list[str]], list[str]]:
     rows, classes = [], []
     for c in curves:
-        for p in _points(c):
-            usr, sys_ = _num(p.get("host_usr_pct")), _num(p.get("host_sys_pct"))
+        for p in c.points:
             rows.append([
-                esc(c.get("threads")), esc(p.get("iodepth")), esc(p.get("outstanding")),
-                esc(fmt_value(_num(p.get("iops")), 0)),
-                *[esc(fmt_value(_num(p.get(k)), 1)) for k, _ in METRICS],
-                esc(f"{fmt_value(_num(p.get('usr_cpu_pct')), 1)} / "
-                    f"{fmt_value(_num(p.get('sys_cpu_pct')), 1)}"),
-                esc(fmt_value(_num(p.get("host_cpu_pct")), 1)),
-                esc(f"{fmt_value(usr, 1)} / {fmt_value(sys_, 1)}"),
-                esc("HOST-BOUND" if p.get("host_bound") else "-"),
+                esc(c.threads), esc(p.iodepth), esc(p.outstanding), esc(fmt_value(p.iops, 0)),
+                *[esc(fmt_value(_metric(p, k), 1)) for k, _ in METRICS],
+                esc(f"{fmt_value(p.usr_cpu_pct, 1)} / {fmt_value(p.sys_cpu_pct, 1)}"),
+                esc(fmt_value(p.host_cpu_pct, 1)),
+                esc(f"{fmt_value(p.host_usr_pct, 1)} / {fmt_value(p.host_sys_pct, 1)}"),
+                esc("HOST-BOUND" if p.host_bound else "-"),
             ])
-            classes.append("flag" if p.get("host_bound") else "")
+            classes.append("flag" if p.host_bound else "")
     return rows, classes
 
 
 def workload_page(run: RunData, test: TestData, anchor: str, block: int, read_pct: int,
                   index: int) -> Page:
-    label = workload_label(block, read_pct)
-    curves = [c for c in curves_of(test)
-              if int(c["block_bytes"]) == block and int(c["read_pct"]) == read_pct]
-    target = _num(test.params.get("target_latency_us"))
+    label = cell_label(block, read_pct)
+    result = _result(test)
+    curves = [c for c in result.curves if c.block_bytes == block and c.read_pct == read_pct]
+    found = test.params.get("target_latency_us")
+    target = float(found) if isinstance(found, int | float) and not isinstance(
+        found, bool) else None
     cid = f"{anchor}-w{index}"
     mean = latency_chart(f"{cid}-mean", f"{label}: mean latency against IOPS", curves,
                          "lat_mean_us", "mean", target_us=target, frame=WIDE)
@@ -258,10 +245,10 @@ def workload_page(run: RunData, test: TestData, anchor: str, block: int, read_pc
                            curves, key, name, target_us=None, frame=SMALL)
              for key, name in METRICS[1:]]
     rows, classes = _point_rows(curves)
-    stops = [f"{_threads_text(int(c['threads']))}: {c['stop'].get('reason')}" for c in curves
-             if isinstance(c.get("stop"), dict)]
+    stops = [f"{_threads_text(c.threads)}: {c.stop.reason}" for c in curves
+             if c.stop is not None]
     body = (
-        _status_banner(test) + host_bound_banner(test)
+        _status_banner(test, result) + host_bound_banner(result)
         + note("One curve per thread count; each point is one queue depth per thread, "
                "rising along the curve. The dashed line is the target mean latency. "
                "Black markers: host-bound points.")
@@ -277,11 +264,12 @@ def workload_page(run: RunData, test: TestData, anchor: str, block: int, read_pc
 
 
 def latency_iops_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
-    """The pages of one stored latency-iops test (SUITE_PAGES["latency-iops"])."""
-    if not curves_of(test) and not test.rounds:
+    """The pages of one stored latency-iops test."""
+    curves = _result(test).curves
+    if not curves and not test.rounds:
         return []
     pages = [summary_page(run, test, anchor)]
-    for i, (block, read_pct) in enumerate(workloads(curves_of(test))):
+    for i, (block, read_pct) in enumerate(workloads(curves)):
         pages.append(workload_page(run, test, anchor, block, read_pct, i))
     return pages
 
@@ -289,18 +277,18 @@ def latency_iops_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 # ------------------------------------------------------------------------ across runs
 
 
-def _run_curves(run: RunData) -> list[dict[str, Any]]:
-    return [c for t in run.tests if t.name == KIND for c in curves_of(t)]
+def _run_curves(run: RunData) -> list[CurveRecord]:
+    return [c for t in run.tests if t.name == TEST for c in _result(t).curves]
 
 
 def pick_curves(
     runs: Sequence[RunData], block: int, read_pct: int
-) -> tuple[list[tuple[int, dict[str, Any]]], str]:
+) -> tuple[list[tuple[int, CurveRecord]], str]:
     """Each run's curve of one workload at the highest thread count all of them measured
     (else each run's highest, and a note saying so): [(run index, curve)], note."""
     per_run = {
-        i: {int(c["threads"]): c for c in _run_curves(r)
-            if int(c["block_bytes"]) == block and int(c["read_pct"]) == read_pct and _points(c)}
+        i: {c.threads: c for c in _run_curves(r)
+            if c.block_bytes == block and c.read_pct == read_pct and c.points}
         for i, r in enumerate(runs)
     }
     per_run = {i: cs for i, cs in per_run.items() if cs}
@@ -328,8 +316,8 @@ def latency_iops_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
         picked, how = pick_curves(runs, block, read_pct)
         if len(picked) < 2:
             continue
-        label = workload_label(block, read_pct)
-        names = [f"{labels[i]} ({_threads_text(int(c['threads']))})" for i, c in picked]
+        label = cell_label(block, read_pct)
+        names = [f"{labels[i]} ({_threads_text(c.threads)})" for i, c in picked]
         svgs = [
             _overlay_chart(f"cmp-latiops-{n}-{key.replace('_', '')}",
                            f"{label}: {name} latency, all runs", picked, names, key, name)
@@ -342,10 +330,57 @@ def latency_iops_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
     return "<h3>Latency vs IOPS</h3>" + "".join(parts)
 
 
-def _overlay_chart(chart_id: str, title: str, picked: Sequence[tuple[int, dict[str, Any]]],
+def _overlay_chart(chart_id: str, title: str, picked: Sequence[tuple[int, CurveRecord]],
                    names: Sequence[str], metric: str, metric_name: str) -> str:
     series = [s for (i, c), name in zip(picked, names, strict=True)
               if (s := curve_series(name, c, metric, metric_name, i)) is not None]
     return ch.line_chart(chart_id, title, series, x_label="IOPS",
                          y_label=f"{metric_name} latency (us)", y_unit="us", x_from_zero=True,
                          frame=SMALL)
+
+
+# ------------------------------------------------------------------------ show and run's end
+
+
+def show_lines(run: RunData, test: TestData) -> list[str]:
+    p, result = test.params, _result(test)
+    extra = ", ".join(str(t) for t in p.get("extra_threads", []))
+    threads = ", ".join(str(t) for t in p.get("threads", [])) + (
+        f" (then {extra} while below the target)" if extra else "")
+    ladder = ", ".join(str(q) for q in p.get("qd_ladder", []))
+    verdict = result.error or (result.host_bound.message if result.host_bound else "")
+    lines = [f"  threads {threads}; queue depth per thread {ladder}; target mean latency "
+             f"{_g(p.get('target_latency_us'))} us; purge {p.get('purge')}",
+             f"  verdict: {verdict or test.status}"]
+    if result.numa is not None:
+        lines.append(f"  NUMA: {result.numa.message}")
+    lines += [f"  skipped {s.cell}: {s.reason}" for s in result.skipped]
+    for c in result.curves:
+        peak = (f"peak {fmt_value(c.max_iops, 0)} IOPS at QD {c.max_iops_qd} "
+                f"({fmt_value(c.max_iops_lat_mean_us, 1)} us mean)"
+                if c.max_iops is not None else "no points")
+        hb = _host_bound_points(c)
+        flag = f", {hb} host-bound" if hb else ""
+        lines.append(f"  {c.label}: QD {_qd_range(c)}, {peak}{flag}; stopped: "
+                     f"{c.stop.reason if c.stop is not None else '-'}")
+    return lines
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    test = next((t for t in run.tests if t.name == TEST), None)
+    result = _result(test) if test is not None else LatencyIopsResult()
+    lines = [run_line(run, store_path, quick_note(run, ": not a valid result"))]
+    if result.host_bound is not None and result.host_bound.host_bound:
+        lines.append(f"  {result.host_bound.message}")
+    lines.append(f"  see them: ssdlab report {run.run_id} -o DIR    export: ssdlab export "
+                 f"{run.run_id} --format json")
+    failed = test is None or test.status == "failed"
+    return Outcome(tuple(lines), f"test {TEST} failed: {result.error or ''}" if failed else None)
+
+
+PAGES = SuitePages(
+    pages={TEST: latency_iops_pages},
+    show={TEST: show_lines},
+    outcome=outcome,
+    overlay=latency_iops_overlay,
+)

@@ -9,13 +9,18 @@ and baseline round in order, and a table per wait state with its verdict.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from ssdlab.plan.saturation import HIR, WSAT, HirResult, WsatResult
 from ssdlab.report import charts as ch
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
-from ssdlab.store.records import RunData, TestData
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import failed_tests_error, quick_note, run_line, see_line
+from ssdlab.store.records import RoundData, RunData, TestData
 
 GIB = float(1 << 30)
 MAX_POINTS = 600  # per series on a chart: more only costs layout time
@@ -51,27 +56,30 @@ def gc_start_bytes(run: RunData) -> float | None:
     return None
 
 
-def _summary(run: RunData, test: TestData) -> str:
-    r, p = test.result, test.params
-    t = r.get("transition", {})
-    capacity = float(p.get("active_range", {}).get("size_bytes") or 1)
+def _capacity(test: TestData) -> float:
+    """The tested range in bytes (the x axis against capacity written is in multiples)."""
+    return float(test.params.get("active_range", {}).get("size_bytes") or 1)
 
-    def at(seconds: Any, written: Any) -> str:
+
+def _summary(run: RunData, test: TestData, r: WsatResult) -> str:
+    p, t = test.params, r.transition
+    capacity = _capacity(test)
+
+    def at(seconds: float | None, written: float | None) -> str:
         if written is None:
             return "-"
-        return f"{float(seconds):,.0f} s, {float(written) / GIB:.2f} GiB " \
-               f"({float(written) / capacity:.2f}x the range)"
+        return f"{float(seconds or 0):,.0f} s, {written / GIB:.2f} GiB " \
+               f"({written / capacity:.2f}x the range)"
 
     pairs = [
-        ("fresh-out-of-box IOPS", fmt_value(r.get("fob_iops"))),
-        ("saturated IOPS (last window)", fmt_value(r.get("saturated_iops"))),
-        ("transition starts", at(t.get("start_s"), t.get("start_bytes"))),
-        ("transition ends", at(t.get("end_s"), t.get("end_bytes"))),
-        ("rounds", f"{r.get('rounds_run')} of {p.get('round_seconds')} s "
+        ("fresh-out-of-box IOPS", fmt_value(r.fob_iops)),
+        ("saturated IOPS (last window)", fmt_value(r.saturated_iops)),
+        ("transition starts", at(t.start_s, t.start_bytes)),
+        ("transition ends", at(t.end_s, t.end_bytes)),
+        ("rounds", f"{r.rounds_run} of {p.get('round_seconds')} s "
                    f"({p.get('threads')} threads x QD {p.get('iodepth')}, 4 KiB random writes)"),
-        ("written", f"{float(r.get('written_bytes', 0)) / GIB:.2f} GiB "
-                    f"({float(r.get('written_x', 0)):.2f}x the range)"),
-        ("stopped by", r.get("stop_reason")),
+        ("written", f"{r.written_bytes / GIB:.2f} GiB ({r.written_x:.2f}x the range)"),
+        ("stopped by", r.stop_reason),
     ]
     gc = gc_start_bytes(run)
     if gc is not None:
@@ -81,29 +89,28 @@ def _summary(run: RunData, test: TestData) -> str:
 
 
 def wsat_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
-    r = test.result if isinstance(test.result, dict) else {}
+    r = result_of(test, WsatResult)
     state = ""
     if test.status == "not_steady":
-        state = banner("not-steady", f"{NOT_STEADY_TEXT}: "
-                       f"{r.get('verdict', {}).get('message', '')}")
+        state = banner("not-steady", f"{NOT_STEADY_TEXT}: {r.verdict.message}")
     elif test.status == "failed":
-        state = banner("failed", f"FAILED: {r.get('error', '')}")
+        state = banner("failed", f"FAILED: {r.error or ''}")
     rounds = [x for x in test.rounds if x.status == "ok"]
     if not rounds:
         return [Page(anchor, "Write Saturation: no rounds", state, head_left(run), run.quick)]
-    transition = r.get("transition", {})
+    transition = r.transition
     fine = downsample(_series(test))
     per_round = [(float(x.cells[0]["elapsed_s"]), float(x.cells[0]["written_bytes"]),
                   float(x.cells[0]["iops"])) for x in rounds]
-    capacity = float(test.params.get("active_range", {}).get("size_bytes") or 1)
-    marks_t = [ch.Rule(float(transition["start_s"]), "transition", "5 3")] if transition.get(
-        "start_s") is not None else []
-    marks_b = [ch.Rule(float(transition["start_bytes"]) / capacity, "transition", "5 3")] if (
-        transition.get("start_bytes") is not None) else []
+    capacity = _capacity(test)
+    marks_t = [ch.Rule(float(transition.start_s), "transition", "5 3")] if (
+        transition.start_s is not None) else []
+    marks_b = [ch.Rule(transition.start_bytes / capacity, "transition", "5 3")] if (
+        transition.start_bytes is not None) else []
     gc = gc_start_bytes(run)
     if gc is not None:
         marks_b.append(ch.Rule(gc / capacity, "emulator: GC starts", "1 2"))
-    sat = r.get("saturated_iops")
+    sat = r.saturated_iops
     rules = [ch.Rule(float(sat), f"saturated {fmt_value(sat)}")] if sat else []
     by_time = ch.line_chart(
         f"{anchor}-t", "IOPS against time",
@@ -132,10 +139,10 @@ def wsat_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
          for i, (k, name) in enumerate(keys)],
         x_label="time (s)", y_label="latency (us)", y_unit="us", x_from_zero=True,
     )
-    msg = transition.get("message", "")
     pages = [
-        Page(anchor, "Write Saturation", state + f'<p class="verdict">{esc(msg)}</p>'
-             + _summary(run, test) + charts(by_time, by_bytes), head_left(run), run.quick),
+        Page(anchor, "Write Saturation",
+             state + f'<p class="verdict">{esc(transition.message)}</p>'
+             + _summary(run, test, r) + charts(by_time, by_bytes), head_left(run), run.quick),
         Page(f"{anchor}-lat", "Write Saturation: latency per round",
              state + charts(latency) + _round_table(rounds), head_left(run), run.quick,
              toc=False),
@@ -143,7 +150,7 @@ def wsat_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     return pages
 
 
-def _round_table(rounds: list[Any]) -> str:
+def _round_table(rounds: list[RoundData]) -> str:
     shown = rounds if len(rounds) <= 40 else rounds[:10] + rounds[-30:]
     rows = [[str(x.round_no), esc(fmt_value(x.cells[0].get("elapsed_s"), 0)),
              esc(f"{float(x.cells[0]['written_bytes']) / GIB:.2f}"),
@@ -160,7 +167,7 @@ def _round_table(rounds: list[Any]) -> str:
 
 
 def hir_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
-    r = test.result if isinstance(test.result, dict) else {}
+    r = result_of(test, HirResult)
     cells = [x.cells[0] for x in test.rounds if x.status == "ok" and x.cells]
     if not cells:
         return [Page(anchor, "Host Idle Recovery: no rounds", "", head_left(run), run.quick)]
@@ -176,7 +183,7 @@ def hir_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     series.append(ch.Series("back to baseline (continuous)", tuple(float(n) for n, _ in base),
                             tuple(float(c["iops"]) for _, c in base), style="markers",
                             colour_index=6))
-    baseline = r.get("baseline_iops")
+    baseline = r.baseline_iops
     iops = ch.line_chart(
         f"{anchor}-iops", "IOPS of every burst and baseline round, in order", series,
         x_label="round", y_label="IOPS", y_unit="IOPS", y_log=False,
@@ -190,16 +197,15 @@ def hir_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
         x_label="round", y_label="mean latency (us)", y_unit="us",
     )
     rows, classes = [], []
-    for w in r.get("wait_states", []):
-        ratio = w.get("ratio")
-        rows.append([esc(f"{w['wait_s']:g} s"), str(len(w["bursts_iops"])),
-                     esc(fmt_value(w["mean_iops"], 0)), esc(fmt_value(w["baseline_mean"], 0)),
-                     f"{ratio:.2f}x" if ratio is not None else "-",
-                     f"{w['p_value']:.2g}" if w.get("p_value") is not None else "-",
-                     "recovered" if w["recovered"] else "no"])
-        classes.append(["", "", "", "", "", "", "pass" if w["recovered"] else "fail"])
-    kind = "reference" if r.get("recovered") else "not-steady"
-    verdict = banner(kind, r.get("message", ""))
+    for w in r.wait_states:
+        rows.append([esc(f"{w.wait_s:g} s"), str(len(w.bursts_iops)),
+                     esc(fmt_value(w.mean_iops, 0)), esc(fmt_value(w.baseline_mean, 0)),
+                     f"{w.ratio:.2f}x" if w.ratio is not None else "-",
+                     f"{w.p_value:.2g}" if w.p_value is not None else "-",
+                     "recovered" if w.recovered else "no"])
+        classes.append(["", "", "", "", "", "", "pass" if w.recovered else "fail"])
+    kind = "reference" if r.recovered else "not-steady"
+    verdict = banner(kind, r.message)
     body = (
         verdict + note("Each wait state: bursts of writes separated by that idle time, then "
                        "continuous writes back to the baseline. Recovered: the bursts reach the "
@@ -212,14 +218,14 @@ def hir_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     return [Page(anchor, "Host Idle Recovery", body, head_left(run), run.quick)]
 
 
-def saturation_overlay(runs: list[RunData], labels: list[str]) -> str:
+def saturation_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
     """Every run's WSAT IOPS against capacity written, on one chart ("" for fewer than 2)."""
     series = []
     for i, run in enumerate(runs):
-        test = next((t for t in run.tests if t.name == "wsat"), None)
+        test = next((t for t in run.tests if t.name == WSAT), None)
         if test is None:
             continue
-        capacity = float(test.params.get("active_range", {}).get("size_bytes") or 1)
+        capacity = _capacity(test)
         fine = downsample(_series(test), MAX_POINTS // 2)
         series.append(ch.Series(labels[i], tuple(p[1] / capacity for p in fine),
                                 tuple(p[2] for p in fine), style="line", colour_index=i))
@@ -229,3 +235,42 @@ def saturation_overlay(runs: list[RunData], labels: list[str]) -> str:
                         x_label="written (multiples of each run's tested range)",
                         y_label="IOPS", y_unit="IOPS", x_from_zero=True)
     return "<h3>Write Saturation</h3>" + charts(svg)
+
+
+# -- ssdlab show, and what ssdlab run prints -------------------------------------------------
+
+
+def _load(p: dict[str, Any]) -> str:
+    return f"threads {p.get('threads')}, iodepth {p.get('iodepth')}, block bytes " \
+           f"{p.get('block_bytes')}"
+
+
+def wsat_show(run: RunData, test: TestData) -> list[str]:
+    p, r = test.params, result_of(test, WsatResult)
+    verdict = r.transition.message
+    if verdict and r.verdict.message:
+        verdict += f"; {r.verdict.message}"
+    return [f"  round seconds {p.get('round_seconds')}, max rounds {p.get('max_rounds')}, "
+            f"{_load(p)}, purge {p.get('purge')}",
+            f"  verdict: {verdict or r.error or test.status}"]
+
+
+def hir_show(run: RunData, test: TestData) -> list[str]:
+    p, r = test.params, result_of(test, HirResult)
+    waits = ", ".join(f"{w:g}" for w in p.get("waits_s", []))
+    return [f"  {_load(p)}, waits {waits} s, bursts {p.get('bursts')}, burst seconds "
+            f"{p.get('burst_seconds')}",
+            f"  verdict: {r.message or test.status}"]
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    return Outcome((run_line(run, store_path, quick_note(run)), see_line(run)),
+                   failed_tests_error(run))
+
+
+PAGES = SuitePages(
+    pages={WSAT: wsat_pages, HIR: hir_pages},
+    show={WSAT: wsat_show, HIR: hir_show},
+    outcome=outcome,
+    overlay=saturation_overlay,
+)

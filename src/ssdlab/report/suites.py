@@ -9,16 +9,11 @@ from __future__ import annotations
 from ssdlab.report import (
     block_preset_pages,
     curves_pages,
-    latency_iops_pages,
     op_sweep_pages,
-    saturation_pages,
     verify_pages,
 )
 from ssdlab.report.run_pages import SUITE_PAGES
 
-SUITE_PAGES["wsat"] = saturation_pages.wsat_pages
-SUITE_PAGES["hir"] = saturation_pages.hir_pages
-SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
 SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
 
 SUITE_PAGES["verify"] = verify_pages.verify_pages

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
@@ -239,3 +241,27 @@ def prepare_resume_target(
     base = prepare_target(path, size, destroy_data, fio, read_only=read_only)
     check_same_target(run, base)
     return base
+
+
+A = TypeVar("A")
+
+
+def stored_args(run: RunData, args_type: Callable[..., A]) -> A:
+    """The arguments a stopped run was started with (its stored plan's ``args``), for
+    ``resume``; a one-line UserError when there are none or another ssdlab stored them."""
+    stored = run.plan.get("args")
+    if not isinstance(stored, dict):
+        raise UserError(f"run {run.run_id} has no stored options to resume from")
+    try:
+        return args_type(**stored)
+    except TypeError as exc:
+        raise UserError(f"run {run.run_id} was made by another ssdlab version and cannot be "
+                        f"resumed by this one ({exc})") from None
+
+
+def prepare_stored(run: RunData, request: TargetRequest, args_type: Callable[..., A]
+                   ) -> tuple[PreparedTarget, A]:
+    """For ``ssdlab resume``: a stopped run's target prepared again (the same one; see
+    :func:`prepare_resume_target`) and the arguments it was started with."""
+    args = stored_args(run, args_type)
+    return prepare_resume_target(run, request.destroy_data, request.fio), args

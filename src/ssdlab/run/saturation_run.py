@@ -17,7 +17,6 @@ the return to the baseline as one continuous fio run cut into rounds by its IOPS
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import shutil
 import tempfile
@@ -28,6 +27,8 @@ from typing import Any
 
 from ssdlab.analysis.saturation import (
     IopsPoint,
+    Transition,
+    WaitState,
     find_transition,
     recovery_verdict,
     wait_state,
@@ -35,184 +36,110 @@ from ssdlab.analysis.saturation import (
 from ssdlab.analysis.steady import SNIA_RULE, check_window
 from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
-from ssdlab.errors import TargetError, UserError
+from ssdlab.plan import saturation as plan
 from ssdlab.plan.options import DEFAULT_LOADS
 from ssdlab.plan.pts import ActiveRange, active_range
 from ssdlab.plan.saturation import (
-    WSAT_CELL,
+    HIR,
+    WSAT,
+    HirResult,
+    SaturatedVerdict,
     SaturationArgs,
     SaturationOptions,
+    TransitionRecord,
+    WaitStateRecord,
+    WsatResult,
     build_options,
     burst_cell,
     wait_label,
 )
-from ssdlab.plan.units import format_bytes, format_duration
-from ssdlab.run.cells import cell_from_job
+from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import (
-    MIN_ACTIVE_RANGE,
     PreparedTarget,
-    check_same_target,
-    prepare_target,
+    TargetRequest,
+    check_capacity,
+    check_file_purge,
+    prepare_device,
+    prepare_stored,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, timeout_for
+from ssdlab.run.session import (
+    PreparedSuite,
+    Runner,
+    SessionRun,
+    TestFailed,
+    dry_run_head,
+    fio_record,
+    setup_of,
+    timeout_for,
+)
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData, TestData
-from ssdlab.targets.filetarget import create_file_target
-from ssdlab.targets.safety import DestroyData
-
-WSAT, HIR = "wsat", "hir"
+from ssdlab.store.records import RoundData, RunData, TestData
 
 
 @dataclass(frozen=True)
-class PreparedSaturation:
-    target: PreparedTarget
-    options: SaturationOptions
+class PreparedSaturation(PreparedSuite[SaturationOptions]):
     args: SaturationArgs
     range: ActiveRange
 
 
-def prepare_saturation(
-    target: str, size_bytes: int | None, destroy_data: DestroyData, fio: str, args: SaturationArgs
-) -> PreparedSaturation:
+def prepare_saturation(request: TargetRequest, args: SaturationArgs) -> PreparedSaturation:
     """Everything checked before the first byte is written."""
-    base = prepare_target(target, size_bytes, destroy_data, fio)
+    return _prepared(prepare_device(request), args)
+
+
+def prepare_saturation_resume(run: RunData, request: TargetRequest) -> PreparedSaturation:
+    """A stopped run's stored arguments prepared again on its target, which must be the
+    same one (a test file ssdlab made that is missing is made again)."""
+    return _prepared(*prepare_stored(run, request, SaturationArgs))
+
+
+def _prepared(base: PreparedTarget, args: SaturationArgs) -> PreparedSaturation:
     load = DEFAULT_LOADS.get(base.info.device_class, DEFAULT_LOADS["file"])
     options = build_options(args, load, base.cpus)
-    if base.info.kind == "file" and options.purge not in ("auto", "none"):
-        raise UserError(f"--purge {options.purge} applies to block devices; a file target is "
-                        "purged by recreating it (--purge auto) or not at all (--purge none)")
+    if base.info.kind == "file":
+        check_file_purge(base.info, options.purge)
     rng = active_range(base.info.capacity_bytes, options.active_range_pct)
-    if rng.size_bytes < MIN_ACTIVE_RANGE:
-        raise TargetError(f"target {base.info.path} is too small: its active range is "
-                          f"{format_bytes(rng.size_bytes)}, ssdlab needs at least "
-                          f"{format_bytes(MIN_ACTIVE_RANGE)}")
+    check_capacity(base.info, rng.size_bytes)
     return PreparedSaturation(base, options, args, rng)
 
 
 def describe(p: PreparedSaturation) -> str:
     """``--dry-run``: the plan and the job files; nothing is touched."""
-    o, info = p.options, p.target.info
-    setup = _setup(p)
-    lines = [
-        f"DRY RUN: nothing will be written. Plan for {info.path} ({info.device_class}, "
-        f"{format_bytes(info.capacity_bytes)})",
-        f"profile {o.profile}{' (QUICK)' if o.quick else ''}; {o.threads} threads x QD "
-        f"{o.iodepth}, 4 KiB random writes on {format_bytes(p.range.size_bytes)}",
-        f"== wsat: purge {o.purge}; rounds of {o.round_seconds:g} s until {o.max_rounds} "
-        f"rounds, {o.max_written:g}x the range written "
-        f"({format_bytes(o.max_written * p.range.size_bytes)}) or {o.max_hours:g} h, "
-        f"whichever first (at most {format_duration(o.max_seconds)})",
-        "-- each round's job file:",
-        setup.job_text((burst_cell(o, p.range, WSAT_CELL, o.round_seconds),), "wsat round N",
-                       (("write_iops_log", "LOGDIR/wsat"), ("log_avg_msec", str(o.log_msec)))
-                       ).rstrip(),
-    ]
-    if o.hir:
-        waits = ", ".join(wait_label(w) for w in o.waits_s)
-        lines += [
-            f"== hir: wait states {waits}: each {o.bursts} bursts of {o.burst_seconds:g} s with "
-            f"the wait between, then {o.baseline_rounds} continuous rounds of "
-            f"{o.burst_seconds:g} s back to the baseline",
-            setup.job_text((burst_cell(o, p.range, "hir_burst", o.burst_seconds),),
-                           "hir burst").rstrip(),
-        ]
+    lines = [dry_run_head(p.target, sectors=False),
+             *plan.describe(p.options, p.range, setup_of(p).job_text)]
     return "\n".join(lines) + "\n"
 
 
-def _setup(p: PreparedSaturation) -> FioSetup:
-    info = p.target.info
-    return FioSetup(info.path, p.options.ioengine, p.target.versions["ssdlab"],
-                    info.device_class, p.options.profile)
+class SaturationRun(SessionRun[PreparedSaturation]):
+    """Write Saturation, then Host Idle Recovery, on one target, journaled to ``store``."""
 
+    suite = plan.SUITE
 
-def plan_dict(p: PreparedSaturation) -> dict[str, Any]:
-    opts = dataclasses.asdict(p.options)
-    opts["quick"] = p.options.quick
-    return {
-        "suite": "saturation",
-        "args": dataclasses.asdict(p.args),
-        "options": opts,
-        "tests": [WSAT, HIR] if p.options.hir else [WSAT],
-        "active_range": dataclasses.asdict(p.range),
-        "latency": "fio completion latency (clat), per round from that round's json+ "
-        "histogram",
-    }
-
-
-class SaturationRun:
-    def __init__(
-        self, prepared: PreparedSaturation, store: Store, executor: Executor, progress: Progress
-    ) -> None:
-        self.p = prepared
+    def __init__(self, prepared: PreparedSaturation, store: Store, executor: Executor,
+                 progress: Progress) -> None:
+        super().__init__(prepared, store, executor, progress)
         self.o = prepared.options
-        self.store = store
-        self.executor = executor
-        self.progress = progress
-        self.session = RunSession(prepared.target.info, store, executor, progress,
-                                  _setup(prepared))
 
-    @property
-    def run_id(self) -> str:
-        return self.session.run_id
+    def plan_dict(self) -> dict[str, Any]:
+        return plan.plan_dict(self.o, self.p.args, self.p.range)
 
-    # -- whole runs ----------------------------------------------------------------
-    def execute(self, argv: list[str]) -> str:
-        t = self.p.target
-        if t.create_file:
-            self.session.info = create_file_target(t.info.path, t.info.capacity_bytes)
-        self.session.open(suite="saturation", profile=self.o.profile, quick=self.o.quick,
-                          host=t.host, plan=plan_dict(self.p), versions=dict(t.versions),
-                          argv=argv)
-        return self._run(None)
-
-    def resume(self, run: RunData, argv: list[str]) -> str:
-        check_same_target(run, self.p.target)
-        t = self.p.target
-        if t.create_file:  # killed while a purge was recreating the test file
-            self.session.info = create_file_target(t.info.path, t.info.capacity_bytes)
-        self.session.reopen(run.run_id, argv)
-        return self._run(run)
-
-    def _run(self, previous: RunData | None) -> str:
-        failed: list[str] = []
+    def run_tests(self, previous: RunData | None) -> list[str]:
         done = {t.name: t for t in previous.tests} if previous else {}
-        with self.session.running():
-            wsat = done.get(WSAT)
-            if wsat is None or wsat.status in ("running", "interrupted"):
-                try:
-                    self.wsat(wsat)
-                except TestFailed as exc:
-                    failed.append(WSAT)
-                    self.session.after_failure(WSAT, exc)
-            elif wsat.status == "failed":
-                failed.append(WSAT)
-            hir = done.get(HIR)
-            if self.o.hir and not failed and (hir is None or hir.status == "running"):
-                try:
-                    self.hir(hir)
-                except TestFailed as exc:
-                    failed.append(HIR)
-                    self.session.after_failure(HIR, exc)
-        self.session.finish(failed)
-        return self.run_id
+        wsat = done.get(WSAT)
+        if wsat is None or wsat.status in ("running", "interrupted"):
+            failed = self.one_test(WSAT, lambda: self.wsat(wsat))
+        else:
+            failed = [WSAT] if wsat.status == "failed" else []
+        hir = done.get(HIR)
+        if self.o.hir and not failed and (hir is None or hir.status == "running"):
+            failed += self.one_test(HIR, lambda: self.hir(hir))
+        return failed
 
     # -- Write Saturation --------------------------------------------------------------
-    def _wsat_params(self) -> dict[str, Any]:
-        o = self.o
-        return {
-            "title": "Write Saturation", "round_seconds": o.round_seconds,
-            "max_rounds": o.max_rounds, "max_written": o.max_written,
-            "max_hours": o.max_hours, "threads": o.threads, "iodepth": o.iodepth,
-            "block_bytes": o.block_bytes, "active_range": dataclasses.asdict(self.p.range),
-            "purge": o.purge, "log_msec": o.log_msec, "quick": o.quick,
-            "cells": [{"name": WSAT_CELL, "threads": o.threads, "iodepth": o.iodepth,
-                       "block_bytes": o.block_bytes, "read_pct": 0, "pattern": "random"}],
-        }
-
     def wsat(self, previous: TestData | None) -> None:
         o, rng = self.o, self.p.range
-        params = self._wsat_params()
+        params = plan.wsat_params(o, rng)
         rounds = [r for r in previous.rounds if r.status == "ok"] if previous else []
         self.store.set_test(self.run_id, WSAT, status="running", params=params, verdicts={},
                             result={})
@@ -241,12 +168,11 @@ class SaturationRun:
     def _wsat_round(self, state: _WsatState) -> None:
         o = self.o
         number = state.round_no + 1
-        cell = burst_cell(o, self.p.range, WSAT_CELL, o.round_seconds)
+        cell = burst_cell(o, self.p.range, plan.WSAT_CELL, o.round_seconds)
         logdir = Path(tempfile.mkdtemp(prefix="ssdlab-wsat-"))
         try:
             prefix = logdir / "wsat"
-            extra = (("write_iops_log", str(prefix)), ("log_avg_msec", str(o.log_msec)))
-            text = self.session.fio.job_text((cell,), f"wsat round {number}", extra)
+            text = plan.wsat_job(o, self.p.range, number, str(prefix), self.session.fio.job_text)
             self.progress.phase("round", number, o.round_seconds)
             run = self.executor.run(text, timeout_for((cell,)), json_plus=True,
                                     on_tick=self.progress.tick)
@@ -271,14 +197,14 @@ class SaturationRun:
         state.last_end = run.ended_at
         measured.update({"elapsed_s": state.elapsed_s, "written_bytes": state.written,
                          "gap_s": round(gap, 3), "resumed": state.resumed, "series": series})
-        self.store.add_round(self.run_id, WSAT, number, status="ok",
-                             tracking={"IOPS": float(measured["iops"])},  # type: ignore[arg-type]
+        iops = _metric(measured, "iops")
+        self.store.add_round(self.run_id, WSAT, number, status="ok", tracking={"IOPS": iops},
                              cells=[measured], fio=fio_record(run, "round"),
                              started_at=run.started_at, ended_at=run.ended_at)
         self.session.ground_truth(WSAT, f"round {number}")
         self.progress.line(
-            f"{WSAT} round {number}: {float(measured['iops']):,.0f} IOPS, p99 "  # type: ignore[arg-type]
-            f"{float(measured['lat_p99_us'] or 0):,.0f} us, "  # type: ignore[arg-type]
+            f"{WSAT} round {number}: {iops:,.0f} IOPS, p99 "
+            f"{_metric(measured, 'lat_p99_us'):,.0f} us, "
             f"{state.written / max(self.p.range.size_bytes, 1):.2f}x the range written"
         )
 
@@ -287,26 +213,17 @@ class SaturationRun:
         rounds = [r for r in test.rounds if r.status == "ok"]
         if not rounds:
             raise TestFailed("no complete round was measured")
-        result, steady = wsat_result(rounds, self.o, self.p.range.size_bytes)
-        self.store.set_test(self.run_id, WSAT, status="steady" if steady else "not_steady",
-                            params=params, verdicts={"primary": result["verdict"]},
-                            result=result)
-        self.progress.line(f"{WSAT}: {result['transition']['message']}")
+        result = wsat_result(rounds, self.o, self.p.range.size_bytes)
+        self.store.set_test(self.run_id, WSAT,
+                            status="steady" if result.steady else "not_steady",
+                            params=params, verdicts={"primary": result.verdict.to_json()},
+                            result=result.to_json())
+        self.progress.line(f"{WSAT}: {result.transition.message}")
 
     # -- Host Idle Recovery --------------------------------------------------------------
-    def _hir_params(self) -> dict[str, Any]:
-        o = self.o
-        return {
-            "title": "Host Idle Recovery", "waits_s": list(o.waits_s),
-            "burst_seconds": o.burst_seconds, "bursts": o.bursts,
-            "baseline_rounds": o.baseline_rounds, "recovery_ratio": o.recovery_ratio,
-            "threads": o.threads, "iodepth": o.iodepth, "block_bytes": o.block_bytes,
-            "quick": o.quick,
-        }
-
     def hir(self, previous: TestData | None) -> None:
         o = self.o
-        params = self._hir_params()
+        params = plan.hir_params(o)
         self.store.set_test(self.run_id, HIR, status="running", params=params, verdicts={},
                             result={})
         done = {(int(r.cells[0]["group"]), r.cells[0]["kind"], int(r.cells[0]["index"]))
@@ -347,7 +264,7 @@ class SaturationRun:
             measured.update({"group": group, "kind": "burst", "index": index, "wait_s": wait_s})
             cells = [measured]
         ok = run.ok and bool(cells)
-        iops = float(cells[0]["iops"]) if ok else math.nan  # type: ignore[arg-type]
+        iops = _metric(cells[0], "iops") if ok else math.nan
         self.store.add_round(self.run_id, HIR, round_no, status="ok" if ok else "failed",
                              tracking={"IOPS": iops} if ok else {}, cells=cells,
                              fio=fio_record(run, "hir"), started_at=run.started_at,
@@ -408,10 +325,17 @@ class SaturationRun:
     def _hir_finish(self, params: dict[str, Any]) -> None:
         run = self.store.load(self.run_id)
         result = hir_result(run.test(WSAT), run.test(HIR), self.o)
-        status = "recovered" if result["recovered"] else "no_recovery"
-        self.store.set_test(self.run_id, HIR, status=status, params=params,
-                            verdicts={"primary": {"message": result["message"]}}, result=result)
-        self.progress.line(f"{HIR}: {result['message']}")
+        self.store.set_test(self.run_id, HIR,
+                            status="recovered" if result.recovered else "no_recovery",
+                            params=params, verdicts={"primary": {"message": result.message}},
+                            result=result.to_json())
+        self.progress.line(f"{HIR}: {result.message}")
+
+
+def _metric(cell: Cell, key: str) -> float:
+    """A metric of a measured cell as a number (0 where fio gave none)."""
+    value = cell.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _rate_points(prefix: Path, threads: int, log_msec: int, block: int) -> list[Any]:
@@ -429,7 +353,7 @@ class _WsatState:
     resumed: bool
 
     @classmethod
-    def of(cls, rounds: list[Any]) -> _WsatState:
+    def of(cls, rounds: list[RoundData]) -> _WsatState:
         if not rounds:
             return cls(0, 0.0, 0.0, 0.0, False)
         cell = rounds[-1].cells[0]
@@ -437,54 +361,67 @@ class _WsatState:
                    0.0, True)
 
 
-def wsat_result(rounds: list[Any], o: SaturationOptions, range_bytes: int
-                ) -> tuple[dict[str, Any], bool]:
+# -- results ---------------------------------------------------------------------------------
+
+
+def wsat_result(rounds: list[RoundData], o: SaturationOptions, range_bytes: int) -> WsatResult:
     """Saturated IOPS (the last window), steady state of that window, the transition."""
     iops = [float(r.cells[0]["iops"]) for r in rounds]
     window = iops[-SNIA_RULE.window:]
     saturated = sum(window) / len(window)
-    steady = False
-    verdict: dict[str, Any] = {"rule": "snia", "attained": False, "window_rounds": None,
-                               "message": f"fewer than {SNIA_RULE.window} rounds"}
+    verdict = SaturatedVerdict(message=f"fewer than {SNIA_RULE.window} rounds")
     if len(window) == SNIA_RULE.window:
         first = len(iops) - SNIA_RULE.window + 1
         check = check_window("IOPS", window, first, SNIA_RULE)
-        steady = check.passed
-        verdict = {
-            "rule": "snia", "attained": steady, "window_rounds": [first, len(iops)],
-            "message": (f"{'saturated' if steady else 'NOT saturated'}: rounds {first}-"
-                        f"{len(iops)}, {'; '.join(check.reasons)}"),
-        }
+        verdict = SaturatedVerdict(
+            attained=check.passed, window_rounds=[first, len(iops)],
+            message=(f"{'saturated' if check.passed else 'NOT saturated'}: rounds {first}-"
+                     f"{len(iops)}, {'; '.join(check.reasons)}"),
+        )
     points = [IopsPoint(float(t), float(b), float(v))
               for r in rounds for t, b, v in r.cells[0].get("series", [])]
     transition = find_transition(points, saturated)
     last = rounds[-1].cells[0]
     written = float(last["written_bytes"])
-    stop = (
-        "round limit" if len(rounds) >= o.max_rounds else
-        f"{o.max_written:g}x written" if written >= o.max_written * range_bytes * 0.999 else
-        "time limit" if float(last["elapsed_s"]) >= o.max_seconds - o.round_seconds else
-        "stopped early"
+    return WsatResult(
+        steady=verdict.attained,
+        rounds_run=len(rounds),
+        window_rounds=verdict.window_rounds,
+        fob_iops=transition.fob_iops,
+        saturated_iops=saturated,
+        written_bytes=written,
+        written_x=written / max(range_bytes, 1),
+        elapsed_s=float(last["elapsed_s"]),
+        stop_reason=_stop_reason(len(rounds), written, float(last["elapsed_s"]), o,
+                                 range_bytes),
+        transition=_transition(transition),
+        verdict=verdict,
+        cells=[{**{k: v for k, v in last.items() if k != "series"}, "iops": saturated}],
     )
-    result = {
-        "steady": steady,
-        "rounds_run": len(rounds),
-        "window_rounds": verdict["window_rounds"],
-        "fob_iops": transition.fob_iops,
-        "saturated_iops": saturated,
-        "written_bytes": written,
-        "written_x": written / max(range_bytes, 1),
-        "elapsed_s": float(last["elapsed_s"]),
-        "stop_reason": stop,
-        "transition": dataclasses.asdict(transition),
-        "verdict": verdict,
-        "cells": [{**{k: v for k, v in rounds[-1].cells[0].items() if k != "series"},
-                   "iops": saturated}],
-    }
-    return result, steady
 
 
-def hir_result(wsat: TestData, hir: TestData, o: SaturationOptions) -> dict[str, Any]:
+def _stop_reason(rounds: int, written: float, elapsed_s: float, o: SaturationOptions,
+                 range_bytes: int) -> str:
+    if rounds >= o.max_rounds:
+        return "round limit"
+    if written >= o.max_written * range_bytes * 0.999:
+        return f"{o.max_written:g}x written"
+    if elapsed_s >= o.max_seconds - o.round_seconds:
+        return "time limit"
+    return "stopped early"
+
+
+def _transition(t: Transition) -> TransitionRecord:
+    return TransitionRecord(t.fob_iops, t.saturated_iops, t.found, t.start_s, t.start_bytes,
+                            t.end_s, t.end_bytes, t.message)
+
+
+def _wait_state(s: WaitState) -> WaitStateRecord:
+    return WaitStateRecord(s.wait_s, list(s.bursts_iops), list(s.baseline_iops), s.mean_iops,
+                           s.baseline_mean, s.ratio, s.p_value, s.recovered, s.note)
+
+
+def hir_result(wsat: TestData, hir: TestData, o: SaturationOptions) -> HirResult:
     wsat_iops = [float(r.cells[0]["iops"]) for r in wsat.rounds if r.status == "ok"]
     baseline = wsat_iops[-SNIA_RULE.window:]
     cells = [r.cells[0] for r in hir.rounds if r.status == "ok" and r.cells]
@@ -501,10 +438,15 @@ def hir_result(wsat: TestData, hir: TestData, o: SaturationOptions) -> dict[str,
         if after:
             baseline = after
     recovered, message = recovery_verdict(states, o.recovery_ratio)
-    return {
-        "recovered": recovered,
-        "message": message,
-        "wait_states": [dataclasses.asdict(s) for s in states],
-        "baseline_iops": sum(wsat_iops[-SNIA_RULE.window:]) / max(
-            len(wsat_iops[-SNIA_RULE.window:]), 1),
-    }
+    window = wsat_iops[-SNIA_RULE.window:]
+    return HirResult(recovered, message, [_wait_state(s) for s in states],
+                     sum(window) / max(len(window), 1))
+
+
+RUNNER = Runner(
+    prepare=prepare_saturation,
+    describe=describe,
+    progress=lambda p: Progress(quick=p.options.quick),
+    start=SaturationRun,
+    prepare_resume=prepare_saturation_resume,
+)
