@@ -257,11 +257,18 @@ def prepare_target(
     read_only: bool = False,
 ) -> PreparedTarget:
     """fio version, target identity and safety: UserError (one line) before any I/O."""
-    version = fio_version(fio)
-    check_fio_version(version)
+    versions = checked_versions(fio)
     request = RunRequest(target, size_bytes, destroy_data, PtsArgs(read_only=read_only), fio)
     info, create = resolve_target(request)
-    return PreparedTarget(info, create, host_info(), {"ssdlab": __version__, "fio": version})
+    return PreparedTarget(info, create, host_info(), versions)
+
+
+def checked_versions(fio: str) -> dict[str, str]:
+    """The versions a run records (ssdlab, fio); a UserError when fio is missing or too
+    old."""
+    version = fio_version(fio)
+    check_fio_version(version)
+    return {"ssdlab": __version__, "fio": version}
 
 
 def prepare(request: RunRequest) -> Prepared:
