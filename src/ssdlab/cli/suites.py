@@ -9,11 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ssdlab.cli import (
-    atto_cmd,
-    cdm_cmd,
     curves_cmd,
     file_presets_cmd,
-    iometer_cmd,
     latency_iops_cmd,
     op_sweep_cmd,
     replay_cmd,
@@ -23,11 +20,11 @@ from ssdlab.cli import (
 
 #: one entry per line, sorted by suite name (several people add suites here)
 MODULES: list[Any] = [
-    atto_cmd,
-    cdm_cmd,
+    "atto",
+    "cdm",
     curves_cmd,
     file_presets_cmd,
-    iometer_cmd,
+    "iometer",
     latency_iops_cmd,
     op_sweep_cmd,
     replay_cmd,
