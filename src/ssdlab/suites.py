@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan import file_presets, latency_iops, saturation, slc_probe
+from ssdlab.plan import block_presets, file_presets, latency_iops, saturation, slc_probe
 from ssdlab.plan import options as pts
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
@@ -70,10 +70,13 @@ def _module(package: str, name: str) -> Any:
 #: in the order ``ssdlab run --help`` lists them
 SUITES: tuple[Suite, ...] = (
     Suite(pts.SPEC, "pts_run", "pts_pages"),
+    Suite(block_presets.ATTO, "block_preset_run", "block_preset_pages"),
+    Suite(block_presets.CDM, "block_preset_run", "block_preset_pages"),
     Suite(file_presets.AJA, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.DISKFILL, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.SMALLFILES, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.COPY, "file_presets_run", "file_presets_pages"),
+    Suite(block_presets.IOMETER, "block_preset_run", "block_preset_pages"),
     Suite(latency_iops.SPEC, "latency_iops_run", "latency_iops_pages"),
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),

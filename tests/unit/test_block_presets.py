@@ -21,6 +21,7 @@ from ssdlab.plan.block_presets import (
     CdmArgs,
     IometerArgs,
     PresetPlan,
+    PresetResult,
     build_atto,
     build_cdm,
     build_iometer,
@@ -30,10 +31,12 @@ from ssdlab.plan.block_presets import (
 )
 from ssdlab.plan.specs import Pattern
 from ssdlab.report.block_preset_pages import (
+    PAGES,
     atto_pages,
     block_presets_overlay,
     cdm_pages,
     iometer_pages,
+    show_lines,
 )
 from ssdlab.run.block_preset_run import (
     PreparedPreset,
@@ -42,6 +45,7 @@ from ssdlab.run.block_preset_run import (
     job_text,
     prepare_preset,
 )
+from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store
 from ssdlab.targets.filetarget import create_file_target
@@ -193,13 +197,13 @@ def test_summary_best_is_the_fastest_pass_and_mean_is_independent() -> None:
     cells.append({"group": "SEQ", "mode": "write", "pass": 1, "bw_bytes_per_s": 5e6,
                   "iops": 5.0, "lat_mean_us": None})
     rows = summarise(cells)
-    assert [(r["group"], r["mode"], r["passes"]) for r in rows] == [
+    assert [(r.group, r.mode, r.passes) for r in rows] == [
         ("SEQ", "read", 3), ("SEQ", "write", 1)]
     read = rows[0]
-    assert read["best"]["pass"] == 2 and read["best"]["mb_per_s"] == 300.0
-    assert read["mean"]["mb_per_s"] == pytest.approx(statistics.mean(bws) / 1e6)
-    assert read["mean"]["lat_mean_us"] == pytest.approx(20.0)
-    assert rows[1]["mean"]["lat_mean_us"] is None
+    assert read.best_pass == 2 and read.best.mb_per_s == 300.0
+    assert read.mean.mb_per_s == pytest.approx(statistics.mean(bws) / 1e6)
+    assert read.mean.lat_mean_us == pytest.approx(20.0)
+    assert rows[1].mean.lat_mean_us is None
 
 
 def test_timeline_total_adds_directions() -> None:
@@ -215,8 +219,9 @@ def _planned(tmp_path: Path, plan: PresetPlan, directory: bool = True) -> Prepar
         d = describe_dir(str(tmp_path))
         info = TargetInfo(str(tmp_path), "directory", "t", "directory", None, None, None,
                           plan.size_bytes, 512, 512, None, None, None, None, d.to_dict())
-        return PreparedPreset(plan, info, False, d, {"cpu_count": 2},
-                              {"ssdlab": "test", "fio": "3.33"})
+        target = PreparedTarget(info, False, {"cpu_count": 2},
+                                {"ssdlab": "test", "fio": "3.33"})
+        return PreparedPreset(target, plan, d)
     raise AssertionError
 
 
@@ -343,14 +348,12 @@ def test_a_failed_measurement_fails_the_test_and_removes_the_directory(tmp_path:
 
 
 def test_target_and_dir_are_exclusive(tmp_path: Path) -> None:
-    def build(_: int, __: int | None) -> PresetPlan:
-        return build_cdm(CdmArgs(profile="quick"))
-
+    args = CdmArgs(profile="quick")
     for target, directory in ((None, None), ("x", str(tmp_path))):
         with pytest.raises(UserError, match="either --target"):
-            prepare_preset(target, directory, False, "fio", build)
+            prepare_preset(TargetRequest(target, directory), args)
     with pytest.raises(UserError, match="--destroy-data is for block devices"):
-        prepare_preset(None, str(tmp_path), True, "fio", build)
+        prepare_preset(TargetRequest(None, str(tmp_path), destroy_data=True), args)
 
 
 def test_dry_run_prints_every_job_file(tmp_path: Path) -> None:
@@ -403,11 +406,48 @@ def test_an_existing_test_file_keeps_its_size_unless_size_is_given(tmp_path: Pat
     path = tmp_path / "t.img"
     create_file_target(str(path), 32 * MIB)
 
-    def build(sector: int, existing: int | None) -> PresetPlan:
-        return build_iometer(IometerArgs(profile="quick", size_bytes=existing))
-
-    prepared = prepare_preset(str(path), None, False, "fio", build)
-    assert prepared.plan.size_bytes == 32 * MIB and not prepared.create_file
-    new = prepare_preset(str(tmp_path / "new.img"), None, False, "fio", build)
-    assert new.plan.size_bytes == 16 * MIB and new.create_file
+    args = IometerArgs(profile="quick")
+    prepared = prepare_preset(TargetRequest(str(path)), args)
+    assert prepared.options.size_bytes == 32 * MIB and not prepared.target.create_file
+    new = prepare_preset(TargetRequest(str(tmp_path / "new.img")), args)
+    assert new.options.size_bytes == 16 * MIB and new.target.create_file
     assert not (tmp_path / "new.img").exists()
+
+
+# --------------------------------------------------------------------------- run's end, show
+
+
+def test_a_failed_test_stores_only_its_error_and_run_says_so(tmp_path: Path) -> None:
+    plan = build_cdm(CdmArgs(profile="quick", modes="read"))
+    store, run_id, _, _ = _run(tmp_path, plan, FakeFio(lambda name, n: 100.0,
+                                                       fail_rounds={3}))
+    run = store.load(run_id)
+    test = run.test("cdm")
+    assert list(test.result) == ["error"] and test.verdicts == {}
+    assert PresetResult().to_json() == {}  # what a running test stores
+    ended = PAGES.outcome(run, tmp_path / "store.sqlite")
+    assert ended.lines[0] == (f"run {run_id} complete, 1 test(s) failed: cdm (QUICK "
+                              f"profile); CrystalDiskMark-like preset cdm v1; results in "
+                              f"{tmp_path / 'store.sqlite'}")
+    assert ended.failure == (f"the cdm preset failed: {test.result['error']} "
+                             f"(see `ssdlab show {run_id}`)")
+    assert show_lines(run, test)[:2] == ["  preset cdm v1", f"  verdict: {test.result['error']}"]
+
+
+def test_a_complete_run_prints_its_message_and_shows_its_table(tmp_path: Path) -> None:
+    plan = build_iometer(IometerArgs(block_sizes="4", seconds=1.0, log_interval_ms=250,
+                                     size_bytes=16 * MIB))
+    store, run_id, _, _ = _run(tmp_path, plan, LoggingFakeFio(FakeFio(lambda n, i: 2000.0)))
+    run = store.load(run_id)
+    test = run.test("iometer")
+    ended = PAGES.outcome(run, Path("S"))
+    message = test.result["message"]
+    assert message.startswith("preset iometer v1: 4 results; highest ")
+    assert ended.failure is None and ended.lines[1:] == (
+        f"  {message}",
+        f"  see them: ssdlab show {run_id}    report: ssdlab report {run_id} -o DIR")
+    assert test.verdicts == {"primary": {"message": message}}
+    shown = show_lines(run, test)
+    assert shown[:2] == ["  preset iometer v1", f"  verdict: {message}"]
+    assert shown[5].split()[:4] == ["4K", "random", "read", "read"]
+    assert len(shown) == 2 + 1 + 2 + 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssdlab.report import file_presets_pages
+from ssdlab.report import block_preset_pages, file_presets_pages
 from ssdlab.report.terminal import params_line, preset_lines
 from ssdlab.store import records
 
@@ -26,7 +26,10 @@ def test_block_preset_rows_show_best_and_mean() -> None:
     rows = [{"group": "SEQ1M Q8T1", "mode": "read", "passes": 3,
              "best": {"mb_per_s": 3512.25, "iops": 3349.4, "lat_mean_us": 2388.1},
              "mean": {"mb_per_s": 3400.0, "iops": 3242.5, "lat_mean_us": 2466.7}}]
-    lines = preset_lines(_test("cdm", {"rows": rows}))
+    test = _test("cdm", {"rows": rows}, {"preset": "cdm", "preset_version": 1})
+    shown = block_preset_pages.show_lines(_run(test), test)
+    assert shown[:2] == ["  preset cdm v1", "  verdict: complete"]
+    lines = shown[2:]
     assert "best MB/s" in lines[1] and "mean MB/s" in lines[1]
     row = lines[3].split()
     assert row[:3] == ["SEQ1M", "Q8T1", "read"]

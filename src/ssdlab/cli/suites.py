@@ -9,10 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ssdlab.cli import (
-    atto_cmd,
-    cdm_cmd,
     curves_cmd,
-    iometer_cmd,
     op_sweep_cmd,
     replay_cmd,
     verify_cmd,
@@ -21,14 +18,14 @@ from ssdlab.cli import (
 #: one entry per line, sorted by suite name (several people add suites here)
 MODULES: list[Any] = [
     "pts",
-    atto_cmd,
-    cdm_cmd,
+    "atto",
+    "cdm",
     curves_cmd,
     "aja",
     "diskfill",
     "smallfiles",
     "copy",
-    iometer_cmd,
+    "iometer",
     "latency-iops",
     op_sweep_cmd,
     replay_cmd,

@@ -6,19 +6,30 @@ merges the user's options (command line > quick profile > preset defaults), vali
 everything into a frozen :class:`PresetPlan` and lays out its measurements: one fio
 invocation each, in the order they run. Pure: no I/O besides reading the package data.
 docs/presets-block.md describes the presets.
+
+The three are three suites (:data:`CDM`, :data:`ATTO`, :data:`IOMETER`: their options,
+their arguments, their result record :class:`PresetResult`) that share this plan, one
+runner (``run/block_preset_run.py``) and one pages module
+(``report/block_preset_pages.py``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from ssdlab import presets
+from ssdlab.analysis.block_presets import Entry
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record, key
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
-from ssdlab.plan.units import format_bytes, parse_size
+from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
+from ssdlab.plan.units import format_bytes, format_duration, parse_size
 
 PROFILES = ("default", "quick")
 CDM_MODES = ("read", "write", "mix")
@@ -61,6 +72,16 @@ class PresetPlan:
         return self.profile == "quick"
 
     @property
+    def label(self) -> str:
+        """``CrystalDiskMark-like preset cdm v1``."""
+        return f"{self.title} preset {self.preset} v{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        """The test file's name in a --dir work directory."""
+        return f"{self.preset}-test.dat"
+
+    @property
     def identity(self) -> dict[str, Any]:
         return {"preset": self.preset, "preset_version": self.version,
                 "preset_title": self.title}
@@ -90,6 +111,10 @@ class CdmArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
+    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
+        """The plan (see :data:`PresetArgs`)."""
+        return build_cdm(_sized(self, existing_size))
+
 
 @dataclass(frozen=True)
 class AttoArgs:
@@ -103,6 +128,10 @@ class AttoArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
+    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
+        """The plan (see :data:`PresetArgs`)."""
+        return build_atto(_sized(self, existing_size), logical_sector)
+
 
 @dataclass(frozen=True)
 class IometerArgs:
@@ -114,6 +143,21 @@ class IometerArgs:
     log_interval_ms: int | None = None
     size_bytes: int | None = None
     ioengine: str = "libaio"
+
+    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
+        """The plan (see :data:`PresetArgs`)."""
+        return build_iometer(_sized(self, existing_size))
+
+
+#: a preset's arguments; ``args.plan(logical_sector, existing_size)`` is its plan on a
+#: target of ``logical_sector``-byte sectors (ATTO's direct transfers are whole sectors),
+#: where the size of an existing test file is the test size unless --size is given
+PresetArgs = CdmArgs | AttoArgs | IometerArgs
+_A = TypeVar("_A", CdmArgs, AttoArgs, IometerArgs)
+
+
+def _sized(args: _A, existing_size: int | None) -> _A:
+    return replace(args, size_bytes=args.size_bytes or existing_size)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -368,3 +412,249 @@ def build_iometer(args: IometerArgs) -> PresetPlan:
     return PresetPlan("iometer", int(data["version"]), str(data["title"]), args.profile, size,
                       True, args.ioengine, size_of(d("prefill_block")), tuple(measurements),
                       settings, log_interval_ms=interval)
+
+
+# --------------------------------------------------------------------------- the suites
+
+
+def _set(group: str, help: str) -> Opt:
+    return opt("--set", group=group, config=Kind.TEXT, help=help)
+
+
+def _measure_seconds(group: str, help: str) -> Opt:
+    return opt("--measure-seconds", group=group, config=Kind.FLOAT, field="measure_s",
+               type=float, metavar="S", help=help)
+
+
+def _spec(name: str, help: str, description: str, size_help: str, args_type: type[_A],
+          own: tuple[Opt, ...]) -> SuiteSpec[_A]:
+    """A preset's suite: the target, --profile and --ioengine, then its own options (its
+    config keys, as ``--print-config`` lists them, end with --ioengine)."""
+    options = (
+        *common.preset_target(size_help),
+        common.profile(name, PROFILES, "quick: a 16 MiB file, sub-second measurements, one "
+                       "pass (marked QUICK everywhere); default: the preset's definition"),
+        common.ioengine(name),
+        *own,
+    )
+    return SuiteSpec(name=name, help=help, description=description,
+                     target=TargetKind.DEVICE_OR_DIR, options=options, args_type=args_type,
+                     results={name: PresetResult},
+                     config_first=("size", "store", "fio", "dir", "profile",
+                                   *(o.key for o in own)))
+
+
+@dataclass(frozen=True)
+class FiguresRecord(Record):
+    """The mean figures of a table entry over its passes (MB/s = 10^6 bytes/s)."""
+
+    mb_per_s: float | None = None
+    iops: float | None = None
+    lat_mean_us: float | None = None
+
+
+@dataclass(frozen=True)
+class BestRecord(FiguresRecord):
+    """The figures of a table entry's best pass (the highest MB/s), and which pass."""
+
+    pass_no: int | None = key("pass", default=None)
+
+
+@dataclass(frozen=True)
+class RowRecord(Record):
+    """One table entry: a CrystalDiskMark test and mode, an ATTO transfer size and
+    direction, an IOmeter access spec."""
+
+    group: str = ""
+    mode: str = ""
+    passes: int = 0
+    best: BestRecord = field(default_factory=BestRecord)
+    mean: FiguresRecord = field(default_factory=FiguresRecord)
+    per_pass_mb_per_s: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, e: Entry) -> RowRecord:
+        best, mean = e.best, e.mean
+        return cls(e.group, e.mode, e.passes,
+                   BestRecord(best.mb_per_s, best.iops, best.lat_mean_us, e.best_pass),
+                   FiguresRecord(mean.mb_per_s, mean.iops, mean.lat_mean_us),
+                   list(e.per_pass_mb_per_s))
+
+
+@dataclass(frozen=True)
+class PresetResult(Record):
+    """A preset's result: a row per table entry, the one-line message and the bytes
+    written before measuring; a failed test has only its error (a running one nothing)."""
+
+    OMIT_NONE = frozenset({"rows", "message", "prefilled_bytes", "error"})
+
+    rows: list[RowRecord] | None = None
+    message: str | None = None
+    prefilled_bytes: int | None = None
+    error: str | None = None
+
+
+CDM = _spec(
+    "cdm",
+    help="CrystalDiskMark-like: SEQ1M Q8T1/Q1T1, RND4K Q32T1/Q1T1 read, write, mix; "
+    "best and mean of the passes",
+    description="CrystalDiskMark's tests through fio: the test file is written with data "
+    "first, then every test runs --passes times per mode (read, write, mix) with "
+    "--interval-seconds idle between runs; MB/s (10^6 bytes), IOPS and mean latency; the "
+    "best pass (as CrystalDiskMark shows it) and the mean. Direct I/O. "
+    "docs/presets-block.md.",
+    size_help="test file size, 16 MiB to 64 GiB (default 1GiB; quick 16MiB); on a device, "
+    "its first SIZE bytes",
+    args_type=CdmArgs,
+    own=(
+        _set("cdm", "the tests: default (SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1) "
+             "or nvme (SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, RND4K Q1T1); default: "
+             "default"),
+        opt("--modes", group="cdm", config=Kind.LIST, metavar="LIST",
+            help="comma-separated: read, write, mix (default all three)"),
+        opt("--mix-read-pct", group="cdm", config=Kind.INT, type=int, metavar="PCT",
+            help="read share of the mix mode in percent (default 70)"),
+        opt("--passes", group="cdm", config=Kind.INT, type=int, metavar="N",
+            help="passes per test and mode, 1 to 9 (default 3; quick 1)"),
+        _measure_seconds("cdm", "seconds each pass measures (default 5; quick 0.5)"),
+        opt("--interval-seconds", group="cdm", config=Kind.FLOAT, field="interval_s",
+            type=float, metavar="S", help="idle seconds before each run, as "
+            "CrystalDiskMark's interval (default 5; quick 0)"),
+    ),
+)
+
+ATTO = _spec(
+    "atto",
+    help="ATTO-like: sequential write and read MB/s and IOPS per transfer size, "
+    "512 B to 64 MiB",
+    description="ATTO Disk Benchmark's sweep through fio: the test file is written with "
+    "data first, then at every transfer size from --min-size to --max-size (x --factor) "
+    "a sequential write and a sequential read at queue depth --qd. Direct I/O unless "
+    "--no-direct (then buffered writes end with fsync, and caches are synced and "
+    "dropped before each read, recorded). docs/presets-block.md.",
+    size_help="test file size, at least 16 MiB and the largest transfer (default 256MiB; "
+    "quick 16MiB); on a device, its first SIZE bytes",
+    args_type=AttoArgs,
+    own=(
+        opt("--min-size", group="atto", config=Kind.SIZE, metavar="SIZE",
+            help="smallest transfer size, bytes unless a unit is given (default 512; "
+            "quick 4KiB)"),
+        opt("--max-size", group="atto", config=Kind.SIZE, metavar="SIZE",
+            help="largest transfer size, bytes unless a unit is given (default 64MiB; "
+            "quick 1MiB)"),
+        opt("--factor", group="atto", config=Kind.INT, type=int, metavar="N",
+            help="each transfer size is N times the previous (default 2; quick 4)"),
+        common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256)",
+                  field="qd"),
+        _measure_seconds("atto", "seconds per transfer size and direction (default 2; "
+                         "quick 0.5)"),
+        opt("--no-direct", group="atto", config=Kind.BOOL, action="store_true",
+            help="buffered I/O (through the page cache) instead of direct I/O"),
+    ),
+)
+
+IOMETER = _spec(
+    "iometer",
+    help="IOmeter-like access specs: 1 worker, 32 outstanding I/O, IOPS per second",
+    description="IOmeter's access specifications through fio: the test region is written "
+    "with data first, then each spec runs --seconds with one worker at --qd outstanding "
+    "I/O, its IOPS logged every --log-interval ms (the per-second timeline). Sets: "
+    "default (4, 8, 64 KiB x random, sequential x read, write) and controller (256 KiB "
+    "sequential, 4 KiB random x read, write, 50/50; meant for a raw volume). Direct I/O. "
+    "docs/presets-block.md.",
+    size_help="test file (or device region) size, at least 16 MiB (default 1GiB; quick "
+    "16MiB)",
+    args_type=IometerArgs,
+    own=(
+        _set("iometer", "access specs: default or controller (default: default)"),
+        opt("--block-sizes", group="iometer", config=Kind.LIST, metavar="LIST",
+            help="run only the specs of these transfer sizes, KiB unless a unit is given, "
+            "e.g. 4,64 (default: every spec of the set)"),
+        opt("--seconds", group="iometer", config=Kind.FLOAT, type=float, metavar="S",
+            help="seconds per access spec (default 30; quick 1)"),
+        common.qd("iometer", "outstanding I/O of the worker (default 32)", field="qd"),
+        opt("--log-interval", group="iometer", config=Kind.INT, field="log_interval_ms",
+            type=int, metavar="MS", help="timeline resolution in ms (default 1000: "
+            "IOmeter's per-second results; quick 250)"),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- what the plan says
+
+LOG_PLACEHOLDER = "LOGDIR/iops"
+#: settings that are the preset's definitions (lists of tables), not options
+DEFINITIONS = ("tests", "specs")
+
+#: (cell, what it measures, the IOPS log's prefix or None, whether it writes) -> the
+#: text of its fio job file
+JobText = Callable[[CellSpec, str, str | None, bool], str]
+
+
+def measure_job(plan: PresetPlan, m: Measurement, log_prefix: str | None,
+                job: JobText) -> str:
+    """The job file of one measurement (its IOPS logged to ``log_prefix`` if it logs)."""
+    what = f"{m.group} {m.mode}" + (f" pass {m.pass_no}" if m.pass_no > 1 or
+                                    plan.settings.get("passes", 1) != 1 else "")
+    return job(m.cell, what, log_prefix if m.log_iops else None, m.cell.mix.read_pct < 100)
+
+
+def describe(plan: PresetPlan, path: str, job: JobText) -> list[str]:
+    """``--dry-run`` of the test file at ``path``: the settings, the prefill and every
+    measurement with its job file."""
+    io = "direct I/O" if plan.direct else "buffered I/O (sync and drop caches before reads)"
+    lines = [
+        f"test file {format_bytes(plan.size_bytes)} at {path}, {io}, ioengine {plan.ioengine}",
+        "settings: " + ", ".join(f"{k} {v}" for k, v in plan.settings.items()
+                                 if not isinstance(v, list)),
+        f"{len(plan.measurements)} measurements, about "
+        f"{format_duration(plan.measured_seconds)} of I/O and idle time",
+        f"-- prefill: the test file is written once with data "
+        f"({format_bytes(plan.prefill_block_bytes)} sequential writes):",
+        job(plan.prefill_cell(), "prefill", None, True).rstrip(),
+    ]
+    for n, m in enumerate(plan.measurements, 1):
+        extra = []
+        if m.idle_before_s:
+            extra.append(f"after {m.idle_before_s:g} s idle")
+        if m.drop_caches_before:
+            extra.append("after sync and drop_caches")
+        lines.append(f"-- measurement {n}: {m.group} {m.mode}"
+                     f"{' pass ' + str(m.pass_no) if m.pass_no > 1 else ''}"
+                     f"{' (' + ', '.join(extra) + ')' if extra else ''}:")
+        lines.append(measure_job(plan, m, LOG_PLACEHOLDER, job).rstrip())
+    return lines
+
+
+def plan_dict(plan: PresetPlan, directory: dict[str, object] | None) -> dict[str, Any]:
+    """The run's stored plan (``directory``: the --dir target's description)."""
+    return {
+        "suite": plan.preset,
+        **plan.identity,
+        "profile": plan.profile,
+        "options": {**{k: v for k, v in plan.settings.items() if k not in DEFINITIONS},
+                    "direct": plan.direct, "ioengine": plan.ioengine, "quick": plan.quick},
+        "definitions": {k: v for k, v in plan.settings.items() if k in DEFINITIONS},
+        "tests": [plan.preset],
+        "prefill": f"{format_bytes(plan.size_bytes)} written sequentially in "
+                   f"{format_bytes(plan.prefill_block_bytes)} blocks before measuring",
+        "data_pattern": "fio default (random buffers)",
+        "directory": directory,
+    }
+
+
+def test_params(plan: PresetPlan, file_path: str, target_kind: str) -> dict[str, Any]:
+    """The test's stored parameters."""
+    return {
+        "title": plan.title,
+        **plan.identity,
+        "profile": plan.profile,
+        "quick": plan.quick,
+        "settings": plan.settings,
+        "direct": plan.direct,
+        "ioengine": plan.ioengine,
+        "test_file": file_path,
+        "target_kind": target_kind,
+        "size_bytes": plan.size_bytes,
+        "measurements": len(plan.measurements),
+    }

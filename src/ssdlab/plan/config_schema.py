@@ -95,21 +95,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         "time-scale": Kind.INT, "qd": Kind.INT, "log-interval": Kind.INT,
         "max-seconds": Kind.FLOAT, "ioengine": Kind.TEXT,
     },
-    "cdm": {
-        **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "set": Kind.TEXT, "modes": Kind.LIST,
-        "mix-read-pct": Kind.INT, "passes": Kind.INT, "measure-seconds": Kind.FLOAT,
-        "interval-seconds": Kind.FLOAT, "ioengine": Kind.TEXT,
-    },
-    "atto": {
-        **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "min-size": Kind.SIZE,
-        "max-size": Kind.SIZE, "factor": Kind.INT, "qd": Kind.INT,
-        "measure-seconds": Kind.FLOAT, "no-direct": Kind.BOOL, "ioengine": Kind.TEXT,
-    },
-    "iometer": {
-        **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "set": Kind.TEXT,
-        "block-sizes": Kind.LIST, "seconds": Kind.FLOAT, "qd": Kind.INT,
-        "log-interval": Kind.INT, "ioengine": Kind.TEXT,
-    },
     "verify": {
         **_SHARED, "block-size": Kind.SIZE, "pattern": Kind.TEXT, "checksum": Kind.TEXT,
         "interval": Kind.SIZE, "qd": Kind.INT, "active-range": Kind.FLOAT,

@@ -3,19 +3,26 @@ CrystalDiskMark four-row table, ATTO's horizontal bars per transfer size, IOmete
 results per access specification with the per-second IOPS timeline.
 
 Each page names the preset and its version and shows the settings it ran with. Reads
-only the stored test (its summary rows and the per-measurement cells of its rounds).
+only the stored test (its result, :class:`~ssdlab.plan.block_presets.PresetResult`, and
+the per-measurement cells of its rounds). Also the three suites' ``ssdlab show`` lines,
+their overlay in a comparison and what ``ssdlab run`` prints at the end (:data:`PAGES`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import num, quick_note, run_line, see_line, text_table
 from ssdlab.store.records import RunData, TestData
 
 READ_COLOUR = "#009E73"
@@ -23,15 +30,8 @@ WRITE_COLOUR = "#D55E00"
 MODE_NAMES = {"read": "Read", "write": "Write", "mix": "Mix"}
 
 
-def _num(value: object, digits: int = 1) -> str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def _rows(test: TestData) -> list[dict[str, Any]]:
-    rows = test.result.get("rows") if isinstance(test.result, dict) else None
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+def _rows(test: TestData) -> list[RowRecord]:
+    return result_of(test, PresetResult).rows or []
 
 
 def _cells(test: TestData) -> list[dict[str, Any]]:
@@ -65,39 +65,48 @@ def preset_header(test: TestData) -> str:
     ]
     body = ""
     if test.status == "failed":
-        body += banner("failed", f"FAILED: {test.result.get('error', '')}")
+        body += banner("failed", f"FAILED: {result_of(test, PresetResult).error or ''}")
     return body + kv_table(pairs)
 
 
 # --------------------------------------------------------------------------- CrystalDiskMark
 
 
-def _by(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(str(r["group"]), str(r["mode"])): r for r in rows}
+def _by(rows: list[RowRecord]) -> dict[tuple[str, str], RowRecord]:
+    return {(r.group, r.mode): r for r in rows}
 
 
-def _groups(rows: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(str(r["group"]) for r in rows))
+def _groups(rows: list[RowRecord]) -> list[str]:
+    return list(dict.fromkeys(r.group for r in rows))
 
 
-def _modes(rows: list[dict[str, Any]]) -> list[str]:
-    present = {str(r["mode"]) for r in rows}
+def _modes(rows: list[RowRecord]) -> list[str]:
+    present = {r.mode for r in rows}
     return [m for m in ("read", "write", "mix") if m in present]
 
 
-def _cdm_cell(figures: dict[str, Any]) -> str:
-    return (f"<b>{_num(figures.get('mb_per_s'), 2)}</b><br>"
-            f"<span class=\"small\">{_num(figures.get('iops'), 0)} IOPS &middot; "
-            f"{_num(figures.get('lat_mean_us'))} us</span>")
+def _cdm_cell(figures: FiguresRecord) -> str:
+    return (f"<b>{num(figures.mb_per_s, 2)}</b><br>"
+            f"<span class=\"small\">{num(figures.iops, 0)} IOPS &middot; "
+            f"{num(figures.lat_mean_us, 1)} us</span>")
 
 
-def cdm_table(rows: list[dict[str, Any]], which: str, mix_pct: object) -> str:
+def _best(row: RowRecord) -> FiguresRecord:
+    return row.best
+
+
+def _mean(row: RowRecord) -> FiguresRecord:
+    return row.mean
+
+
+def cdm_table(rows: list[RowRecord], which: Callable[[RowRecord], FiguresRecord],
+              mix_pct: object) -> str:
     """The four-row table: a row per test, a column per mode; MB/s with IOPS and mean
     latency under it (``which``: the best pass or the mean of the passes)."""
     by, modes = _by(rows), _modes(rows)
     header = ["", *[f"{MODE_NAMES[m]}{f' (R{mix_pct})' if m == 'mix' else ''} MB/s"
                     for m in modes]]
-    body = [[f"<b>{esc(g)}</b>", *[_cdm_cell(by[(g, m)][which]) if (g, m) in by else "-"
+    body = [[f"<b>{esc(g)}</b>", *[_cdm_cell(which(by[(g, m)])) if (g, m) in by else "-"
                                    for m in modes]] for g in _groups(rows)]
     return table(header, body, cls="cdm")
 
@@ -111,10 +120,11 @@ def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     body = preset_header(test)
     if rows:
         body += (f"<h3>Best of {esc(passes)} pass(es), as CrystalDiskMark shows it</h3>"
-                 + cdm_table(rows, "best", mix)
-                 + f"<h3>Mean of {esc(passes)} pass(es)</h3>" + cdm_table(rows, "mean", mix))
+                 + cdm_table(rows, _best, mix)
+                 + f"<h3>Mean of {esc(passes)} pass(es)</h3>" + cdm_table(rows, _mean, mix))
+        by = _by(rows)
         series = [ch.Series(MODE_NAMES[m], tuple(range(len(_groups(rows)))),
-                            tuple(_by(rows).get((g, m), {}).get("best", {}).get("mb_per_s")
+                            tuple(by[(g, m)].best.mb_per_s if (g, m) in by else None
                                   for g in _groups(rows)), colour_index=i)
                   for i, m in enumerate(_modes(rows))]
         body += charts(ch.bar_chart(f"{anchor}-bars", "Best pass per test",
@@ -122,9 +132,9 @@ def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
                                     y_label="MB/s", y_unit="MB/s"))
         body += "<h3>Every pass</h3>" + table(
             ("test", "mode", "passes", "MB/s per pass", "best pass"),
-            [[esc(r["group"]), esc(r["mode"]), esc(r["passes"]),
-              esc(", ".join(_num(v, 2) for v in r.get("per_pass_mb_per_s") or [])),
-              esc(r["best"].get("pass"))] for r in rows])
+            [[esc(r.group), esc(r.mode), esc(r.passes),
+              esc(", ".join(num(v, 2) for v in r.per_pass_mb_per_s)),
+              esc(r.best.pass_no)] for r in rows])
         body += note("MB/s = 10^6 bytes per second; latency = mean completion latency. "
                      "The test file is written with data before the first read, as "
                      "CrystalDiskMark does.")
@@ -188,27 +198,41 @@ def atto_bars(chart_id: str, labels: list[str], write: list[float | None],
     return "".join(out)
 
 
+def _mb_per_s(f: FiguresRecord) -> float | None:
+    return f.mb_per_s
+
+
+def _iops(f: FiguresRecord) -> float | None:
+    return f.iops
+
+
+def _lat(f: FiguresRecord) -> float | None:
+    return f.lat_mean_us
+
+
 def atto_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     rows = _rows(test)
     by = _by(rows)
     labels = _groups(rows)
 
-    def get(label: str, mode: str, metric: str) -> float | None:
-        value = by.get((label, mode), {}).get("best", {}).get(metric)
-        return float(value) if isinstance(value, int | float) else None
+    def get(label: str, mode: str, metric: Callable[[FiguresRecord], float | None]
+            ) -> float | None:
+        row = by.get((label, mode))
+        value = metric(row.best) if row is not None else None
+        return float(value) if value is not None else None
 
     body = preset_header(test)
     if rows:
         body += charts(atto_bars(f"{anchor}-atto", labels,
-                                 [get(g, "write", "mb_per_s") for g in labels],
-                                 [get(g, "read", "mb_per_s") for g in labels]))
+                                 [get(g, "write", _mb_per_s) for g in labels],
+                                 [get(g, "read", _mb_per_s) for g in labels]))
         body += table(("transfer size", "write MB/s", "read MB/s", "write IOPS", "read IOPS",
                        "write lat us", "read lat us"),
-                      [[esc(g), _num(get(g, "write", "mb_per_s"), 2),
-                        _num(get(g, "read", "mb_per_s"), 2),
-                        _num(get(g, "write", "iops"), 0), _num(get(g, "read", "iops"), 0),
-                        _num(get(g, "write", "lat_mean_us")),
-                        _num(get(g, "read", "lat_mean_us"))] for g in labels])
+                      [[esc(g), num(get(g, "write", _mb_per_s), 2),
+                        num(get(g, "read", _mb_per_s), 2),
+                        num(get(g, "write", _iops), 0), num(get(g, "read", _iops), 0),
+                        num(get(g, "write", _lat), 1),
+                        num(get(g, "read", _lat), 1)] for g in labels])
         dropped = [c for c in _cells(test) if "caches_dropped" in c]
         if dropped:
             ok = all(c.get("caches_dropped") for c in dropped)
@@ -241,10 +265,10 @@ def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
             rates = [r for _, r in points]
             span = f"{min(rates):,.0f} - {max(rates):,.0f}" if rates else "-"
             bw = c.get("bw_bytes_per_s")
-            rows.append([esc(c.get("group")), _num(c.get("iops"), 0),
-                         _num(bw / 1e6 if isinstance(bw, int | float) else None, 2),
-                         _num(c.get("lat_mean_us")), _num(c.get("lat_p99_us")),
-                         _num(c.get("lat_max_us")), esc(span), esc(len(points))])
+            rows.append([esc(c.get("group")), num(c.get("iops"), 0),
+                         num(bw / 1e6 if isinstance(bw, int | float) else None, 2),
+                         num(c.get("lat_mean_us"), 1), num(c.get("lat_p99_us"), 1),
+                         num(c.get("lat_max_us"), 1), esc(span), esc(len(points))])
         body += table(("access spec", "IOPS", "MB/s", "mean lat us", "p99 lat us",
                        "max lat us", "IOPS per interval (min - max)", "points"), rows)
         series = []
@@ -268,7 +292,7 @@ def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 # --------------------------------------------------------------------------- comparisons
 
 
-def _preset_tests(runs: list[RunData], labels: list[str],
+def _preset_tests(runs: Sequence[RunData], labels: Sequence[str],
                   preset: str) -> list[tuple[int, str, TestData]]:
     return [(i, labels[i], t) for i, run in enumerate(runs) for t in run.tests
             if t.name == preset and _rows(t)]
@@ -291,15 +315,16 @@ def _versions_note(found: list[tuple[int, str, TestData]]) -> str:
                       f"{label}: {key(t)}" for _, label, t in found))
 
 
+def _category(r: RowRecord) -> str:
+    return f"{r.group} {r.mode}" if r.mode not in r.group.lower() else r.group
+
+
 def _metric_bars(chart_id: str, title: str, found: list[tuple[int, str, TestData]],
-                 metric: str, unit: str) -> str:
-    cats = list(dict.fromkeys(f"{r['group']} {r['mode']}" if r["mode"] not in
-                              str(r["group"]).lower() else str(r["group"])
-                              for _, _, t in found for r in _rows(t)))
+                 metric: Callable[[BestRecord], float | None], unit: str) -> str:
+    cats = list(dict.fromkeys(_category(r) for _, _, t in found for r in _rows(t)))
     series = []
     for i, label, t in found:
-        values = {(f"{r['group']} {r['mode']}" if r["mode"] not in str(r["group"]).lower()
-                   else str(r["group"])): r["best"].get(metric) for r in _rows(t)}
+        values = {_category(r): metric(r.best) for r in _rows(t)}
         series.append(ch.Series(label, tuple(range(len(cats))),
                                 tuple(values.get(c) for c in cats), colour_index=i))
     return charts(ch.bar_chart(chart_id, title, cats, series, x_label="test",
@@ -310,11 +335,10 @@ def _metric_bars(chart_id: str, title: str, found: list[tuple[int, str, TestData
 def _atto_lines(found: list[tuple[int, str, TestData]]) -> str:
     out = ""
     for mode in ("write", "read"):
-        cats = list(dict.fromkeys(str(r["group"]) for _, _, t in found for r in _rows(t)))
+        cats = list(dict.fromkeys(r.group for _, _, t in found for r in _rows(t)))
         series = []
         for i, label, t in found:
-            values = {str(r["group"]): r["best"].get("mb_per_s") for r in _rows(t)
-                      if r["mode"] == mode}
+            values = {r.group: r.best.mb_per_s for r in _rows(t) if r.mode == mode}
             series.append(ch.Series(label, tuple(range(len(cats))),
                                     tuple(values.get(c) for c in cats), colour_index=i))
         out += ch.line_chart(f"cmp-atto-{mode}", f"ATTO-like {mode} MB/s per transfer size",
@@ -323,7 +347,7 @@ def _atto_lines(found: list[tuple[int, str, TestData]]) -> str:
     return charts(out)
 
 
-def block_presets_overlay(runs: list[RunData], labels: list[str]) -> str:
+def block_presets_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
     """CrystalDiskMark-, ATTO- and IOmeter-like results of several runs on one chart each
     ("" where fewer than two runs have the preset)."""
     body = ""
@@ -331,13 +355,53 @@ def block_presets_overlay(runs: list[RunData], labels: list[str]) -> str:
     if len(cdm) >= 2:
         body += ("<h3>CrystalDiskMark-like</h3>" + _versions_note(cdm)
                  + _metric_bars("cmp-cdm", "best pass MB/s per test and mode", cdm,
-                                "mb_per_s", "MB/s"))
+                                _mb_per_s, "MB/s"))
     atto = _preset_tests(runs, labels, "atto")
     if len(atto) >= 2:
         body += "<h3>ATTO-like</h3>" + _versions_note(atto) + _atto_lines(atto)
     iometer = _preset_tests(runs, labels, "iometer")
     if len(iometer) >= 2:
         body += ("<h3>IOmeter-like</h3>" + _versions_note(iometer)
-                 + _metric_bars("cmp-iometer", "IOPS per access spec", iometer, "iops",
+                 + _metric_bars("cmp-iometer", "IOPS per access spec", iometer, _iops,
                                 "IOPS"))
     return body
+
+
+# --------------------------------------------------------------------------- ssdlab show, run
+
+
+def show_lines(run: RunData, test: TestData) -> list[str]:
+    """The preset, its verdict and its results table (MB/s = 10^6 bytes/s)."""
+    p, result = test.params, result_of(test, PresetResult)
+    lines = [f"  preset {p.get('preset')} v{p.get('preset_version', '?')}",
+             f"  verdict: {result.message or result.error or test.status}"]
+    rows = result.rows or []
+    if not rows:
+        return lines
+    body = [[r.group, r.mode, num(r.best.mb_per_s, 1), num(r.mean.mb_per_s, 1),
+             num(r.best.iops), num(r.best.lat_mean_us, 1), str(r.passes)] for r in rows]
+    return [*lines,
+            "  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
+            *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
+                     "best mean lat us", "passes"], body)]
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    """The run's line (with the preset and its version), the result's message."""
+    test = run.tests[0] if run.tests else None
+    result = result_of(test, PresetResult) if test is not None else PresetResult()
+    p = run.plan
+    preset = f"; {p.get('preset_title')} preset {p.get('preset')} v{p.get('preset_version')}"
+    lines = [run_line(run, store_path, quick_note(run, "") + preset),
+             *([f"  {result.message}"] if result.message else []), see_line(run)]
+    failed = test is None or test.status == "failed"
+    return Outcome(tuple(lines), f"the {run.suite} preset failed: {result.error} "
+                   f"(see `ssdlab show {run.run_id}`)" if failed else None)
+
+
+PAGES = SuitePages(
+    pages={"cdm": cdm_pages, "atto": atto_pages, "iometer": iometer_pages},
+    show={"cdm": show_lines, "atto": show_lines, "iometer": show_lines},
+    outcome=outcome,
+    overlay=block_presets_overlay,
+)

@@ -7,7 +7,6 @@ with that function; this module fills the table (``build`` imports it).
 from __future__ import annotations
 
 from ssdlab.report import (
-    block_preset_pages,
     curves_pages,
     op_sweep_pages,
     verify_pages,
@@ -19,8 +18,5 @@ SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
 SUITE_PAGES["verify"] = verify_pages.verify_pages
 SUITE_PAGES["curves"] = curves_pages.curves_pages
 SUITE_PAGES["replay"] = curves_pages.replay_pages
-SUITE_PAGES["cdm"] = block_preset_pages.cdm_pages
-SUITE_PAGES["atto"] = block_preset_pages.atto_pages
-SUITE_PAGES["iometer"] = block_preset_pages.iometer_pages
 
 __all__ = ["SUITE_PAGES"]

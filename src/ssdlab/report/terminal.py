@@ -185,15 +185,6 @@ def _mb(bw_bytes_per_s: Any) -> str:
 def preset_lines(test: TestData) -> list[str]:
     """The result tables of the review presets (MB/s = 10^6 bytes/s)."""
     r = test.result if isinstance(test.result, dict) else {}
-    rows = [x for x in r.get("rows", []) if isinstance(x, dict) and "best" in x]
-    if rows:  # cdm, atto, iometer: best and mean of the passes
-        body = [[str(x.get("group")), str(x.get("mode")), num(x["best"].get("mb_per_s"), 1),
-                 num(x.get("mean", {}).get("mb_per_s"), 1), num(x["best"].get("iops")),
-                 num(x["best"].get("lat_mean_us"), 1), str(x.get("passes", "-"))]
-                for x in rows]
-        return ["  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
-                *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
-                         "best mean lat us", "passes"], body)]
     lines: list[str] = []
     for w in (x for x in r.get("workloads", []) if isinstance(x, dict)):  # curves
         body = [[("max rate" if pt.get("kind") == "max" else f"{num(pt.get('fraction_pct'))} %"

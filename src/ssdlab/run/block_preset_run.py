@@ -1,5 +1,6 @@
 """Run a block-level review preset (``cdm``, ``atto``, ``iometer``) on a block device, an
-ssdlab test file (``--target``) or a test file in a directory (``--dir``).
+ssdlab test file (``--target``) or a test file in a directory (``--dir``): the runner of
+the three suites (the prepared plan says which preset).
 
 The flow: every check before any I/O (:func:`prepare_preset`), then one run: the test
 file (or the device region from offset 0) is written once with data (CrystalDiskMark
@@ -26,44 +27,44 @@ from ssdlab import __version__
 from ssdlab.analysis.block_presets import summarise, timeline_total
 from ssdlab.engine.fiolog import FioLogError, fio_log_path, merge_rate_logs, read_log
 from ssdlab.engine.jobfile import render
-from ssdlab.engine.runner import Executor, FioRun
+from ssdlab.engine.runner import Executor
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.block_presets import Measurement, PresetPlan
+from ssdlab.plan import block_presets as bp
+from ssdlab.plan.block_presets import (
+    Measurement,
+    PresetArgs,
+    PresetPlan,
+    PresetResult,
+    RowRecord,
+)
 from ssdlab.plan.specs import CellSpec, FioJob
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
-from ssdlab.run.prepare import prepare_target
+from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import FioSetup, RunSession, TestFailed, fio_record, timeout_for
+from ssdlab.run.session import (
+    PreparedSuite,
+    Runner,
+    SessionRun,
+    TestFailed,
+    fio_record,
+    timeout_for,
+)
 from ssdlab.store.db import Store
-from ssdlab.targets.filetarget import create_file_target
-from ssdlab.targets.identity import TargetInfo, check_fio_version, fio_version, host_info
-from ssdlab.targets.safety import DestroyData
+from ssdlab.store.records import RunData
+from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 
 #: free space kept beyond the test file in a --dir target
 DIR_MARGIN_BYTES = 16 * 1024 * 1024
-LOG_PLACEHOLDER = "LOGDIR/iops"
-#: settings that are the preset's definitions (lists of tables), not options
-DEFINITIONS = ("tests", "specs")
-
-#: (logical sector size, size of an existing test file) -> plan; the file's size is the
-#: test size when --size is not given
-PlanBuilder = Callable[[int, int | None], PresetPlan]
 
 
 @dataclass(frozen=True)
-class PreparedPreset:
-    plan: PresetPlan
-    info: TargetInfo  # the device, the file, or the directory (kind "directory")
-    create_file: bool
-    dir_info: DirInfo | None
-    host: dict[str, object]
-    versions: dict[str, str]
+class PreparedPreset(PreparedSuite[PresetPlan]):
+    """The target (the device, the file, or the directory: kind "directory") and the
+    preset's plan; ``dir_info`` for a --dir target."""
 
-    @property
-    def file_name(self) -> str:
-        return f"{self.plan.preset}-test.dat"
+    dir_info: DirInfo | None = None
 
 
 def _is_block(path: str) -> bool:
@@ -71,8 +72,7 @@ def _is_block(path: str) -> bool:
 
 
 def _dir_target(directory: str, plan: PresetPlan, fio: str) -> PreparedPreset:
-    version = fio_version(fio)
-    check_fio_version(version)
+    versions = checked_versions(fio)
     d = describe_dir(directory)
     needed = plan.size_bytes + DIR_MARGIN_BYTES
     if needed > d.free_bytes:
@@ -85,35 +85,35 @@ def _dir_target(directory: str, plan: PresetPlan, fio: str) -> PreparedPreset:
         physical_sector_bytes=512, rotational=None, numa_node=None, scheduler=None,
         discard_max_bytes=None, details=d.to_dict(),
     )
-    return PreparedPreset(plan, info, False, d, host_info(), {"ssdlab": __version__,
-                                                              "fio": version})
+    return PreparedPreset(PreparedTarget(info, False, host_info(), versions), plan, d)
 
 
-def prepare_preset(target: str | None, directory: str | None, destroy_data: DestroyData,
-                   fio: str, build: PlanBuilder) -> PreparedPreset:
+def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     """Validate the plan and the target; UserError (one line) before any I/O."""
+    target, directory = request.target, request.dir
     if (target is None) == (directory is None):
         raise UserError("give either --target (a block device or an ssdlab test file) or "
                         "--dir (a directory for the test file), not both or neither")
     if directory is not None:
-        plan = build(512, None)
-        if destroy_data is not False:
+        plan = args.plan()
+        if request.destroy_data is not False:
             raise UserError("--destroy-data is for block devices; --dir writes only its own "
                             "test file in a subdirectory it removes afterwards")
-        return _dir_target(directory, plan, fio)
+        return _dir_target(directory, plan, request.fio)
     assert target is not None
     path = os.path.abspath(target)
     block = _is_block(path)
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
-    plan = build(512, existing)
-    base = prepare_target(target, None if block else plan.size_bytes, destroy_data, fio)
+    plan = args.plan(512, existing)
+    base = prepare_target(target, None if block else plan.size_bytes, request.destroy_data,
+                          request.fio)
     info = base.info
     if info.logical_sector_bytes != 512:
-        plan = build(info.logical_sector_bytes, existing)
+        plan = args.plan(info.logical_sector_bytes, existing)
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")
-    return PreparedPreset(plan, info, base.create_file, None, base.host, base.versions)
+    return PreparedPreset(base, plan)
 
 
 # --------------------------------------------------------------------------- job files
@@ -121,7 +121,7 @@ def prepare_preset(target: str | None, directory: str | None, destroy_data: Dest
 
 def job_text(p: PreparedPreset, path: str, cell: CellSpec, what: str,
              log_prefix: str | None = None, *, writes: bool = True) -> str:
-    plan = p.plan
+    plan = p.options
     extra: list[tuple[str, str]] = []
     if not plan.direct and writes:
         extra.append(("end_fsync", "1"))  # buffered writes count until they are on the device
@@ -129,10 +129,16 @@ def job_text(p: PreparedPreset, path: str, cell: CellSpec, what: str,
         extra += [("write_iops_log", log_prefix), ("log_avg_msec", str(plan.log_interval_ms))]
     job = FioJob(path, (cell,), plan.ioengine, direct=plan.direct, json_plus=True,
                  extra_global=tuple(extra))
-    header = (f"ssdlab {p.versions.get('ssdlab', __version__)}: {plan.title} preset "
-              f"{plan.preset} v{plan.version}, {what}\n"
-              f"target {path} ({p.info.device_class}), profile {plan.profile}")
+    header = (f"ssdlab {p.target.versions.get('ssdlab', __version__)}: {plan.label}, {what}\n"
+              f"target {path} ({p.target.info.device_class}), profile {plan.profile}")
     return render(job, header)
+
+
+def jobs_of(p: PreparedPreset, path: str) -> bp.JobText:
+    """The job files of the test file at ``path`` (the plan's callback)."""
+    def job(cell: CellSpec, what: str, log_prefix: str | None, writes: bool) -> str:
+        return job_text(p, path, cell, what, log_prefix, writes=writes)
+    return job
 
 
 def entry_label(group: str, mode: str) -> str:
@@ -144,25 +150,18 @@ def label(m: Measurement) -> str:
     return entry_label(m.group, m.mode)
 
 
-def _measure_text(p: PreparedPreset, path: str, m: Measurement, log_prefix: str | None) -> str:
-    what = f"{m.group} {m.mode}" + (f" pass {m.pass_no}" if m.pass_no > 1 or
-                                     p.plan.settings.get("passes", 1) != 1 else "")
-    return job_text(p, path, m.cell, what, log_prefix if m.log_iops else None,
-                    writes=m.cell.mix.read_pct < 100)
-
-
 def file_path_placeholder(p: PreparedPreset) -> str:
     if p.dir_info is None:
-        return p.info.path
-    return os.path.join(p.dir_info.path, f"{WORK_PREFIX}XXXXXXXX", p.file_name)
+        return p.target.info.path
+    return os.path.join(p.dir_info.path, f"{WORK_PREFIX}XXXXXXXX", p.options.file_name)
 
 
 def describe(p: PreparedPreset) -> str:
     """``--dry-run``: the plan and every fio job file; nothing is touched."""
-    plan, info = p.plan, p.info
+    plan, info = p.options, p.target.info
     path = file_path_placeholder(p)
-    lines = [f"DRY RUN: nothing will be written. {plan.title} preset {plan.preset} "
-             f"v{plan.version}, profile {plan.profile}{' (QUICK)' if plan.quick else ''}"]
+    lines = [f"DRY RUN: nothing will be written. {plan.label}, "
+             f"profile {plan.profile}{' (QUICK)' if plan.quick else ''}"]
     if p.dir_info is not None:
         d = p.dir_info
         lines.append(f"directory {d.path} ({d.fs_type} on {d.source or '-'}"
@@ -171,63 +170,10 @@ def describe(p: PreparedPreset) -> str:
     else:
         lines.append(f"target {info.path} ({info.kind}, {info.device_class}, "
                      f"{format_bytes(info.capacity_bytes)})")
-        if p.create_file:
+        if p.target.create_file:
             lines.append(f"would create and fully allocate {info.path}")
-    io = "direct I/O" if plan.direct else "buffered I/O (sync and drop caches before reads)"
-    lines.append(f"test file {format_bytes(plan.size_bytes)} at {path}, {io}, "
-                 f"ioengine {plan.ioengine}")
-    lines.append("settings: " + ", ".join(f"{k} {v}" for k, v in plan.settings.items()
-                                          if not isinstance(v, list)))
-    lines.append(f"{len(plan.measurements)} measurements, about "
-                 f"{format_duration(plan.measured_seconds)} of I/O and idle time")
-    lines.append(f"-- prefill: the test file is written once with data "
-                 f"({format_bytes(plan.prefill_block_bytes)} sequential writes):")
-    lines.append(job_text(p, path, plan.prefill_cell(), "prefill").rstrip())
-    for n, m in enumerate(plan.measurements, 1):
-        extra = []
-        if m.idle_before_s:
-            extra.append(f"after {m.idle_before_s:g} s idle")
-        if m.drop_caches_before:
-            extra.append("after sync and drop_caches")
-        lines.append(f"-- measurement {n}: {m.group} {m.mode}"
-                     f"{' pass ' + str(m.pass_no) if m.pass_no > 1 else ''}"
-                     f"{' (' + ', '.join(extra) + ')' if extra else ''}:")
-        lines.append(_measure_text(p, path, m, LOG_PLACEHOLDER).rstrip())
+    lines += bp.describe(plan, path, jobs_of(p, path))
     return "\n".join(lines) + "\n"
-
-
-def plan_dict(p: PreparedPreset) -> dict[str, Any]:
-    plan = p.plan
-    return {
-        "suite": plan.preset,
-        **plan.identity,
-        "profile": plan.profile,
-        "options": {**{k: v for k, v in plan.settings.items() if k not in DEFINITIONS},
-                    "direct": plan.direct, "ioengine": plan.ioengine, "quick": plan.quick},
-        "definitions": {k: v for k, v in plan.settings.items() if k in DEFINITIONS},
-        "tests": [plan.preset],
-        "prefill": f"{format_bytes(plan.size_bytes)} written sequentially in "
-                   f"{format_bytes(plan.prefill_block_bytes)} blocks before measuring",
-        "data_pattern": "fio default (random buffers)",
-        "directory": p.dir_info.to_dict() if p.dir_info else None,
-    }
-
-
-def test_params(p: PreparedPreset, file_path: str) -> dict[str, Any]:
-    plan = p.plan
-    return {
-        "title": plan.title,
-        **plan.identity,
-        "profile": plan.profile,
-        "quick": plan.quick,
-        "settings": plan.settings,
-        "direct": plan.direct,
-        "ioengine": plan.ioengine,
-        "test_file": file_path,
-        "target_kind": p.info.kind,
-        "size_bytes": plan.size_bytes,
-        "measurements": len(plan.measurements),
-    }
 
 
 class PresetProgress(Progress):
@@ -240,36 +186,32 @@ class PresetProgress(Progress):
 # --------------------------------------------------------------------------- running
 
 
-class PresetRun:
-    """One preset on one target, journaled to ``store``."""
+class PresetRun(SessionRun[PreparedPreset]):
+    """One preset on one target, journaled to ``store``: one test (named as the preset);
+    on a --dir target, in a work directory removed afterwards."""
 
     def __init__(self, prepared: PreparedPreset, store: Store, executor: Executor,
                  progress: Progress, *, sleep: Callable[[float], None] = time.sleep,
                  drop: Callable[[], dict[str, object]] = drop_caches) -> None:
-        self.p = prepared
-        self.plan = prepared.plan
-        self.store = store
-        self.executor = executor
-        self.progress = progress
+        super().__init__(prepared, store, executor, progress)
+        self.plan = prepared.options
+        self.suite = self.plan.preset
         self.sleep = sleep
         self.drop = drop
-        self.session: RunSession | None = None
+        self.path = prepared.target.info.path  # the test file (in the work directory)
 
     @property
     def test(self) -> str:
         return self.plan.preset
 
     def execute(self, argv: list[str]) -> str:
-        if self.p.dir_info is not None:
-            with WorkDir(self.p.dir_info, self.plan.size_bytes) as work:
-                path = str(work.path / self.p.file_name)
-                run_id = self._execute(self.p.info, path, argv)
-                self._cleanup(work, run_id)
-                return run_id
-        info = self.p.info
-        if self.p.create_file:
-            info = create_file_target(info.path, info.capacity_bytes)
-        return self._execute(info, info.path, argv)
+        if self.p.dir_info is None:
+            return super().execute(argv)
+        with WorkDir(self.p.dir_info, self.plan.size_bytes) as work:
+            self.path = str(work.path / self.plan.file_name)
+            run_id = super().execute(argv)
+            self._cleanup(work, run_id)
+            return run_id
 
     def _cleanup(self, work: WorkDir, run_id: str) -> None:
         """Remove the work directory now (not only on exit) and record that it is gone."""
@@ -280,56 +222,50 @@ class PresetRun:
                              f"could not remove {work.path}",
                              {"path": str(work.path), "removed": gone})
 
-    def _execute(self, info: TargetInfo, path: str, argv: list[str]) -> str:
-        setup = FioSetup(path, self.plan.ioengine, self.p.versions["ssdlab"],
-                         info.device_class, self.plan.profile)
-        session = RunSession(info, self.store, self.executor, self.progress, setup)
-        self.session = session
-        session.open(suite=self.plan.preset, profile=self.plan.profile, quick=self.plan.quick,
-                     host=self.p.host, plan=plan_dict(self.p), versions=dict(self.p.versions),
-                     argv=argv)
-        failed: list[str] = []
-        params = test_params(self.p, path)
-        with session.running():
-            self.store.set_test(session.run_id, self.test, status="running", params=params,
-                                verdicts={}, result={})
-            try:
-                self._run(session, path, params)
-            except TestFailed as exc:
-                failed.append(self.test)
-                self.progress.line(f"{self.test}: FAILED: {exc}")
-                self.store.set_test(session.run_id, self.test, status="failed", params=params,
-                                    verdicts={}, result={"error": str(exc)})
-        session.finish(failed)
-        return session.run_id
+    def plan_dict(self) -> dict[str, Any]:
+        d = self.p.dir_info
+        return bp.plan_dict(self.plan, d.to_dict() if d is not None else None)
 
-    def _run(self, session: RunSession, path: str, params: dict[str, Any]) -> None:
-        self._prefill(session, path)
-        cells: list[dict[str, Any]] = []
-        for n, m in enumerate(self.plan.measurements, 1):
-            cells.append(self._measure(session, path, n, m))
-        rows = summarise(cells)
-        result: dict[str, Any] = {"rows": rows, "message": self._message(rows),
-                                  "prefilled_bytes": self.plan.size_bytes}
-        session.ground_truth(self.test, "measurements")
-        self.store.set_test(session.run_id, self.test, status="complete", params=params,
-                            verdicts={"primary": {"message": result["message"]}},
-                            result=result)
-        self.progress.line(f"{self.test}: {result['message']}")
+    def run_tests(self, previous: RunData | None) -> list[str]:
+        return self.one_test(self.test, self._run_test, check_target=False)
 
-    def _message(self, rows: list[dict[str, Any]]) -> str:
-        best = max(rows, key=lambda r: r["best"]["mb_per_s"] or 0.0)
+    def _run_test(self) -> None:
+        params = bp.test_params(self.plan, self.path, self.p.target.info.kind)
+        self._store_test("running", params, PresetResult())
+        try:
+            self._measure_all(params)
+        except TestFailed as exc:
+            self._store_test("failed", params, PresetResult(error=str(exc)))
+            raise
+
+    def _store_test(self, status: str, params: dict[str, Any], result: PresetResult) -> None:
+        verdicts = {"primary": {"message": result.message}} if result.message else {}
+        self.store.set_test(self.run_id, self.test, status=status, params=params,
+                            verdicts=verdicts, result=result.to_json())
+
+    def _measure_all(self, params: dict[str, Any]) -> None:
+        self._prefill()
+        cells = [self._measure(n, m) for n, m in enumerate(self.plan.measurements, 1)]
+        rows = [RowRecord.of(e) for e in summarise(cells)]
+        result = PresetResult(rows, self._message(rows), self.plan.size_bytes)
+        self.session.ground_truth(self.test, "measurements")
+        self._store_test("complete", params, result)
+        self.progress.line(f"{self.test}: {result.message}")
+
+    def _message(self, rows: list[RowRecord]) -> str:
+        best = max(rows, key=lambda r: r.best.mb_per_s or 0.0)
         return (f"preset {self.plan.preset} v{self.plan.version}: {len(rows)} results; "
-                f"highest {best['best']['mb_per_s']:,.1f} MB/s "
-                f"({entry_label(str(best['group']), str(best['mode']))})")
+                f"highest {best.best.mb_per_s:,.1f} MB/s "
+                f"({entry_label(best.group, best.mode)})")
 
-    def _prefill(self, session: RunSession, path: str) -> None:
+    def _prefill(self) -> None:
         cell = self.plan.prefill_cell()
         self.progress.phase("prefill")
-        run = self.executor.run(job_text(self.p, path, cell, "prefill"), timeout_for((cell,)),
-                                json_plus=False, on_tick=self.progress.tick)
+        run = self.executor.run(job_text(self.p, self.path, cell, "prefill"),
+                                timeout_for((cell,)), json_plus=False,
+                                on_tick=self.progress.tick)
         seconds = run.ended_at - run.started_at
-        self.store.add_step(session.run_id, self.test, "prefill", {
+        self.store.add_step(self.run_id, self.test, "prefill", {
             "io_bytes": cell.io_bytes, "block_bytes": cell.block_bytes, "ok": run.ok,
             "error": run.error, "seconds": seconds, "direct": self.plan.direct,
         }, fio_record(run, "prefill"))
@@ -338,27 +274,32 @@ class PresetRun:
         self.progress.line(f"{self.test}: test file written with data "
                            f"({format_bytes(cell.io_bytes or 0)} in {seconds:.1f} s)")
 
-    def _measure(self, session: RunSession, path: str, n: int, m: Measurement) -> dict[str, Any]:
-        run_id = session.run_id
+    def _before(self, m: Measurement) -> dict[str, object] | None:
+        """CrystalDiskMark's interval, or (buffered reads) sync and drop caches, recorded."""
         if m.idle_before_s > 0:
             self.progress.phase("interval")
             self.sleep(m.idle_before_s)
-        caches = None
-        if m.drop_caches_before:
-            caches = self.drop()
-            self.store.add_event(run_id, self.test, "drop-caches",
-                                 f"sync and drop caches before {m.group} {m.mode}: "
-                                 f"{'dropped' if caches.get('dropped') else 'NOT dropped'}",
-                                 caches)
+        if not m.drop_caches_before:
+            return None
+        caches = self.drop()
+        self.store.add_event(self.run_id, self.test, "drop-caches",
+                             f"sync and drop caches before {m.group} {m.mode}: "
+                             f"{'dropped' if caches.get('dropped') else 'NOT dropped'}",
+                             caches)
+        return caches
+
+    def _measure(self, n: int, m: Measurement) -> dict[str, Any]:
+        caches = self._before(m)
         logdir = Path(tempfile.mkdtemp(prefix="ssdlab-preset-")) if m.log_iops else None
         try:
             prefix = str(logdir / "iops") if logdir else None
             self.progress.phase(label(m))
-            run = self.executor.run(_measure_text(self.p, path, m, prefix),
+            run = self.executor.run(bp.measure_job(self.plan, m, prefix,
+                                                   jobs_of(self.p, self.path)),
                                     timeout_for((m.cell,)), json_plus=True,
                                     on_tick=self.progress.tick)
             if not run.ok or run.output is None or not run.output.jobs:
-                self.store.add_round(run_id, self.test, n, status="failed", tracking={},
+                self.store.add_round(self.run_id, self.test, n, status="failed", tracking={},
                                      cells=[], fio=fio_record(run, m.cell.name),
                                      started_at=run.started_at, ended_at=run.ended_at)
                 raise TestFailed(f"{label(m)}: {run.error}")
@@ -368,12 +309,12 @@ class PresetRun:
             if caches is not None:
                 cell["caches_dropped"] = bool(caches.get("dropped"))
             if prefix is not None:
-                cell["timeline"] = self._timeline(prefix, m, run)
+                cell["timeline"] = self._timeline(prefix, m)
         finally:
             if logdir is not None:
                 shutil.rmtree(logdir, ignore_errors=True)
         mb = (cell["bw_bytes_per_s"] or 0.0) / 1e6
-        self.store.add_round(run_id, self.test, n, status="ok", tracking={"MB/s": mb},
+        self.store.add_round(self.run_id, self.test, n, status="ok", tracking={"MB/s": mb},
                              cells=[cell], fio=fio_record(run, m.cell.name),
                              started_at=run.started_at, ended_at=run.ended_at)
         self.progress.line(f"{self.test} {label(m)}"
@@ -382,7 +323,7 @@ class PresetRun:
                            f"{cell['lat_mean_us'] or 0:,.1f} us")
         return cell
 
-    def _timeline(self, prefix: str, m: Measurement, run: FioRun) -> list[list[float]]:
+    def _timeline(self, prefix: str, m: Measurement) -> list[list[float]]:
         """Per-interval IOPS of the whole spec (all workers, both directions)."""
         interval = self.plan.log_interval_ms or 1000
         try:
@@ -401,3 +342,11 @@ class PresetRun:
             kept = [i for i in intervals if (i.end_ms - i.start_ms) * 2 >= interval]
             directions.append([(i.end_ms / 1000.0, i.rate) for i in kept])
         return timeline_total(directions)
+
+
+RUNNER = Runner(
+    prepare=prepare_preset,
+    describe=describe,
+    progress=lambda p: PresetProgress(quick=p.options.quick),
+    start=PresetRun,
+)

@@ -16,7 +16,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seconds
@@ -408,7 +408,9 @@ class SessionRun(Generic[PS]):
     return the names of the tests that failed. Resuming checks that the target is the same
     one and gives :meth:`run_tests` the stored run."""
 
-    suite: ClassVar[str]
+    #: the stored runs' suite: a class attribute, or set by ``__init__`` where one run
+    #: class serves several suites
+    suite: str
 
     def __init__(self, prepared: PS, store: Store, executor: Executor,
                  progress: Progress) -> None:
