@@ -89,10 +89,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         "host-bound-rise": Kind.FLOAT, "active-range": Kind.FLOAT, **_FIO,
         "no-precondition": Kind.BOOL,
     },
-    "op-sweep": {
-        **_SHARED, "profile": Kind.TEXT, "op": Kind.LIST, "round-seconds": Kind.FLOAT,
-        "max-rounds": Kind.INT, "rule": Kind.TEXT, **_LOAD, "min-gain": Kind.FLOAT, **_FIO,
-    },
     "saturation": {
         **_SHARED, "profile": Kind.TEXT, "round-seconds": Kind.FLOAT, "max-rounds": Kind.INT,
         "max-written": Kind.FLOAT, "max-hours": Kind.FLOAT, **_LOAD,

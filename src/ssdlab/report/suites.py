@@ -11,7 +11,6 @@ from ssdlab.report import (
     curves_pages,
     file_presets_pages,
     latency_iops_pages,
-    op_sweep_pages,
     saturation_pages,
     verify_pages,
 )
@@ -20,7 +19,6 @@ from ssdlab.report.run_pages import SUITE_PAGES
 SUITE_PAGES["wsat"] = saturation_pages.wsat_pages
 SUITE_PAGES["hir"] = saturation_pages.hir_pages
 SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
-SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
 
 SUITE_PAGES["verify"] = verify_pages.verify_pages
 SUITE_PAGES["curves"] = curves_pages.curves_pages
