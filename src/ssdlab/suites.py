@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan import op_sweep, slc_probe
+from ssdlab.plan import op_sweep, slc_probe, verify
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
 
@@ -64,6 +64,7 @@ class Suite:
 SUITES: tuple[Suite, ...] = (
     Suite(op_sweep.SPEC, "op_sweep_run", "op_sweep_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
+    Suite(verify.SPEC, "verify_run", "verify_pages"),
 )
 
 

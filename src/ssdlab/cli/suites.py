@@ -17,7 +17,6 @@ from ssdlab.cli import (
     latency_iops_cmd,
     replay_cmd,
     saturation_cmd,
-    verify_cmd,
 )
 
 #: one entry per line, sorted by suite name (several people add suites here)
@@ -32,5 +31,5 @@ MODULES: list[Any] = [
     replay_cmd,
     saturation_cmd,
     "slc-probe",
-    verify_cmd,
+    "verify",
 ]

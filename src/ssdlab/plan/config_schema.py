@@ -130,11 +130,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
                    "wait-seconds": Kind.FLOAT},
     "copy": {**_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "sets": Kind.LIST,
              "repetitions": Kind.INT},
-    "verify": {
-        **_SHARED, "block-size": Kind.SIZE, "pattern": Kind.TEXT, "checksum": Kind.TEXT,
-        "interval": Kind.SIZE, "qd": Kind.INT, "active-range": Kind.FLOAT,
-        "verify-only": Kind.BOOL, "ioengine": Kind.TEXT,
-    },
 }
 
 

@@ -12,15 +12,12 @@ from ssdlab.report import (
     file_presets_pages,
     latency_iops_pages,
     saturation_pages,
-    verify_pages,
 )
 from ssdlab.report.run_pages import SUITE_PAGES
 
 SUITE_PAGES["wsat"] = saturation_pages.wsat_pages
 SUITE_PAGES["hir"] = saturation_pages.hir_pages
 SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
-
-SUITE_PAGES["verify"] = verify_pages.verify_pages
 SUITE_PAGES["curves"] = curves_pages.curves_pages
 SUITE_PAGES["replay"] = curves_pages.replay_pages
 SUITE_PAGES["cdm"] = block_preset_pages.cdm_pages
