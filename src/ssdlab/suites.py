@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan import block_presets, file_presets, latency_iops, saturation, slc_probe
+from ssdlab.plan import (
+    block_presets,
+    file_presets,
+    latency_iops,
+    op_sweep,
+    saturation,
+    slc_probe,
+    verify,
+)
 from ssdlab.plan import options as pts
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
@@ -78,8 +86,10 @@ SUITES: tuple[Suite, ...] = (
     Suite(file_presets.COPY, "file_presets_run", "file_presets_pages"),
     Suite(block_presets.IOMETER, "block_preset_run", "block_preset_pages"),
     Suite(latency_iops.SPEC, "latency_iops_run", "latency_iops_pages"),
+    Suite(op_sweep.SPEC, "op_sweep_run", "op_sweep_pages"),
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
+    Suite(verify.SPEC, "verify_run", "verify_pages"),
     Suite(published.SPEC, None, "published_pages"),
 )
 

@@ -4,6 +4,7 @@ review's numbers, the ground-truth helpers, the runner against the fake fio, the
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,14 @@ from ssdlab.analysis.op_sweep import (
 from ssdlab.errors import UserError
 from ssdlab.plan.op_sweep import (
     OpSweepArgs,
+    OpSweepResult,
     build_options,
     build_plan,
     namespace_note,
     parse_ops,
 )
 from ssdlab.report.build import render
+from ssdlab.report.op_sweep_pages import PAGES
 from ssdlab.run.op_sweep_run import OpSweepRun, PreparedOpSweep, describe
 from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.progress import Progress
@@ -186,7 +189,7 @@ def prepared(tmp_path: Path, **kw: Any) -> PreparedOpSweep:
     target = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
                             {"ssdlab": "test", "fio": "3.33"})
     options = build_options(args, (2, 32))
-    return PreparedOpSweep(target, build_plan(options, GIB, 64 * MIB, "note"), args)
+    return PreparedOpSweep(target, options, build_plan(options, GIB, 64 * MIB, "note"), args)
 
 
 def execute(tmp_path: Path, fio: FakeFio, **kw: Any) -> tuple[Store, OpSweepRun, str]:
@@ -246,6 +249,30 @@ def test_a_failed_setting_is_recorded_and_the_others_go_on(tmp_path: Path) -> No
     assert "op-sweep (OP 20 %)" in run.message
     assert [(r.round_no, r.status) for r in test.rounds][5:8] == [(6, "ok"), (7, "failed"),
                                                                    (8, "ok")]
+
+
+def test_a_failed_setting_is_stored_as_it_always_was_and_fails_the_run(tmp_path: Path
+                                                                       ) -> None:
+    store, runner, _ = execute(tmp_path, FakeFio(iops_by_op, fail_rounds={7}))
+    run = store.load(runner.run_id)
+    test = run.test("op-sweep")
+    failed = test.result["settings"][1]
+    assert list(failed) == ["op_pct", "label", "usable_bytes", "usable_fraction",
+                            "actual_op_pct", "status", "steady", "iops", "iops_per_raw",
+                            "error", "emulator_wa"]
+    assert list(test.result["settings"][0])[-4:] == ["verdict", "message", "emulator_wa",
+                                                      "purge"]
+    assert list(test.result) == ["settings", "recommendation", "definition",
+                                 "ground_truth_order_agrees", "steady", "error"]
+    result = OpSweepResult.from_json(test.result)
+    assert [type(s).__name__ for s in result.settings] == ["MeasuredSetting", "FailedSetting",
+                                                           "MeasuredSetting"]
+    assert json.dumps(result.to_json()) == json.dumps(test.result)
+    outcome = PAGES.outcome(run, store.path)
+    assert outcome.failure == f"OP sweep: OP 20 % failed (see `ssdlab show {run.run_id}`)"
+    assert outcome.lines[1] == f"  {test.result['recommendation']['message']}"
+    page, _ = render([run])
+    assert "FAILED: round 2: fio exited with status 1" in page
 
 
 def test_ctrl_c_keeps_the_completed_rounds_and_settings(tmp_path: Path) -> None:

@@ -10,12 +10,10 @@ from typing import Any
 
 from ssdlab.cli import (
     curves_cmd,
-    op_sweep_cmd,
     replay_cmd,
-    verify_cmd,
 )
 
-#: one entry per line, sorted by suite name (several people add suites here)
+#: one entry per line, in the order --help lists them (several people add suites here)
 MODULES: list[Any] = [
     "pts",
     "atto",
@@ -27,9 +25,9 @@ MODULES: list[Any] = [
     "copy",
     "iometer",
     "latency-iops",
-    op_sweep_cmd,
+    "op-sweep",
     replay_cmd,
     "saturation",
     "slc-probe",
-    verify_cmd,
+    "verify",
 ]

@@ -73,17 +73,6 @@ _LOAD = {"threads": Kind.INT, "qd": Kind.INT}
 _FIO = {"purge": Kind.TEXT, "ioengine": Kind.TEXT}
 
 SCHEMAS: dict[str, dict[str, Kind]] = {
-    "pts": {
-        **_SHARED, "profile": Kind.TEXT, "variant": Kind.TEXT, "tests": Kind.LIST,
-        "rule": Kind.TEXT, "tracking": Kind.TEXT, "round-seconds": Kind.FLOAT,
-        "max-rounds": Kind.INT, **_LOAD, "active-range": Kind.FLOAT,
-        "block-sizes": Kind.LIST, "mixes": Kind.LIST, "latency-block-sizes": Kind.LIST,
-        "latency-mixes": Kind.LIST, **_FIO, "no-precondition": Kind.BOOL,
-    },
-    "op-sweep": {
-        **_SHARED, "profile": Kind.TEXT, "op": Kind.LIST, "round-seconds": Kind.FLOAT,
-        "max-rounds": Kind.INT, "rule": Kind.TEXT, **_LOAD, "min-gain": Kind.FLOAT, **_FIO,
-    },
     "curves": {
         **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "workload": Kind.LIST,
         "fractions": Kind.LIST, "with-120": Kind.BOOL, "seconds": Kind.FLOAT,
@@ -94,11 +83,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         **_SHARED, "dir": Kind.TEXT, "trace": Kind.TEXT, "no-stall": Kind.BOOL,
         "time-scale": Kind.INT, "qd": Kind.INT, "log-interval": Kind.INT,
         "max-seconds": Kind.FLOAT, "ioengine": Kind.TEXT,
-    },
-    "verify": {
-        **_SHARED, "block-size": Kind.SIZE, "pattern": Kind.TEXT, "checksum": Kind.TEXT,
-        "interval": Kind.SIZE, "qd": Kind.INT, "active-range": Kind.FLOAT,
-        "verify-only": Kind.BOOL, "ioengine": Kind.TEXT,
     },
 }
 

@@ -20,17 +20,24 @@ range, which gives the same spare to the drive once the rest is trimmed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from ssdlab.analysis.steady import RULES
+from ssdlab.analysis.steady import RULES, rule_by_name
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES
-from ssdlab.plan.pts import ActiveRange, TrackingVar, active_range, wipc_cell
+from ssdlab.plan.pts import ActiveRange, PtsTest, TrackingVar, active_range, wipc_cell
 from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.units import format_bytes, format_duration
 
-TEST = "op-sweep"
+SUITE = TEST = "op-sweep"
 BLOCK_BYTES = 4 * KIB
 DEFAULT_OPS = (0.0, 7.0, 14.0, 20.0, 28.0, 40.0, 50.0, 60.0)
 QUICK_OPS = (0.0, 20.0, 40.0)
@@ -42,6 +49,8 @@ PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize")
 TRACKING_NAME = "IOPS 4 KiB random write"
 #: NVMe Identify Controller, Optional Admin Command Support bit 3: namespace management
 OACS_NS_MANAGEMENT = 1 << 3
+DEFINITION = ("OP = share of the capacity left unused: the active range is the first "
+              "(100 - OP) % of the target; the rest is trimmed by the purge and never written")
 
 
 @dataclass(frozen=True)
@@ -251,3 +260,259 @@ def build_plan(
                 f"{format_bytes(capacity_bytes)} target: at most {max(largest, 0)} % OP)")
         settings.append(OpSetting(op, rng, capacity_bytes))
     return OpSweepPlan(options, capacity_bytes, tuple(settings), note)
+
+
+# -- the suite ----------------------------------------------------------------------------
+
+_G = "op sweep"
+OPTIONS = (
+    *common.device_target(),
+    common.profile(_G, tuple(PROFILES), "default: 60 s rounds, at most 25 per setting, OP "
+                   "0,7,14,20,28,40,50,60 %%; quick: 1 s rounds, at most 10, OP 0,20,40 %% "
+                   "(marked QUICK everywhere)"),
+    opt("--op", group=_G, config=Kind.LIST, field="ops", metavar="LIST",
+        help="OP settings in %% of the capacity left unused, comma list, 0 to "
+        f"{MAX_OP:g}, e.g. 0,20,40 or one value (default: profile)"),
+    opt("--round-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
+        help="seconds per round (default: profile; 60, quick 1)"),
+    opt("--max-rounds", group=_G, config=Kind.INT, type=int, metavar="N",
+        help="rounds per setting before giving up on steady state (default: profile; 25, "
+        "quick 10)"),
+    opt("--rule", group=_G, config=Kind.TEXT, default="snia", choices=sorted(RULES),
+        help="steady-state rule: snia (default; 5 rounds, excursion <= 20 %%, slope <= 10 "
+        "%%) or review (4 rounds, line within 90-110 %%)"),
+    common.threads(_G),
+    common.qd(_G, "queue depth per job (default per device class)"),
+    opt("--min-gain", group=_G, config=Kind.FLOAT, field="min_gain_pct", type=float,
+        default=MIN_GAIN_PCT, metavar="PCT", help="recommend a higher OP only if its IOPS "
+        "gain at least PCT %% per percentage point of capacity given up (default "
+        f"{MIN_GAIN_PCT:g})"),
+    common.purge(_G, "how the WHOLE target is purged before each setting (it must trim the "
+                 "unused part); auto: blkdiscard for devices, recreate for files (default)",
+                 choices=PURGE_METHODS),
+    common.ioengine(_G),
+)
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PurgeRecord(Record):
+    """How the whole target was purged before a setting (``PurgeOutcome.to_dict``)."""
+
+    method: str = ""
+    ok: bool = False
+    seconds: float = 0.0
+    command: list[str] | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class _Setting(Record):
+    """What every setting's result starts with: which setting, and how it ended."""
+
+    op_pct: float = 0.0
+    label: str = ""
+    usable_bytes: int = 0
+    usable_fraction: float = 0.0
+    actual_op_pct: float = 0.0
+    status: str = ""  # steady | not_steady | failed
+    steady: bool = False
+
+
+@dataclass(frozen=True)
+class MeasuredSetting(_Setting):
+    """A setting that ran to steady state or to its last round: the averages over its
+    measurement window (the last window when not steady)."""
+
+    rounds: list[int] = field(default_factory=list)  # the run's rounds of this setting
+    rounds_run: int = 0
+    window_rounds: list[int] = field(default_factory=list)  # rounds of the setting
+    iops: float | None = None
+    iops_per_raw: float | None = None  # IOPS x usable share
+    lat_mean_us: float | None = None
+    lat_p99_us: float | None = None
+    lat_p99_9_us: float | None = None
+    lat_max_us: float | None = None
+    bw_bytes_per_s: float | None = None
+    #: the steady-state verdict as analysis.steady.verdict_to_dict writes it
+    verdict: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    emulator_wa: float | None = None  # over the window, on the emulated SSD
+    purge: PurgeRecord | None = None
+
+
+@dataclass(frozen=True)
+class FailedSetting(_Setting):
+    """A setting in which fio failed: no IOPS."""
+
+    status: Literal["failed"] = "failed"
+    iops: float | None = None
+    iops_per_raw: float | None = None
+    error: str = ""
+    emulator_wa: float | None = None
+
+
+#: a failed setting is read as FailedSetting (its status says so), any other as measured
+SettingRecord = FailedSetting | MeasuredSetting
+
+
+@dataclass(frozen=True)
+class StepRecord(Record):
+    """One step of the recommendation rule (analysis.op_sweep.Step)."""
+
+    from_op: float
+    to_op: float
+    gain_pct: float
+    per_point_pct: float
+    accepted: bool
+
+
+@dataclass(frozen=True)
+class RecommendationRecord(Record):
+    op_pct: float | None = None
+    iops: float | None = None
+    min_gain_pct: float = MIN_GAIN_PCT
+    best_iops_per_raw_op_pct: float | None = None
+    message: str = ""
+    steps: list[StepRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SettingsSoFar(Record):
+    """The sweep's result while it runs: the settings done so far."""
+
+    settings: list[SettingRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class OpSweepResult(Record):
+    """The sweep's result: every setting, the recommendation, the ground-truth check.
+    While the sweep runs it holds only the settings done so far (:class:`SettingsSoFar`)."""
+
+    settings: list[SettingRecord] = field(default_factory=list)
+    recommendation: RecommendationRecord | None = None
+    definition: str = ""
+    ground_truth_order_agrees: bool | None = None
+    steady: bool = False
+    error: str | None = None  # "every OP setting failed"; stored as null otherwise
+
+
+SPEC = SuiteSpec(
+    name=SUITE,
+    help="over-provisioning sweep: steady 4 KiB random-write IOPS at 0-60 %% OP and a "
+    "recommendation (methodology 4)",
+    description="For each OP setting (the share of the capacity left unused): purge the "
+    "whole target, precondition the active range (the rest stays trimmed), then 4 KiB "
+    "random writes on it in rounds until steady state. Reports IOPS and IOPS x usable "
+    "share per setting and recommends the OP with the best IOPS for the capacity given "
+    "up. A single --op value runs one setting. docs/op-sweep.md.",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=OpSweepArgs,
+    results={TEST: OpSweepResult},
+)
+
+
+# -- what the plan says: dry run, progress, the stored plan, the test's parameters ----------
+
+#: (cells, what the job does) -> the job file's text
+JobText = Callable[[tuple[CellSpec, ...], str], str]
+
+
+def progress_tests(plan: OpSweepPlan) -> tuple[PtsTest, ...]:
+    """The settings as the progress display counts them (one "test" each)."""
+    return tuple(
+        PtsTest(
+            name=f"{TEST} {s.label}",
+            title=f"Over-provisioning sweep, {s.label}",
+            round_cells=(plan.round_cell(s),),
+            tracking_sets=(("op", (plan.tracking(s),)),),
+            primary_set="op",
+            wipc=plan.precondition_cell(s),
+            purge=True,
+            skipped=(),
+        )
+        for s in plan.settings
+    )
+
+
+def describe_sweep(plan: OpSweepPlan, file_target: bool, round_s: float) -> list[str]:
+    """``--dry-run``: what the sweep does with every setting (``round_s``: the expected
+    wall time of one round)."""
+    o = plan.options
+    purge = "recreate the file" if file_target else o.purge
+    rule = rule_by_name(o.rule)
+    return [
+        f"profile {o.profile}{' (QUICK)' if o.quick else ''}; {DEFINITION}",
+        f"namespaces: {plan.namespace_note}",
+        f"per setting: purge {purge} over the WHOLE target, precondition the active range "
+        f"(2x, 128 KiB sequential), then rounds of {o.round_seconds:g} s of 4 KiB random "
+        f"writes ({o.threads} threads x QD {o.iodepth}) on the active range until steady "
+        f"state ({o.rule} rule, {rule.window}-round window, at most {o.max_rounds} rounds); "
+        f"at least {format_duration(rule.window * round_s)} per setting plus preconditioning",
+        f"recommendation: the largest OP whose steady IOPS gain at least {o.min_gain_pct:g} % "
+        "per point of capacity given up over the previous choice (docs/op-sweep.md)",
+    ]
+
+
+def describe_settings(plan: OpSweepPlan, job_text: JobText) -> list[str]:
+    """``--dry-run``: each setting's active range and job files."""
+    lines: list[str] = []
+    for s in plan.settings:
+        lines += [
+            "",
+            f"== {s.label}: active range {format_bytes(s.range.size_bytes)} "
+            f"({s.usable_fraction * 100:.1f} % usable, {s.actual_op_pct:.1f} % unused)",
+            "-- preconditioning job file:",
+            job_text((plan.precondition_cell(s),),
+                     f"{TEST} {s.label} workload-independent preconditioning").rstrip(),
+            "-- job file of every round:",
+            job_text((plan.round_cell(s),), f"{TEST} {s.label} round N").rstrip(),
+        ]
+    return lines
+
+
+def plan_dict(plan: OpSweepPlan, args: OpSweepArgs) -> dict[str, Any]:
+    opts = dataclasses.asdict(plan.options)
+    opts["quick"] = plan.options.quick
+    return {
+        "suite": SUITE,
+        "args": dataclasses.asdict(args),
+        "options": opts,
+        "tests": [TEST],
+        "definition": DEFINITION,
+        "op_method": "active range",
+        "namespaces": plan.namespace_note,
+        "settings": [{"op_pct": s.op_pct, "usable_bytes": s.range.size_bytes,
+                      "actual_op_pct": s.actual_op_pct} for s in plan.settings],
+        "ioengine": plan.options.ioengine,
+        "direct": True,
+    }
+
+
+def test_params(plan: OpSweepPlan) -> dict[str, Any]:
+    o = plan.options
+    first = plan.round_cell(plan.settings[0])
+    return {
+        "title": "Over-provisioning sweep",
+        "rule": o.rule,
+        "window": rule_by_name(o.rule).window,
+        "max_rounds": o.max_rounds,
+        "tracking_set": TRACKING_NAME,
+        "tracking": {TRACKING_NAME: [{"name": TRACKING_NAME, "cell": "op_sweep_*",
+                                      "metric": "iops"}]},
+        "cell_seconds": o.round_seconds,
+        "round_seconds": o.round_seconds,
+        "cells": [{"cell": first.name, "block_bytes": first.block_bytes, "read_pct": 0,
+                   "pattern": str(first.pattern), "threads": first.threads,
+                   "iodepth": first.iodepth}],
+        "precondition": {"block_bytes": 128 * 1024, "factor": 2},
+        "purge": o.purge,
+        "ops": list(o.ops),
+        "min_gain_pct": o.min_gain_pct,
+        "definition": DEFINITION,
+        "capacity_bytes": plan.capacity_bytes,
+        "quick": o.quick,
+    }

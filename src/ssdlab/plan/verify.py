@@ -10,14 +10,24 @@ and checks data a previous ``verify`` run with the same settings wrote (no write
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
-from ssdlab.plan.units import parse_size
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.units import format_bytes, parse_size
 
+SUITE = TEST = "verify"
+#: failures listed in the result and the report (all are counted; fio's output has all)
+MAX_LISTED = 1000
 CHECKSUMS = ("crc32c", "crc64", "md5", "sha256", "sha512", "xxhash")
 PATTERNS = ("sequential", "random")
 
@@ -44,6 +54,10 @@ class VerifyOptions:
     active_range_pct: float
     verify_only: bool
     ioengine: str
+
+    @property
+    def profile(self) -> str:
+        return "default"
 
     @property
     def quick(self) -> bool:
@@ -83,9 +97,14 @@ def build_options(args: VerifyArgs, logical_sector: int) -> VerifyOptions:
                          args.verify_only, args.ioengine)
 
 
+def checked_bytes(opts: VerifyOptions, rng: ActiveRange) -> int:
+    """The bytes written and checked: the range in whole blocks."""
+    return rng.size_bytes - rng.size_bytes % opts.block_bytes
+
+
 def verify_cell(opts: VerifyOptions, rng: ActiveRange) -> CellSpec:
     """One thread writes the range once (and fio then reads it all back)."""
-    size = rng.size_bytes - rng.size_bytes % opts.block_bytes
+    size = checked_bytes(opts, rng)
     return CellSpec(
         name="verify",
         pattern=Pattern.RANDOM if opts.pattern == "random" else Pattern.SEQUENTIAL,
@@ -117,3 +136,107 @@ def verify_options(opts: VerifyOptions) -> tuple[tuple[str, str], ...]:
         extra.append(("verify_only", "1"))
     return tuple(extra)
 
+
+# -- the suite ----------------------------------------------------------------------------
+
+_G = "verify"
+OPTIONS = (
+    *common.device_target(),
+    opt("--block-size", group=_G, config=Kind.SIZE, default="128", metavar="SIZE",
+        help="write and read block size, KiB unless a unit is given (default 128)"),
+    opt("--pattern", group=_G, config=Kind.TEXT, default="sequential", choices=PATTERNS,
+        help="order of the writes (default sequential)"),
+    opt("--checksum", group=_G, config=Kind.TEXT, default="crc32c", choices=CHECKSUMS,
+        help="checksum fio stores and checks (default crc32c)"),
+    opt("--interval", group=_G, config=Kind.SIZE, default="4", metavar="SIZE",
+        help="bytes covered by each checksum, KiB unless a unit is given; the resolution of "
+        "a reported location (default 4)"),
+    common.qd(_G, "queue depth (default 16)", default=16),
+    common.active_range(_G, "checked"),
+    opt("--verify-only", group=_G, config=Kind.BOOL, action="store_true",
+        help="only read and check what an earlier verify run with the same options wrote "
+        "(no writes)"),
+    common.ioengine(_G, "fio ioengine"),
+)
+
+
+@dataclass(frozen=True)
+class CorruptRange(Record):
+    """Adjacent failing intervals merged: a byte range of the target."""
+
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class FailureRecord(Record):
+    """One interval fio reported (engine.verifylog.VerifyFailure)."""
+
+    offset: int
+    length: int
+    what: str  # "verify: bad magic header ac35, wanted acca", "crc32c: verify failed"
+    file: str
+
+
+@dataclass(frozen=True)
+class VerifyResult(Record):
+    """What was written, read back and checked, and every failure found (the first
+    :data:`MAX_LISTED` listed); ``message`` when fio ran through, ``error`` when not."""
+
+    OMIT_NONE = frozenset({"error", "message"})
+
+    failures: int = 0
+    corrupt_ranges: list[CorruptRange] = field(default_factory=list)
+    listed: list[FailureRecord] = field(default_factory=list)
+    written_bytes: int = 0
+    read_bytes: int = 0
+    checked_bytes: int = 0
+    error: str | None = None
+    message: str | None = None
+
+
+SPEC = SuiteSpec(
+    name=SUITE,
+    help="data integrity: write, read back and check every interval (fio verify)",
+    description="fio writes the active range with a checksum in every interval, reads it "
+    "all back and checks it; every interval that comes back wrong is reported with its byte "
+    "offset (silent corruption, misplaced or stale data). Exit status 1 when any corruption "
+    "was found. docs/verify.md.",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=VerifyArgs,
+    results={TEST: VerifyResult},
+)
+
+
+# -- what the plan says: dry run, the job, the stored plan, the test's parameters ----------
+
+#: (cells, what the job does, extra global options) -> the job file's text
+JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
+
+
+def job(opts: VerifyOptions, rng: ActiveRange, job_text: JobText) -> str:
+    """The one fio job: write and verify (or only verify)."""
+    what = "verify only" if opts.verify_only else "write and verify"
+    return job_text((verify_cell(opts, rng),), what, verify_options(opts))
+
+
+def describe(opts: VerifyOptions, rng: ActiveRange, path: str, job_text: JobText) -> str:
+    """``--dry-run``: what will be checked, and the job file."""
+    what = "Read and check" if opts.verify_only else "Write, read back and check"
+    return (
+        f"DRY RUN: nothing will be written. {what} {format_bytes(rng.size_bytes)} of {path} "
+        f"in {opts.pattern} {format_bytes(opts.block_bytes)} blocks, {opts.checksum} every "
+        f"{format_bytes(opts.interval_bytes)}\n{job(opts, rng, job_text)}"
+    )
+
+
+def plan_dict(opts: VerifyOptions, args: VerifyArgs, rng: ActiveRange) -> dict[str, Any]:
+    return {"suite": SUITE, "args": dataclasses.asdict(args),
+            "options": dataclasses.asdict(opts), "tests": [TEST],
+            "active_range": dataclasses.asdict(rng)}
+
+
+def test_params(opts: VerifyOptions, rng: ActiveRange) -> dict[str, Any]:
+    return {"title": "Data integrity", **dataclasses.asdict(opts),
+            "range": dataclasses.asdict(rng)}

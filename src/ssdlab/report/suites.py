@@ -6,16 +6,9 @@ with that function; this module fills the table (``build`` imports it).
 
 from __future__ import annotations
 
-from ssdlab.report import (
-    curves_pages,
-    op_sweep_pages,
-    verify_pages,
-)
+from ssdlab.report import curves_pages
 from ssdlab.report.run_pages import SUITE_PAGES
 
-SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
-
-SUITE_PAGES["verify"] = verify_pages.verify_pages
 SUITE_PAGES["curves"] = curves_pages.curves_pages
 SUITE_PAGES["replay"] = curves_pages.replay_pages
 

@@ -115,6 +115,12 @@ def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def metric(cell: Cell, key: str) -> float | None:
+    """A cell's metric as a float; None when the cell has none (no I/O, fio gave none)."""
+    value = cell.get(key)
+    return float(value) if _is_number(value) else None
+
+
 def tracking_value(cells: Sequence[Cell], cell_name: str, metric: str) -> float:
     for cell in cells:
         if cell["cell"] == cell_name:
