@@ -11,7 +11,8 @@ The JSON is the stored format, so the mapping is exact in both directions:
   declares them (the key order of the document), under its key (the field name, or
   ``key("pass")`` for a key that is not a Python name), except the fields named in
   ``OMIT_NONE`` while they are None (keys a document has only sometimes, such as
-  ``error``);
+  ``error``); ``Result.partial(error=...)`` writes only the fields it is given (a test
+  that failed before it had a result);
 * ``from_json`` checks every value against the field's type (nested records, lists,
   dicts, ``X | None``; numbers as stored: an int stays an int where a float is typed)
   and remembers the document's own keys and their order, and keys it does not know, so
@@ -81,6 +82,15 @@ class Record:
             f = by_key.get(k)
             out[k] = _encode(getattr(self, f.name)) if f is not None else self._unknown[k]
         return out
+
+    @classmethod
+    def partial(cls, **values: Any) -> Self:
+        """A record of only the fields given (the others at their defaults, not written):
+        the result of a test that failed before it had one, e.g. ``{"error": ...}``."""
+        record = cls(**values)
+        fields = _fields(cls)
+        object.__setattr__(record, "_layout", tuple(fields[name].key for name in values))
+        return record
 
     # -- reading ------------------------------------------------------------------------
     @classmethod

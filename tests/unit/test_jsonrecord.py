@@ -56,6 +56,12 @@ def test_a_read_record_writes_back_exactly_the_document_it_was_read_from() -> No
     assert list(replace(record, error=None).to_json()) == ["passes", "truth", "extra"]
 
 
+def test_a_partial_record_writes_only_what_it_was_given() -> None:
+    failed = Result.partial(error="fio failed")
+    assert failed.to_json() == {"error": "fio failed"} and failed.passes == []
+    assert Result.partial().to_json() == {}  # a running test
+
+
 def test_numbers_stay_as_stored() -> None:
     record = Cliff.from_json({"at_bytes": 3, "ratio": 0.25})
     assert record.to_json() == {"at_bytes": 3, "ratio": 0.25}

@@ -88,6 +88,7 @@ def test_failed_round_is_kept_and_the_run_goes_on(tmp_path: Path) -> None:
     assert iops.status == "failed"
     assert [(r.round_no, r.status) for r in iops.rounds] == [(1, "ok"), (2, "ok"), (3, "failed")]
     assert "io_u error" in iops.result["error"]
+    assert list(iops.result) == ["error"]  # as it was stored before the results were typed
     assert run.test("latency").status == "steady"
     assert run.status == "complete" and "iops" in run.message
 

@@ -319,6 +319,7 @@ def test_a_failed_write_fails_the_test_and_keeps_the_fio_record(tmp_path: Path) 
     run = store.load(runner.run_id)
     test = run.test("slc-probe")
     assert test.status == "failed" and "EIO" in test.result["error"]
+    assert list(test.result) == ["error"]  # as it was stored before the results were typed
     assert run.status == "complete" and "slc-probe" in run.message
     assert [s.kind for s in test.steps] == ["write"] and not test.rounds
 

@@ -230,7 +230,7 @@ class PtsRun(SessionRun[PreparedPts]):
     def _failed(self, test: PtsTest, params: dict[str, Any], exc: TestFailed) -> None:
         self.store.set_test(
             self.run_id, test.name, status="failed", params=params, verdicts={},
-            result=PtsResult(error=str(exc)).to_json(),
+            result=PtsResult.partial(error=str(exc)).to_json(),
         )
 
     def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:

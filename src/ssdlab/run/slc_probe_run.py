@@ -122,7 +122,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             self._probe(params)
         except TestFailed as exc:
             self.store.set_test(self.run_id, TEST, status="failed", params=params, verdicts={},
-                                result=SlcProbeResult(error=str(exc)).to_json())
+                                result=SlcProbeResult.partial(error=str(exc)).to_json())
             raise
 
     def _idle(self, seconds: float, why: str) -> None:

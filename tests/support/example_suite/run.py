@@ -67,7 +67,7 @@ class ReadRun(SessionRun[PreparedRead]):
         if not run.ok or not measured:
             error = f"the read failed: {run.error or 'no result'}"
             self.store.set_test(self.run_id, TEST, status="failed", params=params,
-                                verdicts={}, result=ReadResult(error=error).to_json())
+                                verdicts={}, result=ReadResult.partial(error=error).to_json())
             raise TestFailed(error)
         bw, lat = measured[0]["bw_bytes_per_s"], measured[0]["lat_mean_us"]
         assert isinstance(bw, float) and isinstance(lat, float | None)
