@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan import slc_probe
+from ssdlab.plan import curves, replay, slc_probe
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
 
@@ -62,6 +62,8 @@ class Suite:
 
 #: in the order ``ssdlab run --help`` lists them
 SUITES: tuple[Suite, ...] = (
+    Suite(curves.SPEC, "curves_run", "curves_pages"),
+    Suite(replay.SPEC, "replay_run", "replay_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
 )
 

@@ -11,12 +11,10 @@ from typing import Any
 from ssdlab.cli import (
     atto_cmd,
     cdm_cmd,
-    curves_cmd,
     file_presets_cmd,
     iometer_cmd,
     latency_iops_cmd,
     op_sweep_cmd,
-    replay_cmd,
     saturation_cmd,
     verify_cmd,
 )
@@ -25,12 +23,12 @@ from ssdlab.cli import (
 MODULES: list[Any] = [
     atto_cmd,
     cdm_cmd,
-    curves_cmd,
+    "curves",
     file_presets_cmd,
     iometer_cmd,
     latency_iops_cmd,
     op_sweep_cmd,
-    replay_cmd,
+    "replay",
     saturation_cmd,
     "slc-probe",
     verify_cmd,

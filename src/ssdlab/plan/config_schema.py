@@ -100,17 +100,6 @@ SCHEMAS: dict[str, dict[str, Kind]] = {
         "burst-seconds": Kind.FLOAT, "bursts": Kind.INT, "baseline-rounds": Kind.INT,
         "recovery-ratio": Kind.FLOAT,
     },
-    "curves": {
-        **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "workload": Kind.LIST,
-        "fractions": Kind.LIST, "with-120": Kind.BOOL, "seconds": Kind.FLOAT,
-        "ramp": Kind.FLOAT, "threads": Kind.INT, "jobs": Kind.INT, "fill-region": Kind.FLOAT,
-        "min-delivered": Kind.FLOAT, **_FIO,
-    },
-    "replay": {
-        **_SHARED, "dir": Kind.TEXT, "trace": Kind.TEXT, "no-stall": Kind.BOOL,
-        "time-scale": Kind.INT, "qd": Kind.INT, "log-interval": Kind.INT,
-        "max-seconds": Kind.FLOAT, "ioengine": Kind.TEXT,
-    },
     "cdm": {
         **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "set": Kind.TEXT, "modes": Kind.LIST,
         "mix-read-pct": Kind.INT, "passes": Kind.INT, "measure-seconds": Kind.FLOAT,

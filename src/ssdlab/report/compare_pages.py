@@ -20,7 +20,6 @@ from ssdlab.reference.specs import VendorSpec
 from ssdlab.report import charts as ch
 from ssdlab.report.block_preset_pages import block_presets_overlay
 from ssdlab.report.claims import claim_rows
-from ssdlab.report.curves_pages import curves_overlay
 from ssdlab.report.figures import (
     BW,
     IOPS,
@@ -39,6 +38,7 @@ from ssdlab.report.latency_iops_pages import latency_iops_overlay
 from ssdlab.report.run_pages import is_reference, run_label
 from ssdlab.report.saturation_pages import saturation_overlay
 from ssdlab.report.scales import fmt_value
+from ssdlab.report.suite import Overlay
 from ssdlab.store.records import RunData
 
 KIB = 1024
@@ -216,6 +216,19 @@ def _bar_overlay(c: Compared, kind: str, metric: str, title: str, unit: str) -> 
     return charts(svg)
 
 
+def registered_overlays(runs: Sequence[RunData], labels: Sequence[str]) -> str:
+    """The overlays of the registered suites (their pages' ``overlay``), in the registry's
+    order, each once (suites that share pages share it); each is empty unless at least two
+    of ``runs`` have its tests."""
+    from ssdlab.suites import all_suites
+    overlays: list[Overlay] = []
+    for suite in all_suites():
+        overlay = suite.pages().overlay
+        if overlay is not None and overlay not in overlays:
+            overlays.append(overlay)
+    return "".join(overlay(runs, labels) for overlay in overlays)
+
+
 def overlay_page(c: Compared) -> Page:
     body = _iops_overlay(c)
     tp = _bar_overlay(c, "throughput", BW.key, "sequential bandwidth, all runs", "MiB/s")
@@ -227,7 +240,7 @@ def overlay_page(c: Compared) -> Page:
         body += "<h3>Latency</h3>" + _mismatch_banner(c, "latency") + lat
     body += saturation_overlay(c.runs, c.labels)
     body += latency_iops_overlay(c.runs, c.labels)
-    body += curves_overlay(c.runs, c.labels)
+    body += registered_overlays(c.runs, c.labels)
     body += block_presets_overlay(c.runs, c.labels)
     body += file_presets_overlay(c.runs, c.labels)
     return Page("compare-charts", "Comparison: all runs on one chart per test",

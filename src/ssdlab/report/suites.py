@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ssdlab.report import (
     block_preset_pages,
-    curves_pages,
     file_presets_pages,
     latency_iops_pages,
     op_sweep_pages,
@@ -23,8 +22,6 @@ SUITE_PAGES["latency-iops"] = latency_iops_pages.latency_iops_pages
 SUITE_PAGES["op-sweep"] = op_sweep_pages.op_sweep_pages
 
 SUITE_PAGES["verify"] = verify_pages.verify_pages
-SUITE_PAGES["curves"] = curves_pages.curves_pages
-SUITE_PAGES["replay"] = curves_pages.replay_pages
 SUITE_PAGES["cdm"] = block_preset_pages.cdm_pages
 SUITE_PAGES["atto"] = block_preset_pages.atto_pages
 SUITE_PAGES["iometer"] = block_preset_pages.iometer_pages

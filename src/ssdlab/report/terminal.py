@@ -243,25 +243,7 @@ def preset_lines(test: TestData) -> list[str]:
                 for x in summary]
         return ["  results (MB/s = 10^6 bytes/s, means over the repetitions):",
                 *_table(["phase", "direction", "count", "mean s", "MB/s"], body)]
-    lines: list[str] = []
-    for w in (x for x in r.get("workloads", []) if isinstance(x, dict)):  # curves
-        body = [[("max rate" if pt.get("kind") == "max" else f"{_num(pt.get('fraction_pct'))} %"
-                  if pt.get("fraction_pct") is not None else str(pt.get("kind"))),
-                 _num(pt.get("target_iops")), _num(pt.get("iops")),
-                 _num(pt.get("delivered_pct"), 1), _num(pt.get("lat_mean_us"), 1),
-                 _num(pt.get("lat_p99_us"), 1), _num(pt.get("host_cpu_pct"), 0),
-                 _num(pt.get("host_steal_pct"), 0), "SHORT" if pt.get("short") else ""]
-                for pt in w.get("points", []) if isinstance(pt, dict)]
-        lines += [f"  {w.get('title', w.get('name'))} (max {_num(w.get('max_iops'))} IOPS):",
-                  *_table(["point", "target IOPS", "delivered IOPS", "delivered %",
-                           "mean us", "p99 us", "host CPU %", "steal %", "flag"], body)]
-    cell = r.get("cell")
-    if isinstance(cell, dict):  # replay
-        lines += _table(["IOPS", "MB/s", "mean us", "p99 us", "max us"],
-                        [[_num(cell.get("iops")), _mb(cell.get("bw_bytes_per_s")),
-                          _num(cell.get("lat_mean_us"), 1), _num(cell.get("lat_p99_us"), 1),
-                          _num(cell.get("lat_max_us"), 1)]])
-    return lines
+    return []
 
 
 def render_run(run: RunData) -> str:

@@ -70,7 +70,7 @@ def _is_block(path: str) -> bool:
     return os.path.exists(path) and stat.S_ISBLK(os.stat(path).st_mode)
 
 
-def _planned_file(path: str, size: int) -> TargetInfo:
+def planned_file(path: str, size: int) -> TargetInfo:
     """What a file target ssdlab is about to create will look like."""
     return TargetInfo(
         path=path,
@@ -150,7 +150,7 @@ def _resolve_file(path: str, request: RunRequest) -> tuple[TargetInfo, bool]:
                 "give a new file path or a block device"
             )
         if request.size_bytes is not None and request.size_bytes != os.path.getsize(path):
-            return _planned_file(path, request.size_bytes), True
+            return planned_file(path, request.size_bytes), True
         return identify_file(path), False
     if not os.path.isdir(os.path.dirname(path)):
         raise TargetError(
@@ -163,7 +163,7 @@ def _resolve_file(path: str, request: RunRequest) -> tuple[TargetInfo, bool]:
             "a test file of that size (e.g. --size 1GiB)"
         )
     _check_free_space(path, request.size_bytes)
-    return _planned_file(path, request.size_bytes), True
+    return planned_file(path, request.size_bytes), True
 
 
 def _check_size(info: TargetInfo, options: PtsOptions) -> None:
@@ -257,11 +257,18 @@ def prepare_target(
     read_only: bool = False,
 ) -> PreparedTarget:
     """fio version, target identity and safety: UserError (one line) before any I/O."""
-    version = fio_version(fio)
-    check_fio_version(version)
+    versions = checked_versions(fio)
     request = RunRequest(target, size_bytes, destroy_data, PtsArgs(read_only=read_only), fio)
     info, create = resolve_target(request)
-    return PreparedTarget(info, create, host_info(), {"ssdlab": __version__, "fio": version})
+    return PreparedTarget(info, create, host_info(), versions)
+
+
+def checked_versions(fio: str) -> dict[str, str]:
+    """The versions a run records (ssdlab, fio); a UserError when fio is missing or too
+    old."""
+    version = fio_version(fio)
+    check_fio_version(version)
+    return {"ssdlab": __version__, "fio": version}
 
 
 def prepare(request: RunRequest) -> Prepared:
