@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 from ssdlab.errors import UserError
 from ssdlab.plan import (
     block_presets,
+    curves,
     file_presets,
     latency_iops,
     op_sweep,
+    replay,
     saturation,
     slc_probe,
     verify,
@@ -80,6 +82,7 @@ SUITES: tuple[Suite, ...] = (
     Suite(pts.SPEC, "pts_run", "pts_pages"),
     Suite(block_presets.ATTO, "block_preset_run", "block_preset_pages"),
     Suite(block_presets.CDM, "block_preset_run", "block_preset_pages"),
+    Suite(curves.SPEC, "curves_run", "curves_pages"),
     Suite(file_presets.AJA, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.DISKFILL, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.SMALLFILES, "file_presets_run", "file_presets_pages"),
@@ -87,6 +90,7 @@ SUITES: tuple[Suite, ...] = (
     Suite(block_presets.IOMETER, "block_preset_run", "block_preset_pages"),
     Suite(latency_iops.SPEC, "latency_iops_run", "latency_iops_pages"),
     Suite(op_sweep.SPEC, "op_sweep_run", "op_sweep_pages"),
+    Suite(replay.SPEC, "replay_run", "replay_pages"),
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
     Suite(verify.SPEC, "verify_run", "verify_pages"),
@@ -109,9 +113,7 @@ def find(name: str) -> Suite | None:
 
 def config_schemas() -> dict[str, dict[str, Kind]]:
     """Every runnable suite's config-file keys and their kinds, by suite."""
-    from ssdlab.plan.config_schema import SCHEMAS  # suites not yet in the registry
-    registered = {s.name: s.spec.config_schema() for s in runnable()}
-    return {**{k: dict(v) for k, v in SCHEMAS.items() if k not in registered}, **registered}
+    return {s.name: s.spec.config_schema() for s in runnable()}
 
 
 def result_type(run: RunData, test: TestData) -> type[Record] | None:

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from ssdlab import presets
+from ssdlab.engine.jobfile import render as render_job
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
 from ssdlab.plan import curves as cv
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.report.build import render
-from ssdlab.report.curves_pages import curves_overlay
+from ssdlab.report.curves_pages import PAGES, curves_overlay
 from ssdlab.report.terminal import render_run
-from ssdlab.run.curves_run import FILE_NAME, CurvesRun, PreparedCurves, describe
-from ssdlab.run.prepare import PreparedTarget
+from ssdlab.run.curves_run import CurvesRun, PreparedCurves, describe
 from ssdlab.run.progress import Progress
 from ssdlab.run.workload_target import WorkloadTarget
 from ssdlab.store.db import Store
@@ -143,8 +143,12 @@ def _point(name: str, kind: str = "fraction", fraction: int | None = 50,
                     0.5)
 
 
+def point_job_text(point: cv.Point, target: str, header: str) -> str:
+    return render_job(cv.point_job(point, target, "libaio"), header)
+
+
 def test_job_files_carry_rate_bssplit_skew_and_slices() -> None:
-    text = cv.point_job_text(_point("sql"), "/dev/x", "libaio", "head")
+    text = point_job_text(_point("sql"), "/dev/x", "head")
     assert "[sql-p050]" in text and "rw=randrw" in text and "rwmixread=70" in text
     assert "bssplit=8192/80:65536/15:4096/5" in text
     assert "random_distribution=zoned:50/10:30/20:20/70" in text
@@ -152,9 +156,9 @@ def test_job_files_carry_rate_bssplit_skew_and_slices() -> None:
     mean = 0.8 * 8192 + 0.15 * 65536 + 0.05 * 4096
     assert f"rate={round(3500 * mean)},{round(1500 * mean)}" in text
     assert "rate_iops" not in text and "numjobs=2" in text and "iodepth=8" in text
-    assert "rate_iops=3500,1500" in cv.point_job_text(_point("70-30-8k"), "/d", "libaio", "")
+    assert "rate_iops=3500,1500" in point_job_text(_point("70-30-8k"), "/d", "")
     assert "ramp_time=500ms" in text and "runtime=1s" in text
-    top = cv.point_job_text(_point("64k-seq-write", "max", None, None), "/dev/x", "libaio", "")
+    top = point_job_text(_point("64k-seq-write", "max", None, None), "/dev/x", "")
     assert "rate_iops" not in top and "rw=write" in top and "[64k-seq-write-max]" in top
     assert "offset_increment=33554432" in top and "size=33554432" in top
     over = _point("4k-random-read", "unthrottled", 120, None)
@@ -211,10 +215,10 @@ def prepared(tmp_path: Path, **kw: object) -> PreparedCurves:
     target = tmp_path / "t.img"
     target.write_bytes(b"")
     info = file_info(target, 256 * MIB)
-    base = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
-                          {"ssdlab": "test", "fio": "3.33"})
-    return PreparedCurves(WorkloadTarget(base, None, FILE_NAME), options(**kw),
-                          cv.CurvesArgs(), 0, 256 * MIB)
+    base = WorkloadTarget(info, False, {"hostname": "test", "cpu_count": 2},
+                          {"ssdlab": "test", "fio": "3.33"}, None, cv.FILE_NAME)
+    return PreparedCurves(base, options(**kw), cv.CurvesArgs(),
+                          cv.Layout(256 * MIB, 0, 256 * MIB, 2))
 
 
 def test_a_curve_run_rates_points_from_the_measured_maximum(tmp_path: Path) -> None:
@@ -248,6 +252,12 @@ def test_a_curve_run_rates_points_from_the_measured_maximum(tmp_path: Path) -> N
     assert "Curves (vdbench style)" in html and "curves version 1" in html
     overlay = curves_overlay([run, run], ["a", "b"])
     assert "all runs" in overlay
+    ended = PAGES.outcome(run, Path("s.sqlite"))
+    assert ended.lines[0] == (f"run {run_id} complete (QUICK profile: not a valid result); "
+                              "results in s.sqlite")
+    assert ended.lines[1].startswith("  4k-random-read: max 10,000 IOPS")
+    assert ended.lines[-1] == f"  see them: ssdlab report {run_id} -o DIR"
+    assert ended.failure is None
 
 
 def test_points_short_of_their_rate_are_flagged(tmp_path: Path) -> None:

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.engine.jobfile import fio_time, render
+from ssdlab.engine.jobfile import render
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.plan.options import PtsArgs, build_options
 from ssdlab.plan.pts import active_range, build_pts_tests
 from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
+from ssdlab.plan.units import fio_time
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine.fiolog import LogEntry
+from ssdlab.engine.jobfile import render as render_job
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
 from ssdlab.plan import replay as rp
 from ssdlab.plan.options import IOENGINES
 from ssdlab.report.build import render
-from ssdlab.run.prepare import PreparedTarget
+from ssdlab.report.replay_pages import PAGES
 from ssdlab.run.progress import Progress
-from ssdlab.run.replay_run import FILE_NAME, PreparedReplay, ReplayRun, describe, timeline
+from ssdlab.run.replay_run import PreparedReplay, ReplayRun, describe, timeline
 from ssdlab.run.workload_target import WorkloadTarget
 from ssdlab.store.db import Store
 from tests.support.fake_fio import _job, _sections
@@ -114,11 +115,15 @@ def test_the_trace_must_fit_the_target_in_whole_sectors(tmp_path: Path) -> None:
     rp.check_fits(rp.read_trace(str(odd)), MIB, 512, False, "/dev/x")
 
 
+def job_text(o: rp.ReplayOptions, target: str, log_prefix: str) -> str:
+    return render_job(rp.replay_job(o, target, log_prefix), "head")
+
+
 def test_the_job_redirects_the_trace_and_logs_iops() -> None:
     o = rp.build_options(rp.ReplayArgs(str(SAMPLE_V3), no_stall=True, time_scale_pct=200,
                                        iodepth=4, log_interval_ms=250, max_seconds=3),
                          IOENGINES)
-    text = rp.job_text(o, "/dev/loop9", "/tmp/x/replay", "head")
+    text = job_text(o, "/dev/loop9", "/tmp/x/replay")
     for line in (f"read_iolog={SAMPLE_V3}", "replay_redirect=/dev/loop9", "iodepth=4",
                  "replay_no_stall=1", "replay_time_scale=200", "write_iops_log=/tmp/x/replay",
                  "log_avg_msec=250", "runtime=3s", "direct=1"):
@@ -126,13 +131,13 @@ def test_the_job_redirects_the_trace_and_logs_iops() -> None:
     assert rp.planned_seconds(o) == 3
     timed = rp.build_options(rp.ReplayArgs(str(SAMPLE_V3), time_scale_pct=200), IOENGINES)
     assert rp.planned_seconds(timed) == pytest.approx(0.75, abs=0.05)
-    assert "replay_time_scale" in rp.job_text(timed, "/d", "/p", "")
+    assert "replay_time_scale" in job_text(timed, "/d", "/p")
 
 
 def test_the_timeline_adds_reads_and_writes_per_interval() -> None:
     entries = [LogEntry(1000, 700, "read", 0, 0), LogEntry(1001, 300, "write", 0, 0),
                LogEntry(2000, 650, "read", 0, 0), LogEntry(2000, 5, "trim", 0, 0)]
-    assert timeline(entries, 1000) == [
+    assert [p.to_json() for p in timeline(entries, 1000)] == [
         {"t_s": 1.0, "iops": 1000.0, "read_iops": 700.0, "write_iops": 300.0},
         {"t_s": 2.0, "iops": 650.0, "read_iops": 650.0, "write_iops": 0.0}]
 
@@ -158,11 +163,10 @@ def test_a_replay_is_stored_and_reported(tmp_path: Path) -> None:
     target = tmp_path / "t.img"
     target.write_bytes(b"")
     info = file_info(target, 64 * MIB)
-    base = PreparedTarget(info, False, {"hostname": "t", "cpu_count": 2},
-                          {"ssdlab": "test", "fio": "3.33"})
+    base = WorkloadTarget(info, False, {"hostname": "t", "cpu_count": 2},
+                          {"ssdlab": "test", "fio": "3.33"}, None, rp.FILE_NAME)
     args = rp.ReplayArgs(str(SAMPLE))
-    p = PreparedReplay(WorkloadTarget(base, None, FILE_NAME),
-                       rp.build_options(args, IOENGINES), args)
+    p = PreparedReplay(base, rp.build_options(args, IOENGINES), args)
     assert "DRY RUN" in describe(p) and "replay_redirect=" in describe(p)
     fio = FakeReplay()
     with Store.open(tmp_path / "s.sqlite") as store:
@@ -176,3 +180,7 @@ def test_a_replay_is_stored_and_reported(tmp_path: Path) -> None:
     assert test.params["trace"]["format"] == "iolog-v2"
     html, _ = render([run])
     assert "Trace replay" in html and "IOPS timeline" in html and "iolog-v2" in html
+    ended = PAGES.outcome(run, tmp_path)
+    assert ended.lines == (f"run {run_id} complete; {test.result['message']}",
+                           f"  see them: ssdlab report {run_id} -o DIR")
+    assert ended.failure is None

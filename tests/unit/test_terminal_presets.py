@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssdlab.report import block_preset_pages, file_presets_pages
-from ssdlab.report.terminal import params_line, preset_lines
+from ssdlab.plan.curves import CurvesResult
+from ssdlab.report import block_preset_pages, curves_pages, file_presets_pages, replay_pages
+from ssdlab.report.terminal import params_line
 from ssdlab.store import records
 
 
@@ -54,7 +55,7 @@ def test_curve_points_flag_short_ones() -> None:
                "lat_p99_us": 5_000.0, "short": True}]
     result = {"workloads": [{"name": "sql", "title": "SQL", "max_iops": 50_000.0,
                              "points": points}]}
-    lines = preset_lines(_test("curves", result))
+    lines = curves_pages.workload_tables(CurvesResult.from_json(result))
     assert lines[0] == "  SQL (max 50,000 IOPS):"
     assert lines[3].split()[:2] == ["max", "rate"]
     assert "host CPU %" in lines[1] and "steal %" in lines[1]
@@ -64,10 +65,18 @@ def test_curve_points_flag_short_ones() -> None:
     assert lines[5].split()[-1] == "SHORT"
 
 
+def test_a_curve_without_points_says_so() -> None:
+    result: dict[str, Any] = {"workloads": [{"name": "sql", "title": "SQL", "max_iops": None,
+                                             "points": []}]}
+    lines = curves_pages.workload_tables(CurvesResult.from_json(result))
+    assert lines == ["  SQL: no point measured"]
+
+
 def test_replay_and_the_preset_named_in_the_parameters() -> None:
     cell = {"iops": 1234.0, "bw_bytes_per_s": 5_000_000.0, "lat_mean_us": 80.0,
             "lat_p99_us": 150.0, "lat_max_us": 900.0}
-    lines = preset_lines(_test("replay", {"cell": cell}))
+    test = _test("replay", {"cell": cell})
+    lines = replay_pages.show_lines(_run(test), test)
     assert lines[-1].split() == ["1,234", "5.0", "80.0", "150.0", "900.0"]
     params = {"preset": {"preset": "curves", "preset_version": 1}}
     assert "preset curves v1" in params_line(_test("curves", {}, params))

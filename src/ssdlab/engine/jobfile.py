@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ssdlab.plan.specs import CellSpec, FioJob, Pattern
+from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Pattern
+from ssdlab.plan.units import fio_time
 
 #: fio's jobs as threads of the one fio process, not forked processes: when ssdlab is
 #: SIGKILLed the kernel kills fio (PR_SET_PDEATHSIG), and forked job processes would be
@@ -10,32 +11,26 @@ from ssdlab.plan.specs import CellSpec, FioJob, Pattern
 THREAD = "thread=1"
 
 
-def fio_time(seconds: float) -> str:
-    """A duration as fio reads it: whole seconds as ``5s``, anything finer as ``500ms``."""
-    millis = round(seconds * 1000)
-    if millis <= 0:
-        raise ValueError(f"duration must be positive, got {seconds}")
-    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
-
-
 def _percentile_list(percentiles: tuple[float, ...]) -> str:
     return ":".join(f"{p:g}" for p in percentiles)
 
 
+#: how fio makes random offsets: a fresh sequence every run, no map of the blocks done
+RANDOM_OFFSETS = ("randrepeat=0", "norandommap=1", "random_generator=tausworthe64")
+
+
 def global_section(job: FioJob) -> list[str]:
-    lines = [
-        "[global]",
-        f"filename={job.target_path}",
-        f"ioengine={job.ioengine}",
-        f"direct={int(job.direct)}",
-        "group_reporting=1",
-        THREAD,
-        "randrepeat=0",
-        "norandommap=1",
-        "random_generator=tausworthe64",
-        "lat_percentiles=0",
-        f"percentile_list={_percentile_list(job.percentiles)}",
-    ]
+    """The ``[global]`` section. A job without a target (a trace replay: its section says
+    what is read and where it goes) names no file and no random-offset generator."""
+    on_target = job.target_path is not None
+    lines = ["[global]"]
+    if on_target:
+        lines.append(f"filename={job.target_path}")
+    lines += [f"ioengine={job.ioengine}", f"direct={int(job.direct)}", "group_reporting=1",
+              THREAD]
+    if on_target:
+        lines += RANDOM_OFFSETS
+    lines += ["lat_percentiles=0", f"percentile_list={_percentile_list(job.percentiles)}"]
     lines += [f"{key}={value}" for key, value in job.extra_global]
     return lines
 
@@ -89,6 +84,10 @@ def cell_section(cell: CellSpec) -> list[str]:
     ]
 
 
+def section_lines(section: JobSection) -> list[str]:
+    return [f"[{section.name}]", *(f"{key}={value}" for key, value in section.options)]
+
+
 def render(job: FioJob, header: str = "") -> str:
     """The complete job file. ``header`` becomes leading ``;`` comment lines."""
     lines = [f"; {line}" for line in header.splitlines()]
@@ -96,4 +95,7 @@ def render(job: FioJob, header: str = "") -> str:
     for cell in job.cells:
         lines.append("")
         lines += cell_section(cell)
+    for section in job.sections:
+        lines.append("")
+        lines += section_lines(section)
     return "\n".join(lines) + "\n"

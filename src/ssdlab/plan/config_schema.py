@@ -2,15 +2,18 @@
 
 A config file holds the settings of one suite by the long names of its command-line
 options (``max-rounds = 8``; ``max_rounds`` works too), as TOML or JSON, either at the
-top level or under one table named after the suite (``[pts]``). The schema below says,
-per suite, which keys exist and what type each takes; a test checks it against the
-argparse parsers, so a new option needs a decision here (file or command line only).
+top level or under one table named after the suite (``[pts]``). Each option of a suite
+says whether it is a setting and of which kind (``ssdlab.plan.suite.Opt.config``); a test
+checks the keys against the parsers, so a new option needs that decision (file or
+command line only).
 
 :func:`parse_config` turns the file's bytes into checked values: the right type, finite
 numbers, no unknown keys, no control characters. The values then go through the same
 conversion and validation as command-line text (argparse types and choices, then the
 suite's plan builder), in :mod:`ssdlab.cli.config_opts`. Pure: bytes in, values out;
 every refusal is a one-line :class:`~ssdlab.errors.UserError` naming the file and key.
+
+The caller passes every suite's keys (:func:`ssdlab.suites.config_schemas`).
 
 docs/config.md describes the format for users.
 """
@@ -65,27 +68,6 @@ COMMAND_LINE_ONLY = {
     "print-config": "it is a way of running the command, not a setting",
     "help": "it is not a setting",
 }
-
-#: every suite has these (cli.common.add_target_options); --target and the rest of
-#: COMMAND_LINE_ONLY are not settings
-_SHARED = {"size": Kind.SIZE, "store": Kind.TEXT, "fio": Kind.TEXT}
-_LOAD = {"threads": Kind.INT, "qd": Kind.INT}
-_FIO = {"purge": Kind.TEXT, "ioengine": Kind.TEXT}
-
-SCHEMAS: dict[str, dict[str, Kind]] = {
-    "curves": {
-        **_SHARED, "dir": Kind.TEXT, "profile": Kind.TEXT, "workload": Kind.LIST,
-        "fractions": Kind.LIST, "with-120": Kind.BOOL, "seconds": Kind.FLOAT,
-        "ramp": Kind.FLOAT, "threads": Kind.INT, "jobs": Kind.INT, "fill-region": Kind.FLOAT,
-        "min-delivered": Kind.FLOAT, **_FIO,
-    },
-    "replay": {
-        **_SHARED, "dir": Kind.TEXT, "trace": Kind.TEXT, "no-stall": Kind.BOOL,
-        "time-scale": Kind.INT, "qd": Kind.INT, "log-interval": Kind.INT,
-        "max-seconds": Kind.FLOAT, "ioengine": Kind.TEXT,
-    },
-}
-
 
 @dataclass(frozen=True)
 class ConfigFile:

@@ -5,21 +5,33 @@ A workload (``presets/data/curves.toml``) is an access pattern, a block-size spl
 outstanding I/O count vdbench calls threads. A curve first runs the workload unthrottled
 to find its maximum rate, then at fixed fractions of it (fio ``rate_iops``, split over the
 jobs and between reads and writes; for a block-size split ``rate`` in bytes, see
-:meth:`Point.rate_line`), optionally once more unthrottled (vdbench's 120 %).
-Pure: no I/O happens here.
+:meth:`Point.rate_limit`), optionally once more unthrottled (vdbench's 120 %).
+The suite's spec (its options), its result records and what the plan says (dry run,
+stored plan, test parameters) are here too. Pure: no I/O happens here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab import presets
-from ssdlab.engine.jobfile import fio_time, global_section
 from ssdlab.errors import UserError
-from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
-from ssdlab.plan.units import check_fio_seconds, parse_size
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Mix, Pattern
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.units import (
+    check_fio_seconds,
+    fio_time,
+    format_bytes,
+    format_duration,
+    parse_size,
+)
 
 PRESET = "curves"
 TEST = "curves"
@@ -33,6 +45,12 @@ UNTHROTTLED_PCT = 120
 MAX_OUTSTANDING = 4096
 FILL_BLOCK = 128 * 1024
 FILL_QD = 32
+#: the test file the run makes on --dir, and its size there without --size (full, quick)
+FILE_NAME = "ssdlab-curves.dat"
+DIR_FILE_DEFAULT = 1 << 30
+DIR_FILE_QUICK = 256 << 20
+#: a --fill-region region is whole MiB
+REGION_ALIGN = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -335,18 +353,24 @@ class Point:
             return f"{UNTHROTTLED_PCT} % (unthrottled)"
         return f"{self.fraction_pct} % of max"
 
-    def rate_line(self) -> str | None:
-        """The job's rate limit. fio turns ``rate_iops`` into bytes/s with the SMALLEST
-        block size of a ``bssplit`` (measured: a split whose mean block is 4x its smallest
-        delivered 24.6 % of its rate_iops), so a split workload is limited in bytes:
-        ``rate=`` the IOPS times the split's mean block size, per direction."""
+    def rate_limit(self) -> tuple[str, str] | None:
+        """The job's rate limit as a fio option (None: unthrottled). fio turns
+        ``rate_iops`` into bytes/s with the SMALLEST block size of a ``bssplit`` (measured:
+        a split whose mean block is 4x its smallest delivered 24.6 % of its rate_iops), so
+        a split workload is limited in bytes: ``rate=`` the IOPS times the split's mean
+        block size, per direction."""
         rates = self.rates()
         if rates is None:
             return None
         if len(self.workload.bssplit) == 1:
-            return f"rate_iops={rate_option(*rates)}"
+            return "rate_iops", rate_option(*rates)
         mean = self.workload.mean_block_bytes
-        return f"rate={rate_option(*(round(r * mean) for r in rates))}"
+        return "rate", rate_option(*(round(r * mean) for r in rates))
+
+    def rate_line(self) -> str | None:
+        """The rate limit as the job file has it: ``rate_iops=R,W`` or ``rate=R,W``."""
+        limit = self.rate_limit()
+        return None if limit is None else "=".join(limit)
 
     def rates(self) -> tuple[int, int] | None:
         if self.target_iops is None:
@@ -361,40 +385,41 @@ class Point:
                         ramp_s=self.ramp_s)
 
 
-def point_section(p: Point) -> list[str]:
+def point_section(p: Point) -> JobSection:
+    """The point's job section as data (the engine renders it)."""
     w = p.workload
-    spec = p.cell_spec()
-    lines = [f"[{p.name}]", f"rw={spec.fio_rw}"]
+    options = [("rw", p.cell_spec().fio_rw)]
     if 0 < w.read_pct < 100:
-        lines.append(f"rwmixread={w.read_pct}")
+        options.append(("rwmixread", str(w.read_pct)))
     if len(w.bssplit) == 1:
-        lines.append(f"bs={w.bssplit[0][0]}")
+        options.append(("bs", str(w.bssplit[0][0])))
     else:
-        lines.append(f"bssplit={w.bssplit_text()}")
+        options.append(("bssplit", w.bssplit_text()))
     if w.pattern is Pattern.RANDOM and w.distribution != "random":
-        lines.append(f"random_distribution={w.distribution}")
-    lines += [f"iodepth={p.load.iodepth}", f"numjobs={p.load.jobs}"]
-    if w.pattern is Pattern.SEQUENTIAL and p.load.jobs > 1:
-        chunk = p.size_bytes // p.load.jobs
-        chunk -= chunk % w.largest_block
-        lines += [f"offset={p.offset_bytes}", f"size={chunk}", f"offset_increment={chunk}"]
-    else:
-        lines += [f"offset={p.offset_bytes}", f"size={p.size_bytes}"]
-    lines += ["time_based=1", f"runtime={fio_time(p.measure_s)}"]
+        options.append(("random_distribution", w.distribution))
+    options += [("iodepth", str(p.load.iodepth)), ("numjobs", str(p.load.jobs)),
+                *_region_options(p), ("time_based", "1"), ("runtime", fio_time(p.measure_s))]
     if p.ramp_s > 0:
-        lines.append(f"ramp_time={fio_time(p.ramp_s)}")
-    rate = p.rate_line()
-    if rate is not None:
-        lines.append(rate)
-    return lines
+        options.append(("ramp_time", fio_time(p.ramp_s)))
+    limit = p.rate_limit()
+    if limit is not None:
+        options.append(limit)
+    return JobSection(p.name, tuple(options))
 
 
-def point_job_text(p: Point, target: str, ioengine: str, header: str) -> str:
-    job = FioJob(target, (), ioengine, json_plus=True)
-    lines = [f"; {line}" for line in header.splitlines()]
-    lines += global_section(job)
-    lines += ["", *point_section(p)]
-    return "\n".join(lines) + "\n"
+def _region_options(p: Point) -> list[tuple[str, str]]:
+    """Random jobs share the region; sequential jobs each get a slice of it."""
+    if p.workload.pattern is Pattern.SEQUENTIAL and p.load.jobs > 1:
+        chunk = p.size_bytes // p.load.jobs
+        chunk -= chunk % p.workload.largest_block
+        return [("offset", str(p.offset_bytes)), ("size", str(chunk)),
+                ("offset_increment", str(chunk))]
+    return [("offset", str(p.offset_bytes)), ("size", str(p.size_bytes))]
+
+
+def point_job(p: Point, target: str, ioengine: str) -> FioJob:
+    """The point's fio job on ``target``: one section, no cells."""
+    return FioJob(target, (), ioengine, json_plus=True, sections=(point_section(p),))
 
 
 def check_fits(opts: CurvesOptions, region_bytes: int, sector_bytes: int, cpus: int) -> None:
@@ -408,3 +433,270 @@ def check_fits(opts: CurvesOptions, region_bytes: int, sector_bytes: int, cpus: 
         if region_bytes // slices < w.largest_block:
             raise UserError(f"workload {w.name}: {slices} job(s) of {w.largest_block}-byte "
                             f"blocks do not fit the {region_bytes}-byte region")
+
+
+# ------------------------------------------------------------------------ on the target
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the curves run (the region of the target; the fill writes all of it) and on
+    how many CPUs (a workload's outstanding I/O is spread over one fio job per CPU unless
+    --jobs)."""
+
+    capacity_bytes: int
+    offset_bytes: int
+    size_bytes: int
+    cpus: int
+
+    def load(self, o: CurvesOptions, w: Workload) -> Load:
+        return load_for(o.threads or w.threads, o.jobs, self.cpus)
+
+    def point(self, o: CurvesOptions, w: Workload, kind: str, fraction: int | None = None,
+              target_iops: float | None = None) -> Point:
+        return Point(w, kind, fraction, target_iops, self.load(o, w), self.offset_bytes,
+                     self.size_bytes, o.measure_s, o.ramp_s)
+
+    def region(self) -> dict[str, int]:
+        return {"offset_bytes": self.offset_bytes, "size_bytes": self.size_bytes}
+
+
+def layout_on(o: CurvesOptions, path: str, capacity_bytes: int, sector_bytes: int,
+              cpus: int) -> Layout:
+    """The curves on a target: the whole of it, or with --fill-region its first PCT
+    percent (whole MiB); every workload must fit it (a one-line UserError)."""
+    region = capacity_bytes
+    if o.fill_region_pct is not None:
+        region = int(capacity_bytes * o.fill_region_pct / 100)
+        region -= region % REGION_ALIGN
+    if region < REGION_ALIGN:
+        raise UserError(f"the curve region of {path} would be {format_bytes(region)}; "
+                        "give a larger target or --fill-region")
+    check_fits(o, region, sector_bytes, cpus)
+    return Layout(capacity_bytes, 0, region, cpus)
+
+
+def fill_cell(capacity_bytes: int) -> CellSpec:
+    """The partial-capacity variant's fill: one sequential pass over the whole target."""
+    size = capacity_bytes - capacity_bytes % FILL_BLOCK
+    return CellSpec("fill", Pattern.SEQUENTIAL, FILL_BLOCK, Mix(0), 1, FILL_QD, 0, size,
+                    io_bytes=size)
+
+
+# ------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class PointRecord(Record):
+    """One point of a curve: what it asked for, what fio delivered (the cell's figures,
+    :func:`ssdlab.run.cells.cell_from_job`) and the host's CPU use over its fio run."""
+
+    round: int = 0
+    kind: str = ""  # "max" | "fraction" | "unthrottled"
+    fraction_pct: int | None = None
+    target_iops: float | None = None
+    delivered_pct: float | None = None
+    short: bool = False  # delivered less than --min-delivered percent of its target
+    fio_rate: str | None = None
+    iops: float = 0.0
+    read_iops: float = 0.0
+    write_iops: float = 0.0
+    bw_bytes_per_s: float = 0.0
+    lat_mean_us: float | None = None
+    lat_p50_us: float | None = None
+    lat_p99_us: float | None = None
+    lat_p99_9_us: float | None = None
+    lat_max_us: float | None = None
+    read_lat_mean_us: float | None = None
+    write_lat_mean_us: float | None = None
+    host_cpu_pct: float | None = None
+    host_steal_pct: float | None = None
+
+
+#: the figures of a point that come from its fio cell, in the order they are stored
+CELL_FIGURES = ("iops", "read_iops", "write_iops", "bw_bytes_per_s", "lat_mean_us",
+                "lat_p50_us", "lat_p99_us", "lat_p99_9_us", "lat_max_us",
+                "read_lat_mean_us", "write_lat_mean_us")
+
+
+@dataclass(frozen=True)
+class WorkloadRecord(Record):
+    """One workload's curve: the workload, its points so far, its maximum rate and how its
+    outstanding I/O was spread."""
+
+    name: str = ""
+    title: str = ""
+    pattern: str = ""
+    bssplit: str = ""
+    read_pct: int = 0
+    distribution: str = ""
+    threads: int = 0
+    source: str = ""
+    describe: str = ""
+    points: list[PointRecord] = field(default_factory=list)
+    max_iops: float | None = None  # None: the max-rate run has not ended
+    jobs: int = 0
+    iodepth: int = 0
+    outstanding: int = 0
+
+    def summary(self) -> str:
+        """One line: the maximum rate and the mean latency at the lowest and highest
+        fraction (the workload's verdict)."""
+        fractions = [q for q in self.points if q.kind == "fraction"]
+        short = sum(1 for q in self.points if q.short)
+        if not fractions:
+            return "no points"
+        a, b = fractions[0], fractions[-1]
+        text = (f"max {self.max_iops or 0:,.0f} IOPS; mean latency {a.lat_mean_us or 0:.0f} "
+                f"us at {a.fraction_pct} % -> {b.lat_mean_us or 0:.0f} us at "
+                f"{b.fraction_pct} %")
+        return text + (f"; {short} point(s) short of their target rate" if short else "")
+
+
+def workload_record(w: Workload, load: Load) -> WorkloadRecord:
+    """A workload's curve before its first point."""
+    return WorkloadRecord(w.name, w.title, str(w.pattern), w.bssplit_text(), w.read_pct,
+                          w.distribution, w.threads, w.source, w.describe(), [], None,
+                          load.jobs, load.iodepth, load.outstanding)
+
+
+@dataclass(frozen=True)
+class FillRecord(Record):
+    """The partial-capacity variant's whole-target fill."""
+
+    bytes: int = 0
+    block_bytes: int = 0
+    region_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class CurvesResult(Record):
+    """The test's result: every workload's curve (stored again after every workload and
+    when the run ends), the fill, the preset."""
+
+    OMIT_NONE = frozenset({"error"})
+
+    workloads: list[WorkloadRecord] = field(default_factory=list)
+    fill: FillRecord | None = None
+    preset: dict[str, str | int] = field(default_factory=dict)  # presets.identity
+    points_run: int = 0
+    short_points: int = 0
+    error: str | None = None
+
+
+# ------------------------------------------------------------------------ the suite
+
+_G = "curves"
+OPTIONS = (
+    *common.workload_target(FILE_NAME, "1GiB (256MiB with --profile quick)"),
+    common.profile(_G, PROFILES, "full: 5 s ramp + 30 s measured per point; quick: 0.5 s + "
+                   "1 s, fewer fractions and workloads (marked QUICK everywhere)",
+                   default="full"),
+    opt("--workload", group=_G, config=Kind.LIST, field="workloads", metavar="NAME[,NAME...]",
+        help="workloads of the preset, or 'all' (default: the preset's default set; "
+        "docs/curves.md lists them)"),
+    opt("--fractions", group=_G, config=Kind.LIST, metavar="LIST",
+        help="percentages of the maximum rate, ascending (default 10,50,70,80,90,100; quick "
+        "10,50,80,100)"),
+    opt("--with-120", group=_G, config=Kind.BOOL, action="store_true",
+        help="add vdbench's 120 %% point: the workload once more unthrottled"),
+    opt("--seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
+        help="measured seconds per point (default: profile, 30 or 1)"),
+    opt("--ramp", group=_G, config=Kind.FLOAT, type=float, metavar="S",
+        help="ramp seconds per point, not measured (default: profile, 5 or 0.5)"),
+    common.threads(_G, "outstanding I/Os for every workload (default: each workload's "
+                   "vdbench threads, e.g. 128 for 4K random)"),
+    opt("--jobs", group=_G, config=Kind.INT, type=int, metavar="N",
+        help="fio jobs sharing the outstanding I/O (default: one per CPU, at most the "
+        "outstanding I/O)"),
+    opt("--fill-region", group=_G, config=Kind.FLOAT, type=float, metavar="PCT",
+        help="partial-capacity variant: fill the whole target sequentially, then run the "
+        "curves on its first PCT percent (the reviews used 25)"),
+    opt("--min-delivered", group=_G, config=Kind.FLOAT, field="min_delivered_pct",
+        type=float, default=DEFAULT_MIN_DELIVERED_PCT, metavar="PCT",
+        help="flag points delivering less than this percentage of their target rate "
+        f"(default {DEFAULT_MIN_DELIVERED_PCT:g})"),
+    common.purge(_G, "purge before the run (default none; auto: blkdiscard for devices, "
+                 "recreate for files)", default="none"),
+    common.ioengine(_G, "fio ioengine (default: libaio)"),
+)
+
+SPEC = SuiteSpec(
+    name=TEST,
+    help="vdbench-style curves: latency against delivered IOPS at fractions of the maximum "
+    "rate (methodology 2)",
+    description="Per workload (preset 'curves': four corners, 70/30 mixes, database- and "
+    "VDI-like profiles): an unthrottled run finds the maximum rate, then the workload runs "
+    "at fixed fractions of it (fio rate_iops); mean and p99 latency are plotted against the "
+    "delivered IOPS, points short of their target flagged (docs/curves.md).",
+    target=TargetKind.DEVICE_OR_DIR,
+    options=OPTIONS,
+    args_type=CurvesArgs,
+    results={TEST: CurvesResult},
+)
+
+
+# ------------------------------------------------------------------------ what the plan says
+
+#: (cells, what the job does) -> the job file's text, headed as the run heads it
+JobText = Callable[[tuple[CellSpec, ...], str], str]
+#: (a job, its header) -> the job file's text (:func:`ssdlab.engine.jobfile.render`)
+Render = Callable[[FioJob, str], str]
+
+
+def describe(o: CurvesOptions, layout: Layout, target: str, block: bool, job_text: JobText,
+             render: Render) -> list[str]:
+    """``--dry-run``: the plan, the fill's job file and each workload's max-rate job."""
+    points = o.points_per_workload * len(o.workloads)
+    fractions = ", ".join(f"{f} %" for f in o.fractions_pct)
+    out = [
+        f"{TEST}: preset {o.preset['preset']} v{o.preset['preset_version']}, profile "
+        f"{o.profile}{' (QUICK)' if o.quick else ''}, {o.ramp_s:g} s ramp + "
+        f"{o.measure_s:g} s measured per point",
+        f"per workload: a max-rate run (unthrottled), then {fractions} of it"
+        + (f", then {UNTHROTTLED_PCT} % (unthrottled)" if o.with_120 else ""),
+        f"points: {points}, about {format_duration(points * (o.point_seconds + 1))}",
+        f"region: {format_bytes(layout.size_bytes)} from offset {layout.offset_bytes}"
+        + (f" ({o.fill_region_pct:g} % after a whole-target fill)"
+           if o.fill_region_pct is not None else ""),
+        f"purge: {o.purge if block or o.purge == 'none' else 'recreate the file'}",
+        f"points short of their target rate by more than {100 - o.min_delivered_pct:g} % "
+        "are flagged",
+    ]
+    if o.fill_region_pct is not None:
+        fill = fill_cell(layout.capacity_bytes)
+        out += ["-- fill job file:", job_text((fill,), "fill").rstrip()]
+    for w in o.workloads:
+        load = layout.load(o, w)
+        job = point_job(layout.point(o, w, "max"), target, o.ioengine)
+        out += ["", f"== {w.describe()}; fio: {load.jobs} job(s) x QD {load.iodepth}",
+                f"   source: {w.source}", "-- max-rate job file:",
+                render(job, f"{TEST}: {w.name}, max rate").rstrip(),
+                "-- each fraction's job file adds rate_iops=READ,WRITE per job: the fraction "
+                f"x the measured maximum / {load.jobs} job(s), split {Mix(w.read_pct).label}"
+                + ("" if len(w.bssplit) == 1 else
+                   f" (as rate= in bytes: x {w.mean_block_bytes:g} bytes, the split's mean "
+                   "block size)")]
+    return out
+
+
+def plan_dict(o: CurvesOptions, args: CurvesArgs, layout: Layout,
+              directory: dict[str, object] | None) -> dict[str, Any]:
+    """The stored plan (``directory``: the --dir the test file was made in)."""
+    options = {k: v for k, v in dataclasses.asdict(o).items() if k != "workloads"}
+    return {"suite": TEST, "args": dataclasses.asdict(args), "options": options,
+            "preset": o.preset, "workloads": [w.to_dict() for w in o.workloads],
+            "region": layout.region(), "dir": directory, "ioengine": o.ioengine,
+            "direct": True,
+            "rate": "fio rate_iops per job: the point's target / jobs, split by read share; "
+                    "for a block-size split fio rate= in bytes (IOPS x the mean block size)",
+            "latency": "fio completion latency (clat); mixed percentiles from merged json+"}
+
+
+def test_params(o: CurvesOptions, layout: Layout) -> dict[str, Any]:
+    return {"title": "Curves (vdbench style)", **o.preset, "profile": o.profile,
+            "quick": o.quick, "fractions_pct": list(o.fractions_pct), "with_120": o.with_120,
+            "measure_s": o.measure_s, "ramp_s": o.ramp_s,
+            "min_delivered_pct": o.min_delivered_pct,
+            "fill_region_pct": o.fill_region_pct, "region": layout.region(),
+            "purge": o.purge, "workloads": [w.to_dict() for w in o.workloads]}

@@ -7,18 +7,28 @@ recognises it by the magic of its first event). ``replay_redirect`` sends every 
 the trace to the target. Before any I/O the trace is read here: a known format, at least
 one I/O, every I/O's byte range inside the target, and (with direct I/O) offsets and
 lengths in whole sectors. Pure: the trace's bytes in, a summary out.
+
+The suite's spec (its options), its result records and what the plan says (the job as
+data, dry run, stored plan, test parameters) are here too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from ssdlab.engine.jobfile import THREAD, fio_time
 from ssdlab.errors import UserError
-from ssdlab.plan.units import check_fio_seconds, format_bytes
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.specs import FioJob, JobSection
+from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.units import check_fio_seconds, fio_time, format_bytes
 
 TEST = "replay"
 IOLOG_V2 = "fio version 2 iolog"
@@ -27,6 +37,10 @@ FORMATS = ("iolog-v2", "iolog-v3", "blktrace")
 MAX_TRACE_BYTES = 4 << 30
 DEFAULT_QD = 1
 DEFAULT_LOG_INTERVAL_MS = 1000
+#: the test file the run makes on --dir
+FILE_NAME = "ssdlab-replay.dat"
+#: where the dry run's job file writes its IOPS log (a temporary directory at run time)
+LOG_PLACEHOLDER = "LOGDIR/replay"
 IO_ACTIONS = ("read", "write", "trim")
 OTHER_ACTIONS = ("add", "open", "close", "sync", "datasync", "wait")
 
@@ -76,14 +90,35 @@ class TraceSummary:
                 f"{format_bytes(self.read_bytes)} read, {format_bytes(self.write_bytes)} "
                 f"written, touching bytes up to {format_bytes(self.extent_bytes)}")
 
-    def to_dict(self) -> dict[str, object]:
-        return {"path": self.path, "format": self.format, "size_bytes": self.size_bytes,
-                "ios": self.ios, "reads": self.reads, "writes": self.writes,
-                "trims": self.trims, "read_bytes": self.read_bytes,
-                "write_bytes": self.write_bytes, "extent_bytes": self.extent_bytes,
-                "unaligned": self.unaligned, "read_pct": self.read_pct,
-                "block_sizes": {str(k): v for k, v in sorted(self.block_sizes.items())},
-                "duration_ms": self.duration_ms}
+    def record(self) -> TraceRecord:
+        return TraceRecord(self.path, self.format, self.size_bytes, self.ios, self.reads,
+                           self.writes, self.trims, self.read_bytes, self.write_bytes,
+                           self.extent_bytes, self.unaligned, self.read_pct,
+                           {str(k): v for k, v in sorted(self.block_sizes.items())},
+                           self.duration_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.record().to_json()
+
+
+@dataclass(frozen=True)
+class TraceRecord(Record):
+    """What a trace holds, as the plan, the test's parameters and its result keep it."""
+
+    path: str = ""
+    format: str = ""
+    size_bytes: int = 0
+    ios: int = 0
+    reads: int = 0
+    writes: int = 0
+    trims: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+    extent_bytes: int = 0
+    unaligned: int = 0
+    read_pct: int = 0
+    block_sizes: dict[str, int] = field(default_factory=dict)  # bytes -> I/O count
+    duration_ms: int | None = None
 
 
 class _Tally:
@@ -247,7 +282,7 @@ def check_fits(trace: TraceSummary, capacity_bytes: int, sector_bytes: int, dire
 
 @dataclass(frozen=True)
 class ReplayArgs:
-    trace: str = ""
+    trace: str | None = None
     no_stall: bool = False
     time_scale_pct: int = 100
     iodepth: int = DEFAULT_QD
@@ -265,6 +300,14 @@ class ReplayOptions:
     log_interval_ms: int
     max_seconds: float | None
     ioengine: str
+
+    @property
+    def profile(self) -> str:
+        return "default"  # a replay has no profiles
+
+    @property
+    def quick(self) -> bool:
+        return False
 
 
 def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions:
@@ -287,21 +330,20 @@ def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions
                          args.log_interval_ms, m, args.ioengine)
 
 
-def job_text(o: ReplayOptions, target: str, log_prefix: str, header: str) -> str:
-    """The replay job: the trace through fio, every I/O redirected to the target."""
-    lines = [f"; {line}" for line in header.splitlines()]
-    lines += ["[global]", f"ioengine={o.ioengine}", "direct=1", "group_reporting=1", THREAD,
-              "lat_percentiles=0", "percentile_list=50:99:99.9:99.99", "",
-              f"[{TEST}]", f"read_iolog={o.trace.path}", f"replay_redirect={target}",
-              f"iodepth={o.iodepth}", f"write_iops_log={log_prefix}",
-              f"log_avg_msec={o.log_interval_ms}"]
+def replay_job(o: ReplayOptions, target: str, log_prefix: str) -> FioJob:
+    """The replay job as data: the trace through fio, every I/O redirected to the target,
+    its IOPS logged to ``log_prefix``."""
+    options = [("read_iolog", o.trace.path), ("replay_redirect", target),
+               ("iodepth", str(o.iodepth)), ("write_iops_log", log_prefix),
+               ("log_avg_msec", str(o.log_interval_ms))]
     if o.no_stall:
-        lines.append("replay_no_stall=1")
+        options.append(("replay_no_stall", "1"))
     if o.time_scale_pct != 100:
-        lines.append(f"replay_time_scale={o.time_scale_pct}")
+        options.append(("replay_time_scale", str(o.time_scale_pct)))
     if o.max_seconds is not None:
-        lines.append(f"runtime={fio_time(o.max_seconds)}")
-    return "\n".join(lines) + "\n"
+        options.append(("runtime", fio_time(o.max_seconds)))
+    return FioJob(None, (), o.ioengine, json_plus=True,
+                  sections=(JobSection(TEST, tuple(options)),))
 
 
 def planned_seconds(o: ReplayOptions) -> float | None:
@@ -310,3 +352,145 @@ def planned_seconds(o: ReplayOptions) -> float | None:
         return o.max_seconds
     natural = o.trace.duration_ms / 1000 * 100 / o.time_scale_pct
     return natural if o.max_seconds is None else min(natural, o.max_seconds)
+
+
+# ------------------------------------------------------------------------ results
+
+
+@dataclass(frozen=True)
+class ReplayCell(Record):
+    """The replay's figures: fio's cell (:func:`ssdlab.run.cells.cell_from_job`) and the
+    I/O it did."""
+
+    cell: str = TEST
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    threads: int = 1
+    iodepth: int = 1
+    iops: float = 0.0
+    read_iops: float = 0.0
+    write_iops: float = 0.0
+    bw_bytes_per_s: float = 0.0
+    read_bw_bytes_per_s: float = 0.0
+    write_bw_bytes_per_s: float = 0.0
+    lat_mean_us: float | None = None
+    lat_max_us: float | None = None
+    read_lat_mean_us: float | None = None
+    write_lat_mean_us: float | None = None
+    usr_cpu_pct: float = 0.0
+    sys_cpu_pct: float = 0.0
+    runtime_ms: int = 0
+    error: int = 0
+    lat_p50_us: float | None = None
+    lat_p99_us: float | None = None
+    lat_p99_9_us: float | None = None
+    lat_p99_99_us: float | None = None
+    ios: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class TimelinePoint(Record):
+    """The IOPS of one log interval, ending at ``t_s``."""
+
+    t_s: float = 0.0
+    iops: float = 0.0
+    read_iops: float = 0.0
+    write_iops: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReplayResult(Record):
+    """The test's result: ``{}`` while it runs, ``{"error": ...}`` when it failed, and when
+    it is complete the replay's figures, its IOPS timeline and the trace (a note instead of
+    the timeline when the replay ended within one log interval)."""
+
+    OMIT_NONE = frozenset({"cell", "timeline", "trace", "message", "wall_s",
+                           "timeline_note", "error"})
+
+    cell: ReplayCell | None = None
+    timeline: list[TimelinePoint] | None = None
+    trace: TraceRecord | None = None
+    message: str | None = None
+    wall_s: float | None = None
+    timeline_note: str | None = None
+    error: str | None = None
+
+
+# ------------------------------------------------------------------------ the suite
+
+_G = "replay"
+OPTIONS = (
+    *common.workload_target(FILE_NAME, "the trace's extent, in whole MiB"),
+    opt("--trace", group=_G, config=Kind.TEXT, metavar="FILE",
+        help="the trace: a fio iolog (version 2 or 3) or a binary blktrace (blkparse -d "
+        "output)"),
+    opt("--no-stall", group=_G, config=Kind.BOOL, action="store_true",
+        help="ignore the trace's timing and replay as fast as possible (fio "
+        "replay_no_stall)"),
+    opt("--time-scale", group=_G, config=Kind.INT, field="time_scale_pct", type=int,
+        default=100, metavar="PCT",
+        help="replay speed in percent of the trace's timing: 200 twice as fast (fio "
+        "replay_time_scale; default 100)"),
+    common.qd(_G, f"queue depth of the replay (default {DEFAULT_QD}: with the trace's "
+              "timing fio reaps completions only between I/Os, so a deeper queue adds that "
+              "wait to the latency; use more with --no-stall)", default=DEFAULT_QD),
+    opt("--log-interval", group=_G, config=Kind.INT, field="log_interval_ms", type=int,
+        default=DEFAULT_LOG_INTERVAL_MS, metavar="MS",
+        help="IOPS timeline interval in milliseconds (fio log_avg_msec; default "
+        f"{DEFAULT_LOG_INTERVAL_MS})"),
+    opt("--max-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
+        help="stop the replay after this many seconds (fio runtime)"),
+    common.ioengine(_G, "fio ioengine (default: libaio)"),
+)
+
+SPEC = SuiteSpec(
+    name=TEST,
+    help="replay an I/O trace (fio iolog v2/v3 or binary blktrace) onto the target",
+    description="fio replays the trace (read_iolog) with every I/O redirected to the "
+    "target (replay_redirect); the result is reported like any workload: IOPS, MB/s, "
+    "mean and p99 latency, and an IOPS timeline. The trace is checked first: a known "
+    "format, and every I/O inside the target (docs/replay.md).",
+    target=TargetKind.DEVICE_OR_DIR,
+    options=OPTIONS,
+    args_type=ReplayArgs,
+    results={TEST: ReplayResult},
+)
+
+
+# ------------------------------------------------------------------------ what the plan says
+
+#: a job -> its job file's text, headed as the run heads it
+JobText = Callable[[FioJob], str]
+
+
+def describe(o: ReplayOptions, capacity_bytes: int, target: str, job_text: JobText
+             ) -> list[str]:
+    """``--dry-run``: the trace, how it is replayed, and the job file."""
+    timing = ("as fast as the target allows (replay_no_stall)" if o.no_stall else
+              f"with the trace's timing at {o.time_scale_pct} % speed"
+              if o.trace.duration_ms is not None else "as fast as the target allows "
+              "(the trace has no timestamps)")
+    return [o.trace.describe(),
+            f"the trace fits: its extent {format_bytes(o.trace.extent_bytes)} <= "
+            f"{format_bytes(capacity_bytes)}",
+            f"replayed {timing}, queue depth {o.iodepth}, IOPS logged every "
+            f"{o.log_interval_ms} ms" + (f", at most {o.max_seconds:g} s"
+                                         if o.max_seconds is not None else ""),
+            "-- job file:", job_text(replay_job(o, target, LOG_PLACEHOLDER)).rstrip()]
+
+
+def plan_dict(o: ReplayOptions, args: ReplayArgs, directory: dict[str, object] | None
+              ) -> dict[str, Any]:
+    """The stored plan (``directory``: the --dir the test file was made in)."""
+    return {"suite": TEST, "args": dataclasses.asdict(args), "trace": o.trace.to_dict(),
+            "ioengine": o.ioengine, "direct": True, "dir": directory}
+
+
+def test_params(o: ReplayOptions) -> dict[str, Any]:
+    return {"title": "Trace replay", "trace": o.trace.to_dict(), "no_stall": o.no_stall,
+            "time_scale_pct": o.time_scale_pct, "iodepth": o.iodepth,
+            "log_interval_ms": o.log_interval_ms, "max_seconds": o.max_seconds,
+            "ioengine": o.ioengine}

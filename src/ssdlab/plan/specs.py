@@ -111,16 +111,31 @@ class CellSpec:
 
 
 @dataclass(frozen=True)
-class FioJob:
-    """One fio invocation: global options plus the cells, run in order."""
+class JobSection:
+    """A job section that is not a :class:`CellSpec` (a curve point, a trace replay): its
+    name and its fio options in order, as fio reads them."""
 
-    target_path: str
+    name: str
+    options: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class FioJob:
+    """One fio invocation: global options plus the cells, run in order, then the other
+    sections.
+
+    ``target_path`` None: the sections say what is read and where it goes (a trace
+    replay: ``read_iolog`` and ``replay_redirect``), so the global options name no file.
+    """
+
+    target_path: str | None
     cells: tuple[CellSpec, ...]
     ioengine: str = "libaio"
     direct: bool = True
     json_plus: bool = False
     percentiles: tuple[float, ...] = (50.0, 99.0, 99.9, 99.99)
     extra_global: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    sections: tuple[JobSection, ...] = ()
 
     @property
     def planned_seconds(self) -> float | None:

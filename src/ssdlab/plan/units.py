@@ -71,3 +71,11 @@ def check_fio_seconds(option: str, value: float, minimum: float, maximum: float)
         raise UserError(f"{option} {value!r}: give {minimum:g} to {maximum:g} seconds, a "
                         "whole number of milliseconds")
     return float(value)
+
+
+def fio_time(seconds: float) -> str:
+    """A duration as fio reads it: whole seconds as ``5s``, anything finer as ``500ms``."""
+    millis = round(seconds * 1000)
+    if millis <= 0:
+        raise ValueError(f"duration must be positive, got {seconds}")
+    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"

@@ -20,7 +20,7 @@ from pathlib import Path
 from ssdlab import __version__
 from ssdlab.errors import UserError
 from ssdlab.reference.specs import VendorSpec, find_spec, load_specs, match_spec_explained
-from ssdlab.report import compare_pages, run_pages, suites
+from ssdlab.report import compare_pages, run_pages
 from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
 from ssdlab.report.html import QUICK_TEXT, Page, PrintPart, document, esc, print_parts, table
@@ -29,7 +29,6 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
 HTML_NAME = "report.html"
-assert suites.SUITE_PAGES is run_pages.SUITE_PAGES  # importing suites registers the pages
 PDF_NAME = "report.pdf"
 
 

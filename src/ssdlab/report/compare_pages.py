@@ -19,7 +19,6 @@ from ssdlab.plan.specs import Mix, block_label
 from ssdlab.reference.specs import VendorSpec
 from ssdlab.report import charts as ch
 from ssdlab.report.claims import claim_rows
-from ssdlab.report.curves_pages import curves_overlay
 from ssdlab.report.figures import (
     BW,
     IOPS,
@@ -236,7 +235,6 @@ def overlay_page(c: Compared) -> Page:
     if lat:
         body += "<h3>Latency</h3>" + _mismatch_banner(c, "latency") + lat
     body += registered_overlays(c.runs, c.labels)
-    body += curves_overlay(c.runs, c.labels)
     return Page("compare-charts", "Comparison: all runs on one chart per test",
                 body or note("No test in common."), f"{len(c.runs)} runs")
 

@@ -1,13 +1,7 @@
-"""The pages of one run: the title page and, per PTS test, the SNIA report pages.
-
-For each test with rounds: steady-state convergence (the tracking variable of every
-cell, per round), steady-state verification (the measurement window with its average,
-+-10 % and +-20 % bands and the least-squares line, and the window table with the
-excursions against the rule's limits), then the results: the IOPS table (block size x
-mix) with a 2D plot and a 3D bar chart; throughput bars; the latency table with
-percentiles. A test that did not reach steady state says so on each of its pages.
-Reference runs imported from published reviews have results only.
-"""
+"""The pages of one run: its title page (the run, the device, the host, the plan, the
+tests and their outcomes, warnings), then each test's pages from its suite's registered
+pages module (``report/<suite>_pages.py``: the SNIA pages of a PTS test are in
+``pts_pages.py``). Also what every suite's pages share: a run's label and page head."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
-from ssdlab.report.figures import test_kind, window_rounds
+from ssdlab.report.figures import window_rounds
 from ssdlab.report.html import (
     NOT_STEADY_TEXT,
     Page,
@@ -213,8 +207,8 @@ def title_page(run: RunData, anchor: str) -> Page:
              "purge", "preconditioning", "outcome"),
             [_test_params(t) for t in tests],
         ))
-    others = [t for t in run.tests if table_kind == "tests" and (
-        test_kind(t.name) in SUITE_PAGES or _suite_pages_of(run, t) is not None)]
+    others = [t for t in run.tests
+              if table_kind == "tests" and _suite_pages_of(run, t) is not None]
     if others:
         parts.append("<h3>Tests</h3>" + table(
             ("test", "status", "rounds", "outcome"),
@@ -229,8 +223,6 @@ def title_page(run: RunData, anchor: str) -> Page:
                 head_left(run), run.quick)
 
 
-#: test kind -> the pages of a test of another suite (filled by ``report/suites.py``)
-SUITE_PAGES: dict[str, PageMaker] = {}
 
 def _suite_pages(run: RunData) -> SuitePages | None:
     """The registered pages of the run's suite (None: a suite this ssdlab does not know)."""
@@ -253,8 +245,6 @@ def run_pages(run: RunData, index: int) -> list[Page]:
         maker = _suite_pages_of(run, test)
         if maker is not None:
             pages += maker(run, test, anchor)
-        elif test_kind(test.name) in SUITE_PAGES:
-            pages += SUITE_PAGES[test_kind(test.name)](run, test, anchor)
     return pages
 
 

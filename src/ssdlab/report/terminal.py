@@ -178,34 +178,6 @@ def params_line(test: TestData) -> str:
     )
 
 
-def _mb(bw_bytes_per_s: Any) -> str:
-    return num(bw_bytes_per_s / 1e6, 1) if isinstance(bw_bytes_per_s, int | float) else "-"
-
-
-def preset_lines(test: TestData) -> list[str]:
-    """The result tables of the review presets (MB/s = 10^6 bytes/s)."""
-    r = test.result if isinstance(test.result, dict) else {}
-    lines: list[str] = []
-    for w in (x for x in r.get("workloads", []) if isinstance(x, dict)):  # curves
-        body = [[("max rate" if pt.get("kind") == "max" else f"{num(pt.get('fraction_pct'))} %"
-                  if pt.get("fraction_pct") is not None else str(pt.get("kind"))),
-                 num(pt.get("target_iops")), num(pt.get("iops")),
-                 num(pt.get("delivered_pct"), 1), num(pt.get("lat_mean_us"), 1),
-                 num(pt.get("lat_p99_us"), 1), num(pt.get("host_cpu_pct"), 0),
-                 num(pt.get("host_steal_pct"), 0), "SHORT" if pt.get("short") else ""]
-                for pt in w.get("points", []) if isinstance(pt, dict)]
-        lines += [f"  {w.get('title', w.get('name'))} (max {num(w.get('max_iops'))} IOPS):",
-                  *text_table(["point", "target IOPS", "delivered IOPS", "delivered %",
-                           "mean us", "p99 us", "host CPU %", "steal %", "flag"], body)]
-    cell = r.get("cell")
-    if isinstance(cell, dict):  # replay
-        lines += text_table(["IOPS", "MB/s", "mean us", "p99 us", "max us"],
-                        [[num(cell.get("iops")), _mb(cell.get("bw_bytes_per_s")),
-                          num(cell.get("lat_mean_us"), 1), num(cell.get("lat_p99_us"), 1),
-                          num(cell.get("lat_max_us"), 1)]])
-    return lines
-
-
 def render_run(run: RunData) -> str:
     from ssdlab.suites import find
     lines = header_lines(run)
@@ -218,7 +190,7 @@ def render_run(run: RunData) -> str:
         if show is not None:
             lines += show(run, test)
             continue
-        lines += [params_line(test), f"  verdict: {verdict_line(test)}", *preset_lines(test)]
+        lines += [params_line(test), f"  verdict: {verdict_line(test)}"]  # a suite unknown here
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"

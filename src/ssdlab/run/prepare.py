@@ -50,7 +50,7 @@ def _is_block(path: str) -> bool:
     return os.path.exists(path) and stat.S_ISBLK(os.stat(path).st_mode)
 
 
-def _planned_file(path: str, size: int) -> TargetInfo:
+def planned_file(path: str, size: int) -> TargetInfo:
     """What a file target ssdlab is about to create will look like."""
     return TargetInfo(
         path=path,
@@ -130,7 +130,7 @@ def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
                 "give a new file path or a block device"
             )
         if size_bytes is not None and size_bytes != os.path.getsize(path):
-            return _planned_file(path, size_bytes), True
+            return planned_file(path, size_bytes), True
         return identify_file(path), False
     if not os.path.isdir(os.path.dirname(path)):
         raise TargetError(
@@ -143,7 +143,7 @@ def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
             "a test file of that size (e.g. --size 1GiB)"
         )
     _check_free_space(path, size_bytes)
-    return _planned_file(path, size_bytes), True
+    return planned_file(path, size_bytes), True
 
 
 @dataclass(frozen=True)

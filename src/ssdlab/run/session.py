@@ -435,10 +435,19 @@ class SessionRun(Generic[PS]):
 
     def execute(self, argv: list[str]) -> str:
         t, o = self.p.target, self.p.options
+        with self.target_in_place():
+            self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
+                              plan=self.plan_dict(), versions=dict(t.versions), argv=argv)
+            return self._run(None)
+
+    @contextlib.contextmanager
+    def target_in_place(self) -> Iterator[None]:
+        """The target as the run uses it, for the whole run: a test file that does not
+        exist yet is made first. (A suite whose target lasts only as long as the run, a
+        test file in a work directory, makes and removes it here: run/workload_target.py.)
+        """
         self._make_file()
-        self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
-                          plan=self.plan_dict(), versions=dict(t.versions), argv=argv)
-        return self._run(None)
+        yield
 
     def resume(self, run: RunData, argv: list[str]) -> str:
         check_same_target(run, self.p.target)
