@@ -18,6 +18,13 @@ from ssdlab.store.records import RunData
 from ssdlab.suites import Suite, find
 
 
+def _resumable() -> str:
+    """The suites whose runs can be resumed, as a list in words."""
+    from ssdlab.suites import runnable
+    names = [s.name for s in runnable() if s.spec.resumable]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "resume",
@@ -26,7 +33,7 @@ def register(sub: Any) -> None:
         "the test that was running goes on after its last completed round (no new purge or "
         "preconditioning: the drive keeps its state; the idle time is recorded), the rest "
         "run as planned. The target must be the same one (path, model, serial, size). "
-        "Works for the pts and saturation suites.",
+        f"Works for the {_resumable()} suites.",
     )
     p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
     add_destroy_data_option(p, "; needed again to resume on a block device (put it after "

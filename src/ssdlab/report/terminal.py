@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.plan.units import format_bytes
 from ssdlab.store.records import RunData, TestData
 
 QUICK_BANNER = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
@@ -107,6 +108,18 @@ def _reference_lines(run: RunData) -> list[str]:
     ]
 
 
+def _target_line(t: dict[str, Any]) -> str:
+    """What the run ran on: a device or test file, or a directory (the file presets)."""
+    head = f"target {t.get('path')} ({t.get('device_class')}): "
+    if t.get("kind") == "directory" and "logical_sector_bytes" not in t:
+        free = t.get("free_bytes")
+        return (head + f"mounted at {t.get('mount_point') or '-'} from {t.get('source') or '-'}"
+                f", {format_bytes(free) if isinstance(free, int) else '-'} free at the start")
+    return (head + f"model {t.get('model') or '-'}, serial {t.get('serial') or '-'}, "
+            f"firmware {t.get('firmware') or '-'}, {num(t.get('capacity_bytes'))} bytes, "
+            f"sectors {t.get('logical_sector_bytes')}/{t.get('physical_sector_bytes')} B")
+
+
 def header_lines(run: RunData) -> list[str]:
     t, h = run.target, run.host
     lines = [f"run {run.run_id}  suite {run.suite}  profile {run.profile}  status {run.status}"]
@@ -118,10 +131,7 @@ def header_lines(run: RunData) -> list[str]:
         lines.append(f"note: {run.message}")
     lines += [
         f"started {_when(run.created_at)}, finished {_when(run.finished_at)}",
-        f"target {t.get('path')} ({t.get('device_class')}): model {t.get('model') or '-'}, "
-        f"serial {t.get('serial') or '-'}, firmware {t.get('firmware') or '-'}, "
-        f"{num(t.get('capacity_bytes'))} bytes, sectors {t.get('logical_sector_bytes')}/"
-        f"{t.get('physical_sector_bytes')} B",
+        _target_line(t),
         f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",
