@@ -155,7 +155,7 @@ PRESETS: dict[str, list[Case]] = {
 }
 SUITES = {"pts": PTS, "latency-iops": LATENCY_IOPS, "op-sweep": OP_SWEEP,
           "saturation": SATURATION, "slc-probe": SLC_PROBE, "verify": VERIFY, **PRESETS}
-#: the shared options are add_target_options' everywhere: all of them once, two per suite
+#: the shared target options (plan.optionsets) everywhere: all of them once, two per suite
 CASES = [
     pytest.param(suite, args, needle, id=f"{suite} {' '.join(args)}")
     for suite, cases in SUITES.items()

@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ssdlab.errors import RunNotFound
-from ssdlab.plan.optionsets import destroy_data_opt, device_target, size_arg, store_opt
+from ssdlab.plan.optionsets import destroy_data_opt, store_opt
 from ssdlab.plan.suite import Opt
 from ssdlab.store.records import RunData
-
-__all__ = ["add_destroy_data_option", "add_store_option", "add_target_options", "size_arg"]
 
 if TYPE_CHECKING:
     from ssdlab.engine.runner import FioExecutor
     from ssdlab.run.progress import Progress
+    from ssdlab.run.session import SuiteRun
     from ssdlab.store.db import Store
 
 
@@ -37,10 +36,6 @@ def open_store(args: argparse.Namespace) -> Store:
     """Open (creating if needed) the store a run writes to."""
     from ssdlab.store.db import Store
     return Store.open(store_path(args))
-
-
-class SuiteRun(Protocol):
-    def execute(self, argv: list[str]) -> str: ...
 
 
 def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
@@ -75,9 +70,3 @@ def add_destroy_data_option(
 ) -> None:
     """--destroy-data, --destroy-data=SERIAL or --destroy-data=/dev/PATH."""
     add_opt(parser, destroy_data_opt(None, extra_help))
-
-
-def add_target_options(parser: argparse.ArgumentParser) -> None:
-    """--target, --size, --destroy-data, --dry-run, --store, --fio: every suite has them."""
-    from ssdlab.cli.suite_cmd import add_options
-    add_options(parser, device_target())
