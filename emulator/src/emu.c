@@ -7,8 +7,10 @@
  *   control  write-only, text commands (format, reset-stats, faults ...)
  *
  * Every disk request: lock, ask the FTL model (ftl.c) for the completion time
- * with arrival = CLOCK_MONOTONIC now, unlock, copy the data, sleep until the
- * completion time, reply.  See emulator/README.md.
+ * with arrival = CLOCK_MONOTONIC now, unlock, copy the data, reply at the
+ * completion time minus the FUSE floor (the time a request spends outside
+ * the daemon, measured from the client's turnarounds; reply.c).  See
+ * emulator/README.md.
  */
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
@@ -35,6 +37,7 @@
 #include <unistd.h>
 
 #include "ftl.h"
+#include "reply.h"
 
 #define EMU_VERSION "0.1.0"
 #define STATS_SCHEMA 1
@@ -97,6 +100,9 @@ struct opts {
 	unsigned spin_max_inflight;
 	uint64_t spin_window_ns;
 	uint64_t reply_slack_ns;
+	bool floor_auto;           /* measure the FUSE floor in band */
+	uint64_t floor_fixed_ns;   /* the floor when not auto */
+	uint64_t floor_max_ns;     /* cap of the measured floor */
 };
 
 static struct {
@@ -119,10 +125,25 @@ static struct {
 	atomic_int inflight;
 	atomic_int max_inflight;
 	atomic_uint_fast64_t inflight_sum, inflight_samples;
+	atomic_uint_fast64_t floor_ns;     /* subtracted from every reply time */
+	atomic_uint_fast64_t replies, reply_late_sum_ns, reply_late_max_ns;
 	pthread_t bg_thread;
 	atomic_bool stop;
 	struct fuse_session *se;
 } G;
+
+/*
+ * The FUSE floor, measured in band: when a request arrives while nothing is
+ * in flight, the time since the last reply began to be sent is the client's
+ * turnaround (the reply's system call and its way to the client, the
+ * client's own time, its next request's way to a worker and into the
+ * daemon).  reply.c keeps the median of the recent ones.
+ */
+static struct {
+	atomic_uint_fast64_t idle_at; /* the last reply (none other in flight) began; 0: busy */
+	pthread_mutex_t mu;           /* the estimate */
+	struct reply_floor_est est;
+} FL = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static uint64_t mono_ns(void)
 {
@@ -398,7 +419,9 @@ static char *stats_json(size_t *len)
 	sb_printf(&b, "    \"reply_mode\": \"%s\",\n", G.o.sleep_replies ? "sleep" : "queue");
 	sb_printf(&b, "    \"reply_slack_us\": %.3f,\n", (double)G.o.reply_slack_ns / 1e3);
 	sb_printf(&b, "    \"spin_max_inflight\": %u,\n", G.o.spin_max_inflight);
-	sb_printf(&b, "    \"spin_window_us\": %.3f\n  },\n", (double)G.o.spin_window_ns / 1e3);
+	sb_printf(&b, "    \"spin_window_us\": %.3f,\n", (double)G.o.spin_window_ns / 1e3);
+	sb_printf(&b, "    \"fuse_floor\": \"%s\",\n", G.o.floor_auto ? "auto" : "fixed");
+	sb_printf(&b, "    \"fuse_floor_max_us\": %.3f\n  },\n", (double)G.o.floor_max_ns / 1e3);
 
 	sb_printf(&b, "  \"counters\": {\n");
 	sb_printf(&b, "    \"host_write_bytes\": %" PRIu64 ",\n", st.host_write_bytes);
@@ -434,7 +457,13 @@ static char *stats_json(size_t *len)
 	sb_printf(&b, "    \"slc_fold_pages\": %" PRIu64 ",\n", st.slc_fold_pages);
 	sb_printf(&b, "    \"formats\": %" PRIu64 ",\n", st.formats);
 	sb_printf(&b, "    \"max_inflight\": %d,\n", atomic_load(&G.max_inflight));
-	sb_printf(&b, "    \"mean_inflight_at_arrival\": %.3f\n  },\n", mean_qd);
+	sb_printf(&b, "    \"mean_inflight_at_arrival\": %.3f,\n", mean_qd);
+	uint64_t nrep = atomic_load(&G.replies);
+	sb_printf(&b, "    \"replies\": %" PRIu64 ",\n", nrep);
+	sb_printf(&b, "    \"reply_late_us_mean\": %.3f,\n",
+		  nrep ? (double)atomic_load(&G.reply_late_sum_ns) / (double)nrep / 1e3 : 0.0);
+	sb_printf(&b, "    \"reply_late_us_max\": %.3f\n  },\n",
+		  (double)atomic_load(&G.reply_late_max_ns) / 1e3);
 
 	sb_printf(&b, "  \"state\": {\n");
 	sb_printf(&b, "    \"free_blocks\": %" PRIu64 ",\n", st.free_blocks);
@@ -446,6 +475,12 @@ static char *stats_json(size_t *len)
 	sb_printf(&b, "    \"slc_capacity_bytes\": %" PRIu64 ",\n", st.slc_capacity_bytes);
 	sb_printf(&b, "    \"idle_gc\": %s,\n", st.idle_gc ? "true" : "false");
 	sb_printf(&b, "    \"inflight\": %d,\n", atomic_load(&G.inflight));
+	pthread_mutex_lock(&FL.mu);
+	uint64_t fl_acc = FL.est.accepted, fl_rej = FL.est.rejected;
+	pthread_mutex_unlock(&FL.mu);
+	sb_printf(&b, "    \"fuse_floor_us\": %.3f,\n", (double)atomic_load(&G.floor_ns) / 1e3);
+	sb_printf(&b, "    \"fuse_floor_samples\": %" PRIu64 ",\n", fl_acc);
+	sb_printf(&b, "    \"fuse_floor_rejected\": %" PRIu64 ",\n", fl_rej);
 	sb_printf(&b, "    \"die_busy_ahead_us\": %.1f\n  },\n",
 		  st.max_die_busy_ns > now ? (double)(st.max_die_busy_ns - now) / 1e3 : 0.0);
 
@@ -593,6 +628,9 @@ static int run_command_locked(char *line, char *err, size_t errlen)
 		atomic_store(&G.max_inflight, 0);
 		atomic_store(&G.inflight_sum, 0);
 		atomic_store(&G.inflight_samples, 0);
+		atomic_store(&G.replies, 0);
+		atomic_store(&G.reply_late_sum_ns, 0);
+		atomic_store(&G.reply_late_max_ns, 0);
 		G.flt.eio_injected = G.flt.corruptions_injected = G.flt.spikes_injected = 0;
 		return 0;
 	}
@@ -934,7 +972,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void io_begin(void)
+/* a disk request arrived at now */
+static void io_begin(uint64_t now)
 {
 	int n = atomic_fetch_add(&G.inflight, 1) + 1;
 	int m = atomic_load(&G.max_inflight);
@@ -942,11 +981,40 @@ static void io_begin(void)
 		;
 	atomic_fetch_add(&G.inflight_sum, (uint64_t)n);
 	atomic_fetch_add(&G.inflight_samples, 1);
+	if (n == 1 && G.o.floor_auto) {
+		/* the daemon was idle: the time since the last reply began is
+		   the client's turnaround, one sample of the floor */
+		uint64_t t = atomic_exchange(&FL.idle_at, 0);
+		if (t && now > t) {
+			pthread_mutex_lock(&FL.mu);
+			if (reply_floor_sample(&FL.est, now - t))
+				atomic_store(&G.floor_ns, FL.est.value);
+			pthread_mutex_unlock(&FL.mu);
+		}
+	}
 }
 
-static void io_end(void)
+/* returns the requests still in flight */
+static int io_end(void)
 {
-	atomic_fetch_sub(&G.inflight, 1);
+	return atomic_fetch_sub(&G.inflight, 1) - 1;
+}
+
+/*
+ * The reply of the last request in flight has just left; its sending
+ * started at t (the turnaround includes the reply's own system call: the
+ * client does not see the reply before it is done).
+ */
+static void io_idle(uint64_t t)
+{
+	if (!G.o.floor_auto || atomic_load(&G.inflight) != 0)
+		return;
+	atomic_store(&FL.idle_at, t);
+	/* a request that arrived meanwhile may have found no sample: then
+	   this one must not stay for a later arrival (it would be stale) */
+	uint_fast64_t mine = t;
+	if (atomic_load(&G.inflight) != 0)
+		atomic_compare_exchange_strong(&FL.idle_at, &mine, 0);
 }
 
 static bool overlaps(const struct range *r, uint64_t off, uint64_t len)
@@ -989,16 +1057,23 @@ static int fault_check_locked(int op, uint64_t off, uint64_t len, uint64_t *spik
 /* ------------------------------------------------------------------ */
 /*
  * Delayed replies.  A request's reply must leave at its modelled completion
- * time.  Default: the worker queues it in a min-heap and goes back to
- * /dev/fuse at once; one reply thread sleeps (clock_nanosleep-precise
+ * time minus the FUSE floor (the time the request spends outside the
+ * daemon, so that the client sees the modelled latency; reply.c).
+ * Default: the worker queues it in a min-heap and goes back to /dev/fuse at
+ * once; one reply thread sleeps (clock_nanosleep-precise
  * pthread_cond_timedwait on CLOCK_MONOTONIC) until the earliest deadline
- * and sends every due reply.  --sleep-replies instead sleeps in the worker
- * (one thread per in-flight request; about half the throughput here).
+ * and sends every due reply.  While few requests are in flight
+ * (--spin-max-inflight) it wakes early by a lead of twice its measured
+ * timer lateness (at most --spin-window-us) and busy-waits the rest, so
+ * that timer lateness does not add to low-queue-depth latency; at higher
+ * depth it only sleeps and never takes a CPU from the client.
+ * --sleep-replies instead sleeps in the worker (one thread per in-flight
+ * request; about half the throughput here).
  */
 enum rkind { R_BUF, R_WRITE, R_ERR };
 
 struct pending {
-	uint64_t t;
+	uint64_t t;       /* when the reply is sent */
 	fuse_req_t req;
 	int kind;
 	int err;
@@ -1013,13 +1088,28 @@ static struct {
 	struct pending *h;
 	size_t n, cap;
 	uint64_t sleeping_until; /* deadline the reply thread waits for; 0: none */
-	uint64_t wake_lead;      /* mean timer lateness (EWMA), ns */
+	uint64_t late_ewma;      /* mean timer lateness (EWMA), ns */
 	pthread_t thread;
 } RQ = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+#define SPIN_MARGIN_NS 10000ull /* added to twice the mean timer lateness */
+
+static void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
 static void send_reply(struct pending *p)
 {
-	io_end();
+	int left = io_end();
+	uint64_t now = mono_ns(), late = now > p->t ? now - p->t : 0;
+	atomic_fetch_add(&G.replies, 1);
+	atomic_fetch_add(&G.reply_late_sum_ns, late);
+	uint64_t m = atomic_load(&G.reply_late_max_ns);
+	while (late > m && !atomic_compare_exchange_weak(&G.reply_late_max_ns, &m, late))
+		;
 	switch (p->kind) {
 	case R_BUF:
 		fuse_reply_buf(p->req, p->buf, p->len);
@@ -1031,6 +1121,8 @@ static void send_reply(struct pending *p)
 		fuse_reply_err(p->req, p->err);
 	}
 	free(p->owned);
+	if (left == 0)
+		io_idle(now);
 }
 
 static void rq_push(const struct pending *p)
@@ -1087,6 +1179,7 @@ static void *reply_main(void *arg)
 	/* wake-ups within the slack are coalesced by the kernel: one wake-up
 	   sends every reply due by then (replies are late by <= the slack) */
 	prctl(PR_SET_TIMERSLACK, (unsigned long)G.o.reply_slack_ns, 0, 0, 0);
+	prctl(PR_SET_NAME, (unsigned long)"emu-reply", 0, 0, 0);
 	struct pending batch[64];
 	pthread_mutex_lock(&RQ.mu);
 	for (;;) {
@@ -1099,24 +1192,25 @@ static void *reply_main(void *arg)
 		uint64_t now = mono_ns();
 		if (RQ.h[0].t > now) {
 			/*
-			 * Timer wake-ups on this kind of VM are late by ~50-200 us.
-			 * At low queue depth (where that lateness would show as
-			 * latency) wake early by the measured mean lateness and spin
-			 * the rest; at higher depth the dies are the bottleneck and
-			 * plain sleeps are cheaper.
+			 * Timer wake-ups on this kind of VM are late by ~15 us
+			 * typically and by 100 us and more at times.  At low queue
+			 * depth (where that lateness would show as latency) wake
+			 * early by twice the measured mean lateness and spin the
+			 * rest (in slices of at most 20 us, so that a new earlier
+			 * deadline is seen); at higher depth the dies are the
+			 * bottleneck and plain sleeps leave the CPUs to the client.
 			 */
-			uint64_t t = RQ.h[0].t;
-			bool low = atomic_load(&G.inflight) <= (int)G.o.spin_max_inflight;
-			uint64_t lead = low ? RQ.wake_lead : 0;
-			if (t - now <= lead) {
+			uint64_t w, t = RQ.h[0].t;
+			int spin_ok = atomic_load(&G.inflight) <= (int)G.o.spin_max_inflight;
+			uint64_t lead = reply_lead(RQ.late_ewma, SPIN_MARGIN_NS, G.o.spin_window_ns);
+			if (reply_wait_plan(now, t, lead, spin_ok, &w) == REPLY_SPIN) {
 				pthread_mutex_unlock(&RQ.mu);
 				uint64_t until = t < now + 20000 ? t : now + 20000;
 				while (mono_ns() < until)
-					__builtin_ia32_pause();
+					spin_pause();
 				pthread_mutex_lock(&RQ.mu);
 				continue;
 			}
-			uint64_t w = t - lead;
 			struct timespec ts = { .tv_sec = (time_t)(w / 1000000000ull),
 					       .tv_nsec = (long)(w % 1000000000ull) };
 			RQ.sleeping_until = w;
@@ -1126,7 +1220,7 @@ static void *reply_main(void *arg)
 				uint64_t late = mono_ns() - w;
 				if (late > G.o.spin_window_ns)
 					late = G.o.spin_window_ns;
-				RQ.wake_lead = RQ.wake_lead - RQ.wake_lead / 8 + late / 8;
+				RQ.late_ewma = reply_late_update(RQ.late_ewma, late);
 			}
 			continue;
 		}
@@ -1168,10 +1262,15 @@ static void rq_start(void)
 	pthread_create(&RQ.thread, NULL, reply_main, NULL);
 }
 
-/* reply at model time t (now, later from the reply thread, or after a sleep) */
-static void complete(fuse_req_t req, uint64_t t, int kind, int err, const char *buf, size_t len,
-		     char *owned)
+/*
+ * Reply to a request that arrived at `arrival` and that the model completes
+ * at t: at t minus the FUSE floor (now, later from the reply thread, or
+ * after a sleep).
+ */
+static void complete(fuse_req_t req, uint64_t arrival, uint64_t t, int kind, int err,
+		     const char *buf, size_t len, char *owned)
 {
+	t = reply_send_time(t, atomic_load(&G.floor_ns), arrival);
 	struct pending p = { t, req, kind, err, buf, len, owned };
 	if (G.o.sleep_replies || t <= mono_ns()) {
 		sleep_until(t);
@@ -1191,8 +1290,8 @@ static void disk_read(fuse_req_t req, size_t size, off_t off)
 	uint64_t len = size;
 	if (len > G.size - o)
 		len = G.size - o;
-	io_begin();
 	uint64_t now = mono_ns(), spike = 0, done;
+	io_begin(now);
 	pthread_mutex_lock(&G.lock);
 	int e = fault_check_locked(F_READ, o, len, &spike);
 	done = e ? now : ftl_read_bytes(G.ftl, o, len, now);
@@ -1230,10 +1329,10 @@ static void disk_read(fuse_req_t req, size_t size, off_t off)
 		pthread_mutex_lock(&G.lock);
 		G.flt.corruptions_injected += flips;
 		pthread_mutex_unlock(&G.lock);
-		complete(req, done + spike, R_BUF, 0, (const char *)copy, len, (char *)copy);
+		complete(req, now, done + spike, R_BUF, 0, (const char *)copy, len, (char *)copy);
 		return;
 	}
-	complete(req, done + spike, R_BUF, 0, (const char *)G.store + o, len, NULL);
+	complete(req, now, done + spike, R_BUF, 0, (const char *)G.store + o, len, NULL);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1300,8 +1399,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	uint64_t len = size;
 	if (len > G.size - o)
 		len = G.size - o;
-	io_begin();
 	uint64_t now = mono_ns(), spike = 0, done = now;
+	io_begin(now);
 	pthread_mutex_lock(&G.lock);
 	int e = fault_check_locked(F_WRITE, o, len, &spike);
 	if (!e)
@@ -1313,7 +1412,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	memcpy(G.store + o, buf, len);
-	complete(req, done + spike, R_WRITE, 0, NULL, len, NULL);
+	complete(req, now, done + spike, R_WRITE, 0, NULL, len, NULL);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -1348,8 +1447,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	}
 	if (len > G.size - o)
 		len = G.size - o;
-	io_begin();
 	uint64_t now = mono_ns(), spike = 0, done = now;
+	io_begin(now);
 	pthread_mutex_lock(&G.lock);
 	int e = fault_check_locked(F_WRITE, o, len, &spike);
 	if (!e) {
@@ -1365,7 +1464,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		fuse_reply_err(req, e);
 		return;
 	}
-	complete(req, done + spike, R_ERR, 0, NULL, 0, NULL);
+	complete(req, now, done + spike, R_ERR, 0, NULL, 0, NULL);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1384,15 +1483,15 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 		bool gone = G.flt.vanished;
 		int e = G.flt.vanish_errno;
 		G.flush_cmds++;
-		uint64_t done = mono_ns() + ftl_get_config(G.ftl)->t_ctrl_ns;
+		uint64_t now = mono_ns(), done = now + ftl_get_config(G.ftl)->t_ctrl_ns;
 		pthread_mutex_unlock(&G.lock);
 		if (gone) {
 			fuse_reply_err(req, e);
 			return;
 		}
 		/* no volatile write cache is modelled: a flush costs one command */
-		io_begin();
-		complete(req, done, R_ERR, 0, NULL, 0, NULL);
+		io_begin(now);
+		complete(req, now, done, R_ERR, 0, NULL, 0, NULL);
 		return;
 	}
 	fuse_reply_err(req, 0);
@@ -1439,6 +1538,7 @@ static const struct fuse_lowlevel_ops OPS = {
 static void *worker_main(void *arg)
 {
 	(void)arg;
+	prctl(PR_SET_NAME, (unsigned long)"emu-worker", 0, 0, 0);
 	struct fuse_buf fbuf = { .mem = NULL };
 	while (!fuse_session_exited(G.se)) {
 		int res = fuse_session_receive_buf(G.se, &fbuf);
@@ -1462,6 +1562,7 @@ static void *worker_main(void *arg)
 static void *bg_main(void *arg)
 {
 	(void)arg;
+	prctl(PR_SET_NAME, (unsigned long)"emu-bg", 0, 0, 0);
 	while (!atomic_load(&G.stop)) {
 		uint64_t t = mono_ns() + 5000000ull;
 		pthread_mutex_lock(&G.lock);
@@ -1519,10 +1620,16 @@ static void usage(FILE *out)
 "  --sleep-replies           sleep in the worker until completion instead of\n"
 "                            queueing the reply for the reply thread\n"
 "  --reply-slack-us US       timer slack of the reply thread (default 5)\n"
-"  --spin-max-inflight N     while <= N requests are in flight, wake early by the\n"
-"                            measured timer lateness and busy-wait the rest\n"
-"                            (default 0: off; measured no gain on a 2-vCPU VM)\n"
-"  --spin-window-us US       cap of that early wake-up (default 500)\n"
+"  --spin-max-inflight N     while <= N requests are in flight, the reply thread\n"
+"                            wakes early by twice its measured timer lateness\n"
+"                            and busy-waits the rest (default 1; 0: never spin)\n"
+"  --spin-window-us US       cap of that early wake-up (default 100)\n"
+"  --fuse-floor-us auto|US   send replies this much before the model's completion\n"
+"                            time, for the FUSE round trip outside the daemon\n"
+"                            (default auto: measured from the client's turnarounds\n"
+"                            at queue depth 1; 0: off)\n"
+"  --fuse-floor-max-us US    turnarounds above this are client idle time, not\n"
+"                            floor: cap of the measured floor (default 50)\n"
 "  --allow-other             let other users access the mount\n"
 "  --pid-file FILE           write the daemon pid to FILE\n"
 "  -f, --foreground          stay in the foreground\n"
@@ -1536,7 +1643,8 @@ enum {
 	O_PROFILE = 1000, O_SIZE, O_OP, O_CHANNELS, O_DPC, O_BPD, O_PPB, O_PAGE, O_GCPOL, O_LOWWM,
 	O_SLC, O_FOLD, O_TR, O_TRS, O_TP, O_TPS, O_TE, O_TX, O_CTRL, O_SCALE, O_ZERO, O_IDLEGC,
 	O_IDLETH, O_IDLERATE, O_IDLETGT, O_F_EIO, O_F_EIOW, O_F_SPIKE, O_F_CORR, O_BACKING,
-	O_THREADS, O_MAXBG, O_NOPAR, O_ALLOW, O_PID, O_DUMP, O_LIST, O_SLEEPR, O_RSLACK, O_SPINQD, O_SPINWIN
+	O_THREADS, O_MAXBG, O_NOPAR, O_ALLOW, O_PID, O_DUMP, O_LIST, O_SLEEPR, O_RSLACK, O_SPINQD, O_SPINWIN,
+	O_FLOOR, O_FLOORMAX
 };
 
 static const struct option LONGOPTS[] = {
@@ -1580,6 +1688,8 @@ static const struct option LONGOPTS[] = {
 	{ "reply-slack-us", required_argument, 0, O_RSLACK },
 	{ "spin-max-inflight", required_argument, 0, O_SPINQD },
 	{ "spin-window-us", required_argument, 0, O_SPINWIN },
+	{ "fuse-floor-us", required_argument, 0, O_FLOOR },
+	{ "fuse-floor-max-us", required_argument, 0, O_FLOORMAX },
 	{ "list-profiles", no_argument, 0, O_LIST },
 	{ "foreground", no_argument, 0, 'f' },
 	{ "debug", no_argument, 0, 'd' },
@@ -1630,8 +1740,10 @@ static int parse_args(int argc, char **argv)
 	G.o.time_scale = 1.0;
 	G.o.max_threads = 0; /* auto */
 	G.o.reply_slack_ns = 5000;
-	G.o.spin_max_inflight = 0;
-	G.o.spin_window_ns = 500000;
+	G.o.spin_max_inflight = 1;
+	G.o.spin_window_ns = 100000;
+	G.o.floor_auto = true;
+	G.o.floor_max_ns = 50000;
 	G.o.max_background = 512;
 	G.o.parallel_writes = true;
 	G.flt.eio_after_writes = -1;
@@ -1806,6 +1918,19 @@ static int parse_args(int argc, char **argv)
 			if (parse_double(optarg, &d) || d < 0) return die_usage(name, optarg);
 			G.o.spin_window_ns = (uint64_t)(d * 1000.0);
 			break;
+		case O_FLOOR:
+			if (!strcmp(optarg, "auto")) {
+				G.o.floor_auto = true;
+				break;
+			}
+			if (parse_double(optarg, &d) || d < 0 || d > 1e6) return die_usage(name, optarg);
+			G.o.floor_auto = false;
+			G.o.floor_fixed_ns = (uint64_t)(d * 1000.0);
+			break;
+		case O_FLOORMAX:
+			if (parse_double(optarg, &d) || d < 0 || d > 1e6) return die_usage(name, optarg);
+			G.o.floor_max_ns = (uint64_t)(d * 1000.0);
+			break;
 		case O_RSLACK:
 			if (parse_double(optarg, &d) || d < 0 || d > 10000) return die_usage(name, optarg);
 			G.o.reply_slack_ns = (uint64_t)(d * 1000.0);
@@ -1923,6 +2048,9 @@ int main(int argc, char **argv)
 	G.start_ns = mono_ns();
 	clock_gettime(CLOCK_REALTIME, &G.start_wall);
 	G.last_cmd_ok = true;
+	reply_floor_init(&FL.est, G.o.floor_max_ns);
+	if (!G.o.floor_auto)
+		atomic_store(&G.floor_ns, G.o.floor_fixed_ns);
 	if (G.o.dump_config) {
 		size_t len;
 		char *j = stats_json(&len);
