@@ -339,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reps.append(results)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
-    doc = {
+    doc: dict[str, Any] = {
         "benchmark": RESULT_NAME,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "args": recorded_args(args),

@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from recording import program_name, recorded_args
 
@@ -110,7 +110,19 @@ def environment(values: dict[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def measure(store_path: Path, ids: Sequence[str], out: Path) -> dict[str, float]:
+class Measured(TypedDict):
+    """One report's timings and sizes (and, for ssdlab's own set-up, its print jobs)."""
+
+    total_s: float
+    html_s: float
+    pdf_s: float
+    sections: int
+    html_bytes: int
+    pdf_bytes: int
+    print_jobs: NotRequired[int]
+
+
+def measure(store_path: Path, ids: Sequence[str], out: Path) -> Measured:
     from ssdlab.report.build import ReportRequest, write_report
     from ssdlab.store.db import Store
 
@@ -214,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ids = build_store(store, args.runs, args.rounds)
         build_s = time.perf_counter() - started
         reference_before = cpu_reference_s()
-        reps: dict[str, list[dict[str, float]]] = {name: [] for name in CONFIGS}
+        reps: dict[str, list[Measured]] = {name: [] for name in CONFIGS}
         for rep in range(args.repetitions):
             for name, env in CONFIGS.items():
                 out = Path(scratch) / f"report{rep}-{len(reps[name])}-{hash(name)}"
@@ -236,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       if line.startswith("model name")), platform.processor())
     versions = {name: os.popen(f"{path} --version 2>/dev/null").read().strip()
                 for name, path in binaries.items()}
-    doc = {
+    doc: dict[str, Any] = {
         "benchmark": RESULT_NAME,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "args": recorded_args(args),  # results_dir relative to the repository

@@ -60,6 +60,11 @@ def _text(draw: st.DrawFn) -> str:
     return str(texts[draw(st.sampled_from(sorted(texts)))])
 
 
+def _stray(draw: st.DrawFn) -> str:
+    """Text before or after a document: any characters, or JSON-like tokens."""
+    return str(draw(_fixtures().stray_text))
+
+
 @st.composite
 def truncated(draw: st.DrawFn) -> str:
     text = _text(draw)
@@ -91,7 +96,7 @@ def deep(draw: st.DrawFn) -> str:
 @st.composite
 def edited(draw: st.DrawFn) -> str:
     p = _fixtures()
-    text = p.TEXTS[draw(st.sampled_from(p.SMALL))]
+    text: str = p.TEXTS[draw(st.sampled_from(p.SMALL))]
     for where, remove, insert in draw(st.lists(st.tuples(
             st.floats(0, 1), st.integers(0, 2), st.sampled_from([*p.TOKENS, "x", "é"])),
             min_size=1, max_size=8)):
@@ -122,8 +127,7 @@ def raw_bytes(draw: st.DrawFn) -> str:
 
 @st.composite
 def mutated(draw: st.DrawFn) -> str:
-    p = _fixtures()
-    return draw(p.stray_text) + draw(p.mutated_documents()) + draw(p.stray_text)
+    return _stray(draw) + str(draw(_fixtures().mutated_documents())) + _stray(draw)
 
 
 @st.composite
@@ -133,7 +137,7 @@ def json_value(draw: st.DrawFn) -> str:
     if draw(st.booleans()):
         value = {"fio version": "fio-3.33", draw(st.sampled_from(["jobs", "client_stats"])):
                  [value] if draw(st.booleans()) else value}
-    return draw(p.stray_text) + json.dumps(value) + draw(p.stray_text)
+    return _stray(draw) + json.dumps(value) + _stray(draw)
 
 
 def parser_inputs() -> st.SearchStrategy[str]:
@@ -210,7 +214,7 @@ def _seeds(target: str, corpus: Path) -> None:
 def fuzz_atheris(target: str, count: int, first_seed: int) -> int:
     """Coverage-guided (libFuzzer through atheris) on bytes, from a corpus of valid inputs."""
     try:
-        import atheris  # type: ignore[import-not-found]
+        import atheris
     except ImportError:
         print("Error: atheris is not installed (x86-64 Linux: pip install atheris)",
               file=sys.stderr)
@@ -224,7 +228,7 @@ def fuzz_atheris(target: str, count: int, first_seed: int) -> int:
     harness = importlib.import_module("tests.support.config_fuzz" if target == "config"
                                       else "tests.unit.test_parser_fuzz")
     if hasattr(harness, "event"):  # hypothesis.event() works only inside a hypothesis test
-        harness.event = lambda *_args, **_kwargs: None
+        vars(harness)["event"] = lambda *_args, **_kwargs: None
     atheris.instrument_all()
     outcomes: Counter[str] = Counter()
     started = time.monotonic()

@@ -211,6 +211,7 @@ def refusals(
     out = {}
     for case in CASES:
         suite, args, _ = case.values
+        assert isinstance(suite, str) and isinstance(args, list)
         out[(suite, *args)] = attempt(tmp_path_factory.mktemp("case"), fake_fio, suite, args,
                                       in_process=True)
     return out

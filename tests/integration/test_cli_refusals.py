@@ -10,6 +10,7 @@ import pytest
 
 from ssdlab.cli.main import build_parser
 from ssdlab.targets.filetarget import create_file_target
+from tests.conftest import LoopFactory
 from tests.support.cli import one_line_error, sha256_of, ssdlab
 
 MIB = 1024 * 1024
@@ -124,7 +125,7 @@ def test_unknown_run_and_bad_store(tmp_path: Path) -> None:
 
 
 @pytest.mark.root
-def test_block_device_needs_destroy_data(loop_device, tmp_path: Path) -> None:
+def test_block_device_needs_destroy_data(loop_device: LoopFactory, tmp_path: Path) -> None:
     device = loop_device(128 * MIB)
     before = sha256_of(_backing(device))
     result = ssdlab("run", "pts", "--target", device, "--store", str(tmp_path / "s.sqlite"))
@@ -135,7 +136,7 @@ def test_block_device_needs_destroy_data(loop_device, tmp_path: Path) -> None:
 
 
 @pytest.mark.root
-def test_too_small_and_size_on_device(loop_device, tmp_path: Path) -> None:
+def test_too_small_and_size_on_device(loop_device: LoopFactory, tmp_path: Path) -> None:
     small = loop_device(32 * MIB)
     result = ssdlab("run", "pts", "--target", small, "--destroy-data")
     assert result.returncode == 3
@@ -149,7 +150,7 @@ def test_too_small_and_size_on_device(loop_device, tmp_path: Path) -> None:
 
 
 @pytest.mark.root
-def test_mounted_device_is_refused(loop_device, shm_dir: Path) -> None:
+def test_mounted_device_is_refused(loop_device: LoopFactory, shm_dir: Path) -> None:
     device = loop_device(128 * MIB)
     subprocess.run(["mkfs.ext4", "-q", device], check=True)
     mnt = shm_dir / "mnt"
@@ -174,7 +175,9 @@ def test_root_disk_is_refused_by_detection_in_dry_run() -> None:
 
 
 @pytest.mark.root
-def test_dry_run_prints_every_job_file_and_writes_nothing(loop_device, tmp_path: Path) -> None:
+def test_dry_run_prints_every_job_file_and_writes_nothing(
+    loop_device: LoopFactory, tmp_path: Path
+) -> None:
     device = loop_device(128 * MIB)
     before = sha256_of(_backing(device))
     store = tmp_path / "s.sqlite"

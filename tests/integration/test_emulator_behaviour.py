@@ -86,7 +86,7 @@ def fio(emu: emulator.Emulator, *args: str, cwd: Path | None = None) -> dict[str
 
 
 def randwrite(emu: emulator.Emulator, *limit: str, cwd: Path | None = None) -> dict[str, Any]:
-    return fio(
+    write: dict[str, Any] = fio(
         emu,
         "--rw=randwrite",
         "--bs=4k",
@@ -97,6 +97,7 @@ def randwrite(emu: emulator.Emulator, *limit: str, cwd: Path | None = None) -> d
         *limit,
         cwd=cwd,
     )["write"]
+    return write
 
 
 def seq_fill(emu: emulator.Emulator, times: int = 1) -> None:
@@ -175,7 +176,7 @@ def test_fob_burst_settles_and_more_op_gives_higher_steady_iops(start_emulator: 
     def die_bound_iops(config: dict[str, Any], wa: float) -> float:
         # Each host page costs WA programs, WA-1 relocation reads and WA/pages erases on
         # one die; with every die busy all the time that bounds the IOPS from above.
-        per_page_us = (
+        per_page_us: float = (
             wa * (config["t_prog_us"] + config["t_xfer_us"])
             + (wa - 1) * (config["t_read_us"] + config["t_xfer_us"])
             + wa / config["pages_per_block"] * config["t_erase_us"]

@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ pytestmark = [pytest.mark.root, pytest.mark.fio]
 
 
 @pytest.fixture
-def run_dir(shm_dir: Path) -> dict[str, str]:
+def run_dir(shm_dir: Path) -> Iterator[dict[str, str]]:
     try:
         binary()
     except EnvironmentProblem:
@@ -31,8 +33,9 @@ def run_dir(shm_dir: Path) -> dict[str, str]:
     ssdlab("emulator", "stop", "--all", env=env)
 
 
-def _state(env: dict[str, str], name: str = "default") -> dict:
-    return json.loads(Path(env["SSDLAB_EMU_RUN_DIR"], f"{name}.json").read_text())
+def _state(env: dict[str, str], name: str = "default") -> dict[str, Any]:
+    state: dict[str, Any] = json.loads(Path(env["SSDLAB_EMU_RUN_DIR"], f"{name}.json").read_text())
+    return state
 
 
 def _mounted(path: str) -> bool:

@@ -8,6 +8,7 @@ render too.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -19,8 +20,9 @@ pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.slow,
 
 
 
-def _test(doc: dict, name: str) -> dict:
-    return next(t for t in doc["tests"] if t["name"] == name)
+def _test(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    test: dict[str, Any] = next(t for t in doc["tests"] if t["name"] == name)
+    return test
 
 
 def test_quick_pts_on_a_loop_device_exports_every_cell(quick_pts: QuickPts) -> None:

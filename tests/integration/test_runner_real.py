@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine.runner import FioExecutor, FioInterrupted
+from tests.conftest import LoopFactory
 from tests.support.cli import processes_using, ssdlab
 
 MIB = 1024 * 1024
@@ -70,7 +71,9 @@ def test_real_fio_job_error_is_reported(tmp_path: Path) -> None:
 
 @pytest.mark.root
 @pytest.mark.fio
-def test_sigint_during_a_real_run_exits_130_and_keeps_rounds(loop_device, tmp_path: Path) -> None:
+def test_sigint_during_a_real_run_exits_130_and_keeps_rounds(
+    loop_device: LoopFactory, tmp_path: Path
+) -> None:
     device = loop_device(256 * MIB)
     store = tmp_path / "s.sqlite"
     cmd = [sys.executable, "-m", "ssdlab", "run", "pts", "--target", device, "--destroy-data",

@@ -43,6 +43,6 @@ def make_prepared(
     info = file_info(target, capacity, sector)
     options = build_options(args, info.device_class, 2)
     tests = build_pts_tests(options, capacity, sector)
-    target = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
-                            {"ssdlab": "test", "fio": "3.33"})
-    return PreparedPts(target, options, tests)
+    prepared = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
+                              {"ssdlab": "test", "fio": "3.33"})
+    return PreparedPts(prepared, options, tests)

@@ -3,6 +3,7 @@ job files, summaries, and the run's orchestration with a fake fio."""
 
 from __future__ import annotations
 
+import io
 import math
 import re
 import statistics
@@ -257,22 +258,11 @@ def _run(tmp_path: Path, plan: PresetPlan, fio: Any) -> tuple[Store, str, list[f
         order.append(f"drop before call {len(fio_calls) + 1}")
         return {"synced": True, "dropped": True}
 
-    run = PresetRun(_planned(share, plan), store, fio, Progress(live=False, stream=_Null()),
+    run = PresetRun(_planned(share, plan), store, fio, Progress(live=False, stream=io.StringIO()),
                     sleep=slept.append, drop=drop)
     run_id = run.execute(["run", plan.preset])
     assert list(share.iterdir()) == [], "the work directory is removed"
     return store, run_id, slept, order
-
-
-class _Null:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
 
 
 def test_cdm_run_stores_every_pass_and_the_summary(tmp_path: Path) -> None:

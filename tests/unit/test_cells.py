@@ -108,8 +108,10 @@ def test_three_group_json_cells(index: int, read_pct: int, block: int) -> None:
     tables = [d["clat_ns"]["percentile"] for d in directions_with_io(raw)]
     for key, pct in PCT_KEYS.items():
         fio_value = max(t[f"{pct:.6f}"] for t in tables) / 1000
-        assert cell[key] == pytest.approx(min(fio_value, cell["lat_max_us"]))
-        assert cell[key] <= cell["lat_max_us"]
+        value, lat_max = cell[key], cell["lat_max_us"]
+        assert isinstance(value, float) and isinstance(lat_max, float)
+        assert value == pytest.approx(min(fio_value, lat_max))
+        assert value <= lat_max
 
 
 def _merged_bins(raw: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

@@ -114,13 +114,18 @@ def _run(host: dict[str, object], reference: bool = False) -> RunData:
     )
 
 
-POLLED = {"cpu_idle": {"policy": "poll", "held": True, "driver": "haltpoll",
-                       "governor": "haltpoll", "wakeup_latency": "poll while fio runs (0 us ...)"}}
-SLEPT = {"cpu_idle": {"policy": "system", "held": None, "driver": "intel_idle",
-                      "governor": "menu",
-                      "wakeup_latency": "the host's own idle policy (SSDLAB_CPU_IDLE=system)"}}
-NOT_HELD = {"cpu_idle": {"policy": "poll", "held": False, "driver": None, "governor": None,
-                         "wakeup_latency": "may sleep: the 0 us limit could not be held (x)"}}
+POLLED: dict[str, object] = {
+    "cpu_idle": {"policy": "poll", "held": True, "driver": "haltpoll", "governor": "haltpoll",
+                 "wakeup_latency": "poll while fio runs (0 us ...)"}
+}
+SLEPT: dict[str, object] = {
+    "cpu_idle": {"policy": "system", "held": None, "driver": "intel_idle", "governor": "menu",
+                 "wakeup_latency": "the host's own idle policy (SSDLAB_CPU_IDLE=system)"}
+}
+NOT_HELD: dict[str, object] = {
+    "cpu_idle": {"policy": "poll", "held": False, "driver": None, "governor": None,
+                 "wakeup_latency": "may sleep: the 0 us limit could not be held (x)"}
+}
 
 
 def test_the_title_page_says_how_idle_cpus_behaved() -> None:

@@ -305,7 +305,7 @@ def test_each_point_records_host_cpu_and_steal_and_warns_of_steal(tmp_path: Path
 
     lines: list[str] = []
     progress = Progress(live=False, quick=True)
-    progress.line = lines.append  # type: ignore[method-assign]
+    progress.line = lambda message: lines.append(message)  # type: ignore[method-assign]
     with Store.open(tmp_path / "s.sqlite") as store:
         run_id = CurvesRun(p, store, RateDevice(), progress, read_stat=read_stat).execute(["t"])
         run = store.load(run_id)

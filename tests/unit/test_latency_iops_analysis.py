@@ -163,7 +163,9 @@ def test_cpulists_round_trip() -> None:
     assert parse_cpulist("") == frozenset()
     assert format_cpulist({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
     assert format_cpulist([5]) == "5" and format_cpulist([]) == ""
-    host = {"numa_nodes": [{"node": 0, "cpulist": "0-1"}, {"node": 1, "cpulist": None}]}
+    host: dict[str, object] = {
+        "numa_nodes": [{"node": 0, "cpulist": "0-1"}, {"node": 1, "cpulist": None}]
+    }
     assert node_cpus(host) == {0: frozenset({0, 1}), 1: frozenset()}
 
 

@@ -119,7 +119,8 @@ def test_points_carry_latency_cpu_and_are_stored_as_rounds(tmp_path: Path) -> No
     assert cell["host_cpu_window"] == "whole fio run"  # the fake fio never ticks
     assert first.tracking == {"iops": cell["iops"], "lat_mean_us": cell["lat_mean_us"]}
     assert [r.job_text for r in test.rounds] == fio.calls
-    assert "iodepth=16" in test.rounds[4].job_text and "numjobs=1" in test.rounds[4].job_text
+    qd16 = test.rounds[4].job_text
+    assert qd16 is not None and "iodepth=16" in qd16 and "numjobs=1" in qd16
     assert test.params["qd_ladder"] == [1, 2, 4, 8, 16, 32, 64, 128]
     assert test.verdicts["host_bound"]["host_bound"] is False
 

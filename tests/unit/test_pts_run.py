@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.plan.options import PtsArgs
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
@@ -158,10 +159,12 @@ def test_a_target_that_stops_answering_stops_the_run(tmp_path: Path) -> None:
     fio = FakeFio(flat, fail_rounds={3})
     original = fio.run
 
-    def vanish_then_run(*args: object, **kw: object) -> object:
+    def vanish_then_run(
+        job_text: str, timeout_s: float, *, json_plus: bool = False, on_tick: TickFn | None = None
+    ) -> FioRun:
         if fio.rounds == 2:  # the device goes away before round 3, which fails
             (tmp_path / "target.img").unlink(missing_ok=True)
-        return original(*args, **kw)  # type: ignore[arg-type]
+        return original(job_text, timeout_s, json_plus=json_plus, on_tick=on_tick)
 
     fio.run = vanish_then_run  # type: ignore[method-assign]
     args = PtsArgs(profile="quick", tests="iops,latency", purge="none", precondition=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -447,7 +447,7 @@ def test_a_failed_import_leaves_nothing(store: Store) -> None:
 def test_every_write_to_a_reference_run_is_refused(store: Store) -> None:
     run_id = _reference(store, [("iops", "published", {}, {}, {"cells": []})])
     fio = FioRecord("round", "[job]\n", ("fio",), "{}", "", 0, 1.0, 2.0)
-    writes = [
+    writes: list[Callable[[], object]] = [
         lambda: store.add_event(run_id, None, "warning", "no"),
         lambda: store.add_step(run_id, "iops", "purge", {}, fio),
         lambda: store.add_round(

@@ -105,7 +105,7 @@ def test_bar_chart_and_3d_bars() -> None:
                         x_label="direction", y_label="MiB/s", y_unit="MiB/s")
     rects = [e for e in parse(bars).iter(f"{SVG}rect") if e.get("class") == "pt"]
     assert len(rects) == 2
-    values = [[100.0, None, 3.0], [40_000.0, 2_000.0, 10.0]]
+    values: list[list[float | None]] = [[100.0, None, 3.0], [40_000.0, 2_000.0, 10.0]]
     svg3d = ch.bars_3d("d", "IOPS", ["4 KiB", "1024 KiB"], ["100/0", "65/35", "0/100"],
                        values, row_label="block size", col_label="mix", z_label="IOPS")
     root = parse(svg3d)

@@ -49,6 +49,7 @@ def test_transition_is_found_where_the_fall_begins() -> None:
     assert result.fob_iops == pytest.approx(40_000, rel=0.05)
     assert result.start_bytes is not None and result.end_bytes is not None
     assert abs(result.start_bytes - knee) / knee < 0.05
+    assert result.start_s is not None and result.end_s is not None
     assert result.end_bytes > result.start_bytes and result.end_s > result.start_s
     assert "transition from" in result.message and "GiB written" in result.message
 

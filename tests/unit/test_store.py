@@ -188,7 +188,7 @@ def test_round_trip(store: Store) -> None:
 def test_list_runs_newest_first(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     first = _populate(store)
     clock = iter([time.time() + 10])
-    monkeypatch.setattr(store_db.time, "time", lambda: next(clock))
+    monkeypatch.setattr("ssdlab.store.db.time.time", lambda: next(clock))
     second = _new_run(store, target={"path": "/dev/nvme0n1"}, quick=False)
     monkeypatch.undo()
     runs = store.list_runs()

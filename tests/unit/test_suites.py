@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import inspect
 
@@ -75,12 +76,17 @@ def test_the_pages_cover_every_test(name: str) -> None:
 
 
 def test_every_runnable_suite_is_on_the_command_line() -> None:
-    parser = build_parser()
-    run = next(a for a in parser._subparsers._group_actions  # type: ignore[union-attr]
-               if a.dest == "command").choices["run"]
-    suites = next(a for a in run._subparsers._group_actions  # type: ignore[union-attr]
-                  if a.dest == "suite").choices
-    assert set(RUNNABLE) <= set(suites)
+    run = _sub_commands(build_parser(), "command")["run"]
+    assert set(RUNNABLE) <= set(_sub_commands(run, "suite"))
+
+
+def _sub_commands(parser: argparse.ArgumentParser, dest: str) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of the sub-commands that ``parser`` stores in ``dest``."""
+    return next(
+        a.choices
+        for a in parser._actions
+        if isinstance(a, argparse._SubParsersAction) and a.dest == dest
+    )
 
 
 def _suite(name: str) -> Suite:
