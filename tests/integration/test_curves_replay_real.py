@@ -4,7 +4,6 @@ loop device, and the report pages that show them."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -31,10 +30,11 @@ SHORT = ("--profile", "quick", "--workload", "4k-random-read", "--fractions", "5
          "--seconds", "0.5", "--ramp", "0.2")
 #: delivered IOPS within this share of the target at the fractions below 100 %
 RATE_TOLERANCE = 0.05
-#: mean latency may dip this much from one fraction to the next: past the knee (80-100 %
-#: of the maximum) latency is queue-bound and 1 s points vary (measured: 3.7 ms at 80 %
-#: then 2.3 ms at 100 % on a loaded 2-CPU host, 0.2-1 ms at 80 % when quiet)
-LATENCY_DIP = 0.5
+#: the emulated SSD's read path, 8x enterprise-tlc's (20, 60 and 2 us)
+CTRL_US, READ_US, XFER_US = 160, 480, 16
+MODEL_LIMIT_IOPS = 1e6 / CTRL_US  # one command at a time: 6,250 IOPS
+MODEL_ALONE_US = CTRL_US + READ_US + XFER_US  # 656 us
+FLOOR_CAP_US = 50  # ssdlab-emu --fuse-floor-max-us (default)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -67,17 +67,27 @@ def test_on_the_emulated_ssd_latency_rises_with_the_rate_and_the_report_shows_it
     emu_run_dir: Path, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    device = emulator.start("curves", "enterprise-tlc", 256 * MIB, loop=True)
+    # enterprise-tlc with its read path 8x slower (writes keep their speed, so the fill is
+    # quick): every command passes a controller that takes 160 us, one at a time, so 4K
+    # random reads cannot exceed 6,250 IOPS, and a read alone takes 160 + 480 + 16 =
+    # 656 us. fio and the emulator need a fraction of a CPU for that, and against 656 us
+    # the host's wake-up noise is small. (At the plain profile's 40K IOPS both CPUs were
+    # busy, and with another process on one of them the 10 % point measured 135 us mean
+    # against 53 us at 50 %: the host's wake-ups, not the model, decided the low points.)
+    # Idle GC off: its erases, whenever the host pauses, would occupy dies.
+    device = emulator.start("curves", "enterprise-tlc", 256 * MIB, loop=True, options=[
+        "--ctrl-us", str(CTRL_US), "--t-read-us", str(READ_US), "--t-xfer-us", str(XFER_US),
+        "--idle-gc", "off"])
     env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
     store = emu_run_dir.parent / "s.sqlite"
-    # 4K random reads (128 outstanding, one fio job: the other CPU is the emulator's): no
-    # GC effects, the die/controller queue alone; 2 s points for less noise. Idle CPUs poll
-    # while fio runs (ssdlab's default, cpuidle.py): with vCPUs free to halt, a CI machine
-    # once measured this curve upside down (10 %: 4.7 ms mean, 100 %: 2.7 ms), most likely
-    # the host's wake-ups in the idle-rich low-rate points; host CPU and steal are printed
+    # 4K random reads (128 outstanding, one fio job): no GC effects, the controller queue
+    # alone; 2 s points. The whole device is written first and the reads run on its first
+    # half (--fill-region 50): a read of a page never written takes no die time. Idle CPUs
+    # poll while fio runs (ssdlab's default, cpuidle.py); host CPU and steal are printed
     curves = ok(ssdlab("run", "curves", "--target", device.target, "--destroy-data",
                        "--profile", "quick", "--workload", "4k-random-read", "--jobs", "1",
-                       "--seconds", "2", "--store", str(store), env=env, timeout=120))
+                       "--seconds", "2", "--fill-region", "50", "--store", str(store),
+                       env=env, timeout=120))
     assert "QUICK" in curves.stdout
     doc = exported(store, run_id(curves))
     w = test_result(doc, "curves")["workloads"][0]
@@ -89,12 +99,20 @@ def test_on_the_emulated_ssd_latency_rises_with_the_rate_and_the_report_shows_it
         f"mean {p['lat_mean_us']:.0f} us p99 {p['lat_p99_us']:.0f} us host CPU "
         f"{p['host_cpu_pct']:.0f} % steal {p['host_steal_pct']:.1f} %" for p in points)
         + f"; idle CPUs: {doc['host']['cpu_idle']['wakeup_latency']}")
-    # latency rises with the fraction: the top point clearly above the lowest, and no
-    # point more than LATENCY_DIP below the one before it
-    assert means[-1] > 2 * means[0], means
-    assert min(means[1:]) >= means[0], means
-    for before, after in itertools.pairwise(means):
-        assert after >= (1 - LATENCY_DIP) * before, means
+    # what the model guarantees: the maximum is the controller's limit (the host keeps up
+    # with it); no read is faster than a read alone less the cap of the emulator's FUSE
+    # floor (it never replies earlier, emulator/README.md "Reply timing"); at 100 % of
+    # the maximum the controller is the bottleneck and the queue fills towards 128 x
+    # 160 us = 20 ms (measured 19-20 ms), so the top point has the curve's highest
+    # latency, more than twice its lowest point's (10 %: the reads mostly alone, 656 us;
+    # measured 0.66-0.72 ms with a busy CPU beside). Between 10, 50 and 80 % the mean
+    # depends on how fio's rate limit bunches its submissions and on host noise
+    # (measured at 50 %: 1.0-2.1 ms), so those points are not ordered.
+    assert 0.8 * MODEL_LIMIT_IOPS <= w["max_iops"] <= 1.03 * MODEL_LIMIT_IOPS, w["max_iops"]
+    for p in points:
+        assert p["lat_mean_us"] >= MODEL_ALONE_US - FLOOR_CAP_US, means
+        assert p["iops"] <= 1.03 * MODEL_LIMIT_IOPS, p
+    assert means[-1] == max(means) and means[-1] > 2 * means[0], means
     # delivered IOPS track their targets below saturation; at 100 % at least 85 %
     for p in points[:-1]:
         assert abs(p["iops"] / p["target_iops"] - 1) <= RATE_TOLERANCE, p

@@ -53,10 +53,13 @@ def test_transition_at_gc_start_and_a_killed_run_resumes(
     start_emulator: tuple[Start, dict[str, str]], tmp_path: Path
 ) -> None:
     start, env = start_emulator
-    # NAND latencies doubled: FOB at ~20K IOPS keeps the emulator well inside one CPU, so
-    # what fio measures is the model even when the host is busy (at 40K IOPS a busy CPU
-    # dipped FOB by a third)
-    emu = start("wsat", 512 * MIB, "--time-scale", "2")
+    # NAND latencies x8: FOB at ~5K IOPS needs a small fraction of one CPU for fio and
+    # the emulator together, so what fio measures is the model even when other processes
+    # keep the CPUs busy (at 40K IOPS a busy CPU dipped FOB by a third; at 20K and at 10K,
+    # with more load beside it, a dip of a quarter for half a second read as the
+    # transition at 80 MiB instead of 543 and 272). 128 MiB: GC still starts about 7 s
+    # into the 14 rounds.
+    emu = start("wsat", 128 * MIB, "--time-scale", "8")
     store = tmp_path / "s.sqlite"
     argv = [sys.executable, "-m", "ssdlab", "run", "saturation", "--target", str(emu.target),
             "--destroy-data", "--profile", "quick", "--max-rounds", "14", "--no-hir",
