@@ -8,6 +8,7 @@ same place, also the links from one part to another. Failures of one part stop a
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import re
 import time
@@ -19,6 +20,7 @@ from pypdf.generic import ArrayObject, DictionaryObject
 
 from ssdlab.errors import EnvironmentProblem
 from ssdlab.plan.options import PtsArgs
+from ssdlab.report import build
 from ssdlab.report.build import ReportRequest, write_report
 from ssdlab.report.html import Page, print_parts
 from ssdlab.report.pdf import CHROMIUM_ENV, PRINT_JOBS_ENV, htmls_to_pdf
@@ -27,6 +29,19 @@ from tests.support.browser import artifact_dir, pdf_text, require_chromium
 from tests.unit.test_report_build import noisy, stored_run
 
 Link = tuple[int, tuple[int, ...], str, int, int]  # page, rect, name, target page, target y
+
+
+class _FrozenDatetime(dt.datetime):
+    @classmethod
+    def now(cls, tz: dt.tzinfo | None = None) -> _FrozenDatetime:
+        return cls(2026, 1, 2, 3, 4, tzinfo=tz)
+
+
+class _FrozenClock:
+    """``datetime`` for :mod:`ssdlab.report.build` with a clock that stands still."""
+
+    UTC = dt.UTC
+    datetime = _FrozenDatetime
 
 
 def links(pdf: Path) -> list[Link]:
@@ -58,6 +73,9 @@ def test_a_report_printed_in_parts_is_the_report_printed_whole(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     require_chromium()
+    # both reports carry one generation time (minutes): the two prints take seconds and
+    # could straddle a minute (page 1 once read "11:06" against "11:07")
+    monkeypatch.setattr(build, "dt", _FrozenClock)
     args = PtsArgs(profile="quick", tests="iops,latency", purge="none", precondition=False,
                    block_sizes="4,64", mixes="100/0,65/35,0/100", max_rounds=5)
     with Store.open(tmp_path / "store.sqlite") as store:
