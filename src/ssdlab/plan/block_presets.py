@@ -28,7 +28,7 @@ from ssdlab.jsonrecord import Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
-from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, format_duration, parse_size
 
 PROFILES = ("default", "quick")
@@ -52,7 +52,7 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class PresetPlan:
+class PresetPlan(Profiled):
     """Everything one preset run will do, validated."""
 
     preset: str
@@ -66,10 +66,6 @@ class PresetPlan:
     measurements: tuple[Measurement, ...]
     settings: dict[str, Any] = field(default_factory=dict)  # the resolved options, stored
     log_interval_ms: int | None = None
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def label(self) -> str:
@@ -111,10 +107,6 @@ class CdmArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
-    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
-        """The plan (see :data:`PresetArgs`)."""
-        return build_cdm(_sized(self, existing_size))
-
 
 @dataclass(frozen=True)
 class AttoArgs:
@@ -128,10 +120,6 @@ class AttoArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
-    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
-        """The plan (see :data:`PresetArgs`)."""
-        return build_atto(_sized(self, existing_size), logical_sector)
-
 
 @dataclass(frozen=True)
 class IometerArgs:
@@ -144,20 +132,25 @@ class IometerArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
-    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
-        """The plan (see :data:`PresetArgs`)."""
-        return build_iometer(_sized(self, existing_size))
 
-
-#: a preset's arguments; ``args.plan(logical_sector, existing_size)`` is its plan on a
-#: target of ``logical_sector``-byte sectors (ATTO's direct transfers are whole sectors),
-#: where the size of an existing test file is the test size unless --size is given
+#: the arguments of any of the three (:func:`plan_of` validates them into its plan)
 PresetArgs = CdmArgs | AttoArgs | IometerArgs
 _A = TypeVar("_A", CdmArgs, AttoArgs, IometerArgs)
 
 
-def _sized(args: _A, existing_size: int | None) -> _A:
-    return replace(args, size_bytes=args.size_bytes or existing_size)
+def plan_of(args: PresetArgs, logical_sector: int = 512, existing_size: int | None = None
+            ) -> PresetPlan:
+    """The plan of a preset's arguments on a target of ``logical_sector``-byte sectors
+    (ATTO's direct transfers are whole sectors), where the size of an existing test file is
+    the test size unless --size is given; validated (UserError, one line, on a bad value)."""
+    sized = replace(args, size_bytes=args.size_bytes or existing_size)
+    match sized:
+        case CdmArgs():
+            return build_cdm(sized)
+        case AttoArgs():
+            return build_atto(sized, logical_sector)
+        case IometerArgs():
+            return build_iometer(sized)
 
 
 # --------------------------------------------------------------------------- helpers

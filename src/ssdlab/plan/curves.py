@@ -23,8 +23,8 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.specs import CellSpec, FioJob, JobSection, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import (
     check_fio_seconds,
     fio_time,
@@ -186,7 +186,7 @@ class CurvesArgs:
 
 
 @dataclass(frozen=True)
-class CurvesOptions:
+class CurvesOptions(Profiled):
     profile: str
     workloads: tuple[Workload, ...]
     fractions_pct: tuple[int, ...]
@@ -200,10 +200,6 @@ class CurvesOptions:
     purge: str
     ioengine: str
     preset: dict[str, Any]  # presets.identity
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def points_per_workload(self) -> int:
@@ -638,8 +634,6 @@ SPEC = SuiteSpec(
 
 # ------------------------------------------------------------------------ what the plan says
 
-#: (cells, what the job does) -> the job file's text, headed as the run heads it
-JobText = Callable[[tuple[CellSpec, ...], str], str]
 #: (a job, its header) -> the job file's text (:func:`ssdlab.engine.jobfile.render`)
 Render = Callable[[FioJob, str], str]
 

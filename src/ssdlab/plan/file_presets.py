@@ -30,7 +30,7 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.filejobs import DIRECTIONS, Direction, FileJob
-from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
@@ -99,7 +99,7 @@ Phase = FioPhase | WaitPhase | CopyPhase | RemovePhase
 
 
 @dataclass(frozen=True)
-class FilePlan:
+class FilePlan(Profiled):
     preset: str
     identity: dict[str, Any]
     profile: str
@@ -109,10 +109,6 @@ class FilePlan:
     summary: str
     copy_command: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def direct(self) -> bool:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,8 +32,8 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.pts import ActiveRange, PtsTest, TrackingVar, active_range, wipc_cell
-from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, format_duration
 
 SUITE = TEST = "op-sweep"
@@ -114,7 +113,7 @@ class OpSetting:
 
 
 @dataclass(frozen=True)
-class OpSweepOptions:
+class OpSweepOptions(Profiled):
     profile: str
     ops: tuple[float, ...]
     round_seconds: float
@@ -126,10 +125,6 @@ class OpSweepOptions:
     purge: str
     ioengine: str
     block_bytes: int = BLOCK_BYTES
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
 
 @dataclass(frozen=True)
@@ -416,9 +411,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, progress, the stored plan, the test's parameters ----------
-
-#: (cells, what the job does) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str], str]
 
 
 def progress_tests(plan: OpSweepPlan) -> tuple[PtsTest, ...]:

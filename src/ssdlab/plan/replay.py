@@ -27,7 +27,7 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import FioJob, JobSection
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
 from ssdlab.plan.units import check_fio_seconds, fio_time, format_bytes
 
 TEST = "replay"
@@ -292,7 +292,7 @@ class ReplayArgs:
 
 
 @dataclass(frozen=True)
-class ReplayOptions:
+class ReplayOptions(Unprofiled):
     trace: TraceSummary
     no_stall: bool
     time_scale_pct: int
@@ -300,14 +300,6 @@ class ReplayOptions:
     log_interval_ms: int
     max_seconds: float | None
     ioengine: str
-
-    @property
-    def profile(self) -> str:
-        return "default"  # a replay has no profiles
-
-    @property
-    def quick(self) -> bool:
-        return False
 
 
 def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions:

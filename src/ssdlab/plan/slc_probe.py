@@ -23,7 +23,6 @@ Pure: nothing here touches a device.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +31,8 @@ from ssdlab.jsonrecord import Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes
-from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.units import format_bytes
 
 SUITE = TEST = "slc-probe"
@@ -88,7 +87,7 @@ class SlcProbeArgs:
 
 
 @dataclass(frozen=True)
-class SlcProbeOptions:
+class SlcProbeOptions(Profiled):
     """A validated SLC probe on a target of ``capacity_bytes``."""
 
     profile: str
@@ -104,10 +103,6 @@ class SlcProbeOptions:
     repeat_after_s: float  # 0: no repeat pass
     purge: str
     ioengine: str
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def passes(self) -> int:
@@ -355,9 +350,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, the stored plan, the test's parameters --------------------
-
-#: (cells, what the job does, extra global options) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
 
 
 def describe(o: SlcProbeOptions, file_target: bool, job_text: JobText) -> list[str]:

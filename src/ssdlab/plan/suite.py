@@ -106,6 +106,30 @@ class SuiteSpec(Generic[A]):
         return self.results.get(kind)
 
 
+
+class Profiled:
+    """Validated options with a ``profile`` field: a run of the quick profile is a quick
+    run, marked QUICK wherever it shows (a base of the options dataclass; no field)."""
+
+    profile: str
+
+    @property
+    def quick(self) -> bool:
+        return self.profile == "quick"
+
+
+class Unprofiled:
+    """The validated options of a suite without profiles: always "default", never quick."""
+
+    @property
+    def profile(self) -> str:
+        return "default"
+
+    @property
+    def quick(self) -> bool:
+        return False
+
+
 class _Dataclass(Protocol):
     __dataclass_fields__: ClassVar[dict[str, Any]]
 

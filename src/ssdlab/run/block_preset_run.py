@@ -88,7 +88,7 @@ def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         raise UserError("give either --target (a block device or an ssdlab test file) or "
                         "--dir (a directory for the test file), not both or neither")
     if directory is not None:
-        plan = args.plan()
+        plan = bp.plan_of(args)
         if request.destroy_data is not False:
             raise UserError("--destroy-data is for block devices; --dir writes only its own "
                             "test file in a subdirectory it removes afterwards")
@@ -97,12 +97,12 @@ def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     path = os.path.abspath(target)
     block = _is_block(path)
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
-    plan = args.plan(512, existing)
+    plan = bp.plan_of(args, 512, existing)
     base = prepare_target(target, None if block else plan.size_bytes, request.destroy_data,
                           request.fio)
     info = base.info
     if info.logical_sector_bytes != 512:
-        plan = args.plan(info.logical_sector_bytes, existing)
+        plan = bp.plan_of(args, info.logical_sector_bytes, existing)
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")
