@@ -415,8 +415,7 @@ def _set(group: str, help: str) -> Opt:
 
 
 def _measure_seconds(group: str, help: str) -> Opt:
-    return opt("--measure-seconds", group=group, config=Kind.FLOAT, field="measure_s",
-               type=float, metavar="S", help=help)
+    return common.number("--measure-seconds", group, help, metavar="S", field="measure_s")
 
 
 def _spec(name: str, help: str, description: str, size_help: str, args_type: type[_A],
@@ -505,14 +504,13 @@ CDM = _spec(
              "default"),
         opt("--modes", group="cdm", config=Kind.LIST, metavar="LIST",
             help="comma-separated: read, write, mix (default all three)"),
-        opt("--mix-read-pct", group="cdm", config=Kind.INT, type=int, metavar="PCT",
-            help="read share of the mix mode in percent (default 70)"),
-        opt("--passes", group="cdm", config=Kind.INT, type=int, metavar="N",
-            help="passes per test and mode, 1 to 9 (default 3; quick 1)"),
+        common.whole("--mix-read-pct", "cdm", "read share of the mix mode in percent "
+                     "(default 70)", metavar="PCT"),
+        common.whole("--passes", "cdm", "passes per test and mode, 1 to 9 (default 3; quick 1)"),
         _measure_seconds("cdm", "seconds each pass measures (default 5; quick 0.5)"),
-        opt("--interval-seconds", group="cdm", config=Kind.FLOAT, field="interval_s",
-            type=float, metavar="S", help="idle seconds before each run, as "
-            "CrystalDiskMark's interval (default 5; quick 0)"),
+        common.number("--interval-seconds", "cdm", "idle seconds before each run, as "
+                      "CrystalDiskMark's interval (default 5; quick 0)", metavar="S",
+                      field="interval_s"),
     ),
 )
 
@@ -535,8 +533,8 @@ ATTO = _spec(
         opt("--max-size", group="atto", config=Kind.SIZE, metavar="SIZE",
             help="largest transfer size, bytes unless a unit is given (default 64MiB; "
             "quick 1MiB)"),
-        opt("--factor", group="atto", config=Kind.INT, type=int, metavar="N",
-            help="each transfer size is N times the previous (default 2; quick 4)"),
+        common.whole("--factor", "atto",
+                     "each transfer size is N times the previous (default 2; quick 4)"),
         common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256)",
                   field="qd"),
         _measure_seconds("atto", "seconds per transfer size and direction (default 2; "
@@ -563,12 +561,12 @@ IOMETER = _spec(
         opt("--block-sizes", group="iometer", config=Kind.LIST, metavar="LIST",
             help="run only the specs of these transfer sizes, KiB unless a unit is given, "
             "e.g. 4,64 (default: every spec of the set)"),
-        opt("--seconds", group="iometer", config=Kind.FLOAT, type=float, metavar="S",
-            help="seconds per access spec (default 30; quick 1)"),
+        common.number("--seconds", "iometer", "seconds per access spec (default 30; quick 1)",
+                      metavar="S"),
         common.qd("iometer", "outstanding I/O of the worker (default 32)", field="qd"),
-        opt("--log-interval", group="iometer", config=Kind.INT, field="log_interval_ms",
-            type=int, metavar="MS", help="timeline resolution in ms (default 1000: "
-            "IOmeter's per-second results; quick 250)"),
+        common.whole("--log-interval", "iometer", "timeline resolution in ms (default 1000: "
+                     "IOmeter's per-second results; quick 250)", metavar="MS",
+                     field="log_interval_ms"),
     ),
 )
 

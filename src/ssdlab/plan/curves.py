@@ -596,22 +596,20 @@ OPTIONS = (
         "10,50,80,100)"),
     opt("--with-120", group=_G, config=Kind.BOOL, action="store_true",
         help="add vdbench's 120 %% point: the workload once more unthrottled"),
-    opt("--seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="measured seconds per point (default: profile, 30 or 1)"),
-    opt("--ramp", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="ramp seconds per point, not measured (default: profile, 5 or 0.5)"),
+    common.number("--seconds", _G, "measured seconds per point (default: profile, 30 or 1)",
+                  metavar="S"),
+    common.number("--ramp", _G, "ramp seconds per point, not measured (default: profile, 5 "
+                  "or 0.5)", metavar="S"),
     common.threads(_G, "outstanding I/Os for every workload (default: each workload's "
                    "vdbench threads, e.g. 128 for 4K random)"),
-    opt("--jobs", group=_G, config=Kind.INT, type=int, metavar="N",
-        help="fio jobs sharing the outstanding I/O (default: one per CPU, at most the "
-        "outstanding I/O)"),
-    opt("--fill-region", group=_G, config=Kind.FLOAT, type=float, metavar="PCT",
-        help="partial-capacity variant: fill the whole target sequentially, then run the "
-        "curves on its first PCT percent (the reviews used 25)"),
-    opt("--min-delivered", group=_G, config=Kind.FLOAT, field="min_delivered_pct",
-        type=float, default=DEFAULT_MIN_DELIVERED_PCT, metavar="PCT",
-        help="flag points delivering less than this percentage of their target rate "
-        f"(default {DEFAULT_MIN_DELIVERED_PCT:g})"),
+    common.whole("--jobs", _G, "fio jobs sharing the outstanding I/O (default: one per CPU, "
+                 "at most the outstanding I/O)"),
+    common.number("--fill-region", _G, "partial-capacity variant: fill the whole target "
+                  "sequentially, then run the curves on its first PCT percent (the reviews "
+                  "used 25)", metavar="PCT"),
+    common.number("--min-delivered", _G, "flag points delivering less than this percentage "
+                  f"of their target rate (default {DEFAULT_MIN_DELIVERED_PCT:g})",
+                  metavar="PCT", field="min_delivered_pct", default=DEFAULT_MIN_DELIVERED_PCT),
     common.purge(_G, "purge before the run (default none; auto: blkdiscard for devices, "
                  "recreate for files)", default="none"),
     common.ioengine(_G, "fio ioengine (default: libaio)"),

@@ -508,8 +508,8 @@ def _aja_options() -> tuple[Opt, ...]:
 def _diskfill_options() -> tuple[Opt, ...]:
     g = "diskfill"
     return (
-        opt("--passes", group=g, config=Kind.INT, type=int, default=None, metavar="N",
-            help="files written and read (default 10; quick: 3)"),
+        common.whole("--passes", g, "files written and read (default 10; quick: 3)",
+                     default=None),
         opt("--block-size", group=g, config=Kind.SIZE, default=None, metavar="SIZE",
             help="transfer size, bytes unless a unit is given (default 1MiB)"),
     )
@@ -520,8 +520,8 @@ def _smallfiles_options() -> tuple[Opt, ...]:
     return (
         opt("--file-size", group=g, config=Kind.SIZE, default=None, metavar="SIZE",
             help="size of each file, bytes unless a unit is given (default 256KiB)"),
-        opt("--wait-seconds", group=g, config=Kind.FLOAT, type=float, default=None,
-            metavar="S", help="wait between writing and reading (default 300; quick: 1)"),
+        common.number("--wait-seconds", g, "wait between writing and reading (default 300; "
+                      "quick: 1)", metavar="S", default=None),
     )
 
 
@@ -530,8 +530,8 @@ def _copy_options() -> tuple[Opt, ...]:
     return (
         opt("--sets", group=g, config=Kind.LIST, default=None, metavar="LIST",
             help=f"sets to run (default all: {','.join(s['name'] for s in _COPY['sets'])})"),
-        opt("--repetitions", group=g, config=Kind.INT, type=int, default=None, metavar="N",
-            help="copies of each set (default 3; quick: 2)"),
+        common.whole("--repetitions", g, "copies of each set (default 3; quick: 2)",
+                     default=None),
     )
 
 

@@ -268,20 +268,19 @@ OPTIONS = (
     opt("--op", group=_G, config=Kind.LIST, field="ops", metavar="LIST",
         help="OP settings in %% of the capacity left unused, comma list, 0 to "
         f"{MAX_OP:g}, e.g. 0,20,40 or one value (default: profile)"),
-    opt("--round-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="seconds per round (default: profile; 60, quick 1)"),
-    opt("--max-rounds", group=_G, config=Kind.INT, type=int, metavar="N",
-        help="rounds per setting before giving up on steady state (default: profile; 25, "
-        "quick 10)"),
+    common.number("--round-seconds", _G, "seconds per round (default: profile; 60, quick 1)",
+                  metavar="S"),
+    common.whole("--max-rounds", _G, "rounds per setting before giving up on steady state "
+                 "(default: profile; 25, quick 10)"),
     opt("--rule", group=_G, config=Kind.TEXT, default="snia", choices=sorted(RULES),
         help="steady-state rule: snia (default; 5 rounds, excursion <= 20 %%, slope <= 10 "
         "%%) or review (4 rounds, line within 90-110 %%)"),
     common.threads(_G),
     common.qd(_G, "queue depth per job (default per device class)"),
-    opt("--min-gain", group=_G, config=Kind.FLOAT, field="min_gain_pct", type=float,
-        default=MIN_GAIN_PCT, metavar="PCT", help="recommend a higher OP only if its IOPS "
-        "gain at least PCT %% per percentage point of capacity given up (default "
-        f"{MIN_GAIN_PCT:g})"),
+    common.number("--min-gain", _G, "recommend a higher OP only if its IOPS gain at least "
+                  "PCT %% per percentage point of capacity given up (default "
+                  f"{MIN_GAIN_PCT:g})", metavar="PCT", field="min_gain_pct",
+                  default=MIN_GAIN_PCT),
     common.purge(_G, "how the WHOLE target is purged before each setting (it must trim the "
                  "unused part); auto: blkdiscard for devices, recreate for files (default)",
                  choices=PURGE_METHODS),

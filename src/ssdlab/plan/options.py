@@ -250,10 +250,10 @@ OPTIONS = (
     opt("--tracking", group=_G, config=Kind.TEXT, choices=TRACKING_SETS,
         help="IOPS stopping variables: v1.1 = 4 KiB 0/100; v2.0 (default) = 4 KiB 0/100, "
         "64 KiB 65/35 and 1024 KiB 100/0; both verdicts are recorded"),
-    opt("--round-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="seconds each cell runs per round (default: profile)"),
-    opt("--max-rounds", group=_G, config=Kind.INT, type=int, metavar="N",
-        help="rounds before giving up on steady state (default: profile)"),
+    common.number("--round-seconds", _G, "seconds each cell runs per round (default: profile)",
+                  metavar="S"),
+    common.whole("--max-rounds", _G, "rounds before giving up on steady state (default: "
+                 "profile)"),
     common.threads(_G, "fio jobs per cell for IOPS and throughput (default per device "
                    "class, capped at the CPU count)"),
     common.qd(_G, "queue depth per thread"),

@@ -422,19 +422,17 @@ OPTIONS = (
     opt("--no-stall", group=_G, config=Kind.BOOL, action="store_true",
         help="ignore the trace's timing and replay as fast as possible (fio "
         "replay_no_stall)"),
-    opt("--time-scale", group=_G, config=Kind.INT, field="time_scale_pct", type=int,
-        default=100, metavar="PCT",
-        help="replay speed in percent of the trace's timing: 200 twice as fast (fio "
-        "replay_time_scale; default 100)"),
+    common.whole("--time-scale", _G, "replay speed in percent of the trace's timing: 200 twice "
+                 "as fast (fio replay_time_scale; default 100)", metavar="PCT",
+                 field="time_scale_pct", default=100),
     common.qd(_G, f"queue depth of the replay (default {DEFAULT_QD}: with the trace's "
               "timing fio reaps completions only between I/Os, so a deeper queue adds that "
               "wait to the latency; use more with --no-stall)", default=DEFAULT_QD),
-    opt("--log-interval", group=_G, config=Kind.INT, field="log_interval_ms", type=int,
-        default=DEFAULT_LOG_INTERVAL_MS, metavar="MS",
-        help="IOPS timeline interval in milliseconds (fio log_avg_msec; default "
-        f"{DEFAULT_LOG_INTERVAL_MS})"),
-    opt("--max-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="stop the replay after this many seconds (fio runtime)"),
+    common.whole("--log-interval", _G, "IOPS timeline interval in milliseconds (fio "
+                 f"log_avg_msec; default {DEFAULT_LOG_INTERVAL_MS})", metavar="MS",
+                 field="log_interval_ms", default=DEFAULT_LOG_INTERVAL_MS),
+    common.number("--max-seconds", _G, "stop the replay after this many seconds (fio runtime)",
+                  metavar="S"),
     common.ioengine(_G, "fio ioengine (default: libaio)"),
 )
 

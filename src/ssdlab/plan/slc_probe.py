@@ -266,20 +266,19 @@ OPTIONS = (
     opt("--log", group=_G, config=Kind.TEXT, default="auto", choices=LOG_KINDS,
         help="io: fio's bandwidth log per I/O (exact bytes); bw: averaged over "
         f"--log-interval; auto (default): io up to {PER_IO_LOG_MAX_IOS:,} I/Os, else bw"),
-    opt("--log-interval", group=_G, config=Kind.INT, field="log_interval_ms", type=int,
-        metavar="MS", help=f"averaging interval of the bw log in ms (default {BW_LOG_MS})"),
+    common.whole("--log-interval", _G, f"averaging interval of the bw log in ms (default "
+                 f"{BW_LOG_MS})", metavar="MS", field="log_interval_ms"),
     opt("--slice", group=_G, config=Kind.SIZE, field="slice_bytes", type=common.size_arg,
         metavar="SIZE", help="bytes per point of the curve (one stored round each; default: "
         f"the write / {TARGET_SLICES}, at least 1 MiB)"),
-    opt("--min-drop", group=_G, config=Kind.FLOAT, field="min_drop_pct", type=float,
-        default=MIN_DROP_PCT, metavar="PCT", help="a cliff is a drop of at least PCT %% of "
-        f"the rate before it (default {MIN_DROP_PCT:g})"),
-    opt("--settle", group=_G, config=Kind.FLOAT, field="settle_s", type=float, metavar="S",
-        help="seconds of idle between the purge and the write (default: profile; 10, "
-        "quick 2)"),
-    opt("--repeat-after", group=_G, config=Kind.FLOAT, field="repeat_after_s", type=float,
-        metavar="S", help="after the write, idle S seconds and write again to see how much "
-        "cache came back (default: no repeat)"),
+    common.number("--min-drop", _G, "a cliff is a drop of at least PCT %% of the rate before "
+                  f"it (default {MIN_DROP_PCT:g})", metavar="PCT", field="min_drop_pct",
+                  default=MIN_DROP_PCT),
+    common.number("--settle", _G, "seconds of idle between the purge and the write (default: "
+                  "profile; 10, quick 2)", metavar="S", field="settle_s"),
+    common.number("--repeat-after", _G, "after the write, idle S seconds and write again to "
+                  "see how much cache came back (default: no repeat)", metavar="S",
+                  field="repeat_after_s"),
     common.purge(_G, "how the whole target is purged first; auto: blkdiscard for devices, "
                  "recreate for files (default)"),
     common.ioengine(_G),
