@@ -26,8 +26,8 @@ Command = Callable[[argparse.Namespace, list[str]], int]
 def add_command(sub: Any, name: str, func: Command, help: str,
                 description: str | None = None) -> argparse.ArgumentParser:
     """The command ``NAME`` among the subcommands ``sub``: ``help`` is its line in their
-    list, ``description`` starts its own --help, and it runs ``func``. The caller adds its
-    options."""
+    list, ``description`` starts its own --help (a paragraph: argparse reflows it), and it
+    runs ``func``. The caller adds its options."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
     parser.set_defaults(func=func)
     return parser

@@ -33,10 +33,10 @@ def register(sub: Any) -> None:
     demo = add_command(
         sub, "demo", demo_command,
         help="run the quick PTS suite on a built-in target and show the results",
-        description="Starts an emulated SSD (1 GiB, enterprise-tlc, through a loop device), "
-        "runs the quick PTS suite on it, prints the result tables, exports JSON and stops "
-        "the emulator. Where the emulator cannot run (not built, no FUSE) it uses a 1 GiB "
-        "test file in RAM (/dev/shm) instead and removes it afterwards.",
+        description="""Starts an emulated SSD (1 GiB, enterprise-tlc, through a loop
+        device), runs the quick PTS suite on it, prints the result tables, exports JSON and
+        stops the emulator. Where the emulator cannot run (not built, no FUSE) it uses a 1
+        GiB test file in RAM (/dev/shm) instead and removes it afterwards.""",
     )
     demo.add_argument("--size", default="1GiB", help="size of the demo target (default 1GiB)")
     demo.add_argument(

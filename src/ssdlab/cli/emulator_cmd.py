@@ -16,8 +16,8 @@ def register(sub: Any) -> None:
     emu = sub.add_parser(
         "emulator",
         help="start, stop or inspect the emulated SSD",
-        description="The emulated SSD: a FUSE device with a known flash "
-        "translation layer, for trying ssdlab without a spare drive.",
+        description="""The emulated SSD: a FUSE device with a known flash translation layer,
+        for trying ssdlab without a spare drive.""",
     )
     actions = emu.add_subparsers(dest="action", metavar="ACTION", required=True)
     start = add_command(actions, "start", start_command, help="mount a fresh emulated SSD")

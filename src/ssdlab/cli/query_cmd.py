@@ -24,8 +24,8 @@ def register(sub: Any) -> None:
     export = add_command(
         sub, "export", export_command,
         help="write everything about a run as JSON or CSV",
-        description="JSON: the whole run (docs/results-format.md). CSV: "
-        "one row per test, round or result, cell and metric.",
+        description="""JSON: the whole run (docs/results-format.md). CSV: one row per test,
+        round or result, cell and metric.""",
     )
     export.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
     export.add_argument("--format", choices=["json", "csv"], default="json")

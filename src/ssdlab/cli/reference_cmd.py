@@ -19,9 +19,9 @@ def register(sub: Any) -> None:
     specs = add_command(
         sub, "specs", specs_command,
         help="list the vendors' claimed figures",
-        description="The manufacturers' claimed figures shipped with ssdlab. MB/s are "
-        "decimal (10^6 bytes/s); IOPS are 4 KiB random; latency is the vendor's typical "
-        "figure in microseconds; capacity in decimal GB. '-': not stated.",
+        description="""The manufacturers' claimed figures shipped with ssdlab. MB/s are
+        decimal (10^6 bytes/s); IOPS are 4 KiB random; latency is the vendor's typical
+        figure in microseconds; capacity in decimal GB. '-': not stated.""",
     )
     specs.add_argument(
         "match",
@@ -37,10 +37,10 @@ def register(sub: Any) -> None:
     published = add_command(
         kinds, "published", import_published_command,
         help="published review results as read-only reference runs",
-        description="Read a CSV file of published results (the columns of "
-        "docs/reference-data.md) and store one read-only reference run per source and "
-        "device. The whole file is checked first: a bad row imports nothing. Figures "
-        "imported before are not imported again.",
+        description="""Read a CSV file of published results (the columns of
+        docs/reference-data.md) and store one read-only reference run per source and device.
+        The whole file is checked first: a bad row imports nothing. Figures imported before
+        are not imported again.""",
     )
     published.add_argument("file", type=Path, metavar="FILE", help="the CSV file")
     add_store_option(published)

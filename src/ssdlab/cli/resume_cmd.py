@@ -30,11 +30,11 @@ def register(sub: Any) -> None:
     p = add_command(
         sub, "resume", resume_command,
         help="continue a stopped run (Ctrl-C, crash, power loss) from its last completed round",
-        description="Continues a run that did not complete: finished tests stay as they are, "
-        "the test that was running goes on after its last completed round (no new purge or "
-        "preconditioning: the drive keeps its state; the idle time is recorded), the rest "
-        "run as planned. The target must be the same one (path, model, serial, size). "
-        f"Works for the {_resumable()} suites.",
+        description=f"""Continues a run that did not complete: finished tests stay as they
+        are, the test that was running goes on after its last completed round (no new purge
+        or preconditioning: the drive keeps its state; the idle time is recorded), the rest
+        run as planned. The target must be the same one (path, model, serial, size). Works
+        for the {_resumable()} suites.""",
     )
     p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
     add_destroy_data_option(p, "; needed again to resume on a block device (put it after "

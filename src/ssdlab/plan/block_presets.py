@@ -490,11 +490,10 @@ CDM = _spec(
     "cdm",
     help="CrystalDiskMark-like: SEQ1M Q8T1/Q1T1, RND4K Q32T1/Q1T1 read, write, mix; "
     "best and mean of the passes",
-    description="CrystalDiskMark's tests through fio: the test file is written with data "
-    "first, then every test runs --passes times per mode (read, write, mix) with "
-    "--interval-seconds idle between runs; MB/s (10^6 bytes), IOPS and mean latency; the "
-    "best pass (as CrystalDiskMark shows it) and the mean. Direct I/O. "
-    "docs/presets-block.md.",
+    description="""CrystalDiskMark's tests through fio: the test file is written with data
+    first, then every test runs --passes times per mode (read, write, mix) with
+    --interval-seconds idle between runs; MB/s (10^6 bytes), IOPS and mean latency; the best
+    pass (as CrystalDiskMark shows it) and the mean. Direct I/O. docs/presets-block.md.""",
     size_help="test file size, 16 MiB to 64 GiB (default 1GiB; quick 16MiB); on a device, "
     "its first SIZE bytes",
     args_type=CdmArgs,
@@ -518,11 +517,11 @@ ATTO = _spec(
     "atto",
     help="ATTO-like: sequential write and read MB/s and IOPS per transfer size, "
     "512 B to 64 MiB",
-    description="ATTO Disk Benchmark's sweep through fio: the test file is written with "
-    "data first, then at every transfer size from --min-size to --max-size (x --factor) "
-    "a sequential write and a sequential read at queue depth --qd. Direct I/O unless "
-    "--no-direct (then buffered writes end with fsync, and caches are synced and "
-    "dropped before each read, recorded). docs/presets-block.md.",
+    description="""ATTO Disk Benchmark's sweep through fio: the test file is written with
+    data first, then at every transfer size from --min-size to --max-size (x --factor) a
+    sequential write and a sequential read at queue depth --qd. Direct I/O unless
+    --no-direct (then buffered writes end with fsync, and caches are synced and dropped
+    before each read, recorded). docs/presets-block.md.""",
     size_help="test file size, at least 16 MiB and the largest transfer (default 256MiB; "
     "quick 16MiB); on a device, its first SIZE bytes",
     args_type=AttoArgs,
@@ -547,12 +546,12 @@ ATTO = _spec(
 IOMETER = _spec(
     "iometer",
     help="IOmeter-like access specs: 1 worker, 32 outstanding I/O, IOPS per second",
-    description="IOmeter's access specifications through fio: the test region is written "
-    "with data first, then each spec runs --seconds with one worker at --qd outstanding "
-    "I/O, its IOPS logged every --log-interval ms (the per-second timeline). Sets: "
-    "default (4, 8, 64 KiB x random, sequential x read, write) and controller (256 KiB "
-    "sequential, 4 KiB random x read, write, 50/50; meant for a raw volume). Direct I/O. "
-    "docs/presets-block.md.",
+    description="""IOmeter's access specifications through fio: the test region is written
+    with data first, then each spec runs --seconds with one worker at --qd outstanding I/O,
+    its IOPS logged every --log-interval ms (the per-second timeline). Sets: default (4, 8,
+    64 KiB x random, sequential x read, write) and controller (256 KiB sequential, 4 KiB
+    random x read, write, 50/50; meant for a raw volume). Direct I/O.
+    docs/presets-block.md.""",
     size_help="test file (or device region) size, at least 16 MiB (default 1GiB; quick "
     "16MiB)",
     args_type=IometerArgs,

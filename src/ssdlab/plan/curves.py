@@ -619,10 +619,10 @@ SPEC = SuiteSpec(
     name=TEST,
     help="vdbench-style curves: latency against delivered IOPS at fractions of the maximum "
     "rate (methodology 2)",
-    description="Per workload (preset 'curves': four corners, 70/30 mixes, database- and "
-    "VDI-like profiles): an unthrottled run finds the maximum rate, then the workload runs "
-    "at fixed fractions of it (fio rate_iops); mean and p99 latency are plotted against the "
-    "delivered IOPS, points short of their target flagged (docs/curves.md).",
+    description="""Per workload (preset 'curves': four corners, 70/30 mixes, database- and
+    VDI-like profiles): an unthrottled run finds the maximum rate, then the workload runs at
+    fixed fractions of it (fio rate_iops); mean and p99 latency are plotted against the
+    delivered IOPS, points short of their target flagged (docs/curves.md).""",
     target=TargetKind.DEVICE_OR_DIR,
     options=OPTIONS,
     args_type=CurvesArgs,

@@ -508,11 +508,11 @@ class LatencyIopsResult(Record):
 SPEC = SuiteSpec(
     name=TEST,
     help="latency against IOPS: threads x queue-depth ladders (methodology 1.6, 1.9)",
-    description="For every block size and read/write mix, one curve per thread count: "
-    "the queue depth climbs until mean latency reaches the target or IOPS stops rising; "
-    "mean, p99 and p99.9 latency per point, host CPU per point with host-bound "
-    "detection, and the NUMA placement of fio against the device "
-    "(docs/latency-iops.md). Starts from purge and 2x-capacity preconditioning.",
+    description="""For every block size and read/write mix, one curve per thread count: the
+    queue depth climbs until mean latency reaches the target or IOPS stops rising; mean, p99
+    and p99.9 latency per point, host CPU per point with host-bound detection, and the NUMA
+    placement of fio against the device (docs/latency-iops.md). Starts from purge and
+    2x-capacity preconditioning.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=LatencyIopsArgs,

@@ -397,11 +397,11 @@ SPEC = SuiteSpec(
     name=SUITE,
     help="over-provisioning sweep: steady 4 KiB random-write IOPS at 0-60 %% OP and a "
     "recommendation (methodology 4)",
-    description="For each OP setting (the share of the capacity left unused): purge the "
-    "whole target, precondition the active range (the rest stays trimmed), then 4 KiB "
-    "random writes on it in rounds until steady state. Reports IOPS and IOPS x usable "
-    "share per setting and recommends the OP with the best IOPS for the capacity given "
-    "up. A single --op value runs one setting. docs/op-sweep.md.",
+    description="""For each OP setting (the share of the capacity left unused): purge the
+    whole target, precondition the active range (the rest stays trimmed), then 4 KiB random
+    writes on it in rounds until steady state. Reports IOPS and IOPS x usable share per
+    setting and recommends the OP with the best IOPS for the capacity given up. A single
+    --op value runs one setting. docs/op-sweep.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=OpSweepArgs,

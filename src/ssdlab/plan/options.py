@@ -277,9 +277,9 @@ OPTIONS = (
 SPEC = SuiteSpec(
     name="pts",
     help="SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
-    description="The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and "
-    "1024 KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity "
-    "preconditioning, in rounds until steady state (docs/pts.md).",
+    description="""The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and 1024
+    KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity
+    preconditioning, in rounds until steady state (docs/pts.md).""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=PtsArgs,

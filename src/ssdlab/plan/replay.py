@@ -439,10 +439,10 @@ OPTIONS = (
 SPEC = SuiteSpec(
     name=TEST,
     help="replay an I/O trace (fio iolog v2/v3 or binary blktrace) onto the target",
-    description="fio replays the trace (read_iolog) with every I/O redirected to the "
-    "target (replay_redirect); the result is reported like any workload: IOPS, MB/s, "
-    "mean and p99 latency, and an IOPS timeline. The trace is checked first: a known "
-    "format, and every I/O inside the target (docs/replay.md).",
+    description="""fio replays the trace (read_iolog) with every I/O redirected to the
+    target (replay_redirect); the result is reported like any workload: IOPS, MB/s, mean and
+    p99 latency, and an IOPS timeline. The trace is checked first: a known format, and every
+    I/O inside the target (docs/replay.md).""",
     target=TargetKind.DEVICE_OR_DIR,
     options=OPTIONS,
     args_type=ReplayArgs,

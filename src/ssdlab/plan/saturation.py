@@ -343,13 +343,12 @@ class HirResult(Record):
 SPEC = SuiteSpec(
     name=SUITE,
     help="Write Saturation and Host Idle Recovery (methodology 1.7-1.8)",
-    description="From purge, 4 KiB random writes run continuously until a round "
-    "limit, an amount written or a time limit (Write Saturation: FOB IOPS, saturated "
-    "IOPS, where the transition happened; per-round latency percentiles from fio's "
-    "histogram log). Then Host Idle Recovery: for each wait state, bursts of writes "
-    "separated by idle time, and continuous writes back to the baseline; does idle "
-    "time recover performance? A killed run continues with `ssdlab resume RUN`. "
-    "docs/saturation.md.",
+    description="""From purge, 4 KiB random writes run continuously until a round limit, an
+    amount written or a time limit (Write Saturation: FOB IOPS, saturated IOPS, where the
+    transition happened; per-round latency percentiles from fio's histogram log). Then Host
+    Idle Recovery: for each wait state, bursts of writes separated by idle time, and
+    continuous writes back to the baseline; does idle time recover performance? A killed run
+    continues with `ssdlab resume RUN`. docs/saturation.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=SaturationArgs,

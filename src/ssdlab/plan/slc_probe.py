@@ -337,10 +337,10 @@ SPEC = SuiteSpec(
     name=SUITE,
     help="SLC-cache probe: sequential write from purge, throughput against bytes "
     "written, the cache size (methodology 1.4)",
-    description="Purge the whole target, then ONE sequential write from offset 0 (one "
-    "thread, no preconditioning) with fio's bandwidth logged; throughput against bytes "
-    "written shows where the SLC cache fills: the first cliff is the cache size "
-    "estimate. docs/slc-probe.md.",
+    description="""Purge the whole target, then ONE sequential write from offset 0 (one
+    thread, no preconditioning) with fio's bandwidth logged; throughput against bytes
+    written shows where the SLC cache fills: the first cliff is the cache size estimate.
+    docs/slc-probe.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=SlcProbeArgs,

@@ -77,7 +77,7 @@ class SuiteSpec(Generic[A]):
 
     name: str  # ssdlab run NAME; the stored runs' suite
     help: str  # the line ``ssdlab run --help`` shows
-    description: str  # the text ``ssdlab run NAME --help`` starts with
+    description: str  # the text ``ssdlab run NAME --help`` starts with (reflowed: a paragraph)
     target: TargetKind
     options: tuple[Opt, ...]  # target options first, in --help order
     args_type: Callable[..., A]  # builds the suite's arguments from the options' fields

@@ -189,10 +189,10 @@ class VerifyResult(Record):
 SPEC = SuiteSpec(
     name=SUITE,
     help="data integrity: write, read back and check every interval (fio verify)",
-    description="fio writes the active range with a checksum in every interval, reads it "
-    "all back and checks it; every interval that comes back wrong is reported with its byte "
-    "offset (silent corruption, misplaced or stale data). Exit status 1 when any corruption "
-    "was found. docs/verify.md.",
+    description="""fio writes the active range with a checksum in every interval, reads it
+    all back and checks it; every interval that comes back wrong is reported with its byte
+    offset (silent corruption, misplaced or stale data). Exit status 1 when any corruption
+    was found. docs/verify.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=VerifyArgs,
