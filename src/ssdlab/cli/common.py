@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import RunNotFound
 from ssdlab.plan.optionsets import destroy_data_opt, store_opt
@@ -17,6 +17,20 @@ if TYPE_CHECKING:
     from ssdlab.run.progress import Progress
     from ssdlab.run.session import SuiteRun
     from ssdlab.store.db import Store
+
+
+#: what a command does with its parsed arguments and the command line: the exit code
+Command = Callable[[argparse.Namespace, list[str]], int]
+
+
+def add_command(sub: Any, name: str, func: Command, help: str,
+                description: str | None = None) -> argparse.ArgumentParser:
+    """The command ``NAME`` among the subcommands ``sub``: ``help`` is its line in their
+    list, ``description`` starts its own --help (a paragraph: argparse reflows it), and it
+    runs ``func``. The caller adds its options."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.set_defaults(func=func)
+    return parser
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:

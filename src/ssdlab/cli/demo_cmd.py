@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.cli.common import add_command, add_store_option, open_store
 from ssdlab.cli.suite_cmd import execute
 from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
 from ssdlab.plan.options import PtsArgs
@@ -30,13 +30,13 @@ DEMO_ARGS = PtsArgs(profile="quick")
 
 
 def register(sub: Any) -> None:
-    demo = sub.add_parser(
-        "demo",
+    demo = add_command(
+        sub, "demo", demo_command,
         help="run the quick PTS suite on a built-in target and show the results",
-        description="Starts an emulated SSD (1 GiB, enterprise-tlc, through a loop device), "
-        "runs the quick PTS suite on it, prints the result tables, exports JSON and stops "
-        "the emulator. Where the emulator cannot run (not built, no FUSE) it uses a 1 GiB "
-        "test file in RAM (/dev/shm) instead and removes it afterwards.",
+        description="""Starts an emulated SSD (1 GiB, enterprise-tlc, through a loop
+        device), runs the quick PTS suite on it, prints the result tables, exports JSON and
+        stops the emulator. Where the emulator cannot run (not built, no FUSE) it uses a 1
+        GiB test file in RAM (/dev/shm) instead and removes it afterwards.""",
     )
     demo.add_argument("--size", default="1GiB", help="size of the demo target (default 1GiB)")
     demo.add_argument(
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
         "--keep-target", action="store_true", help="keep the demo test file (file fallback only)"
     )
     add_store_option(demo)
-    demo.set_defaults(func=demo_command, dry_run=False, fio="fio")
+    demo.set_defaults(dry_run=False, fio="fio")
 
 
 def _run(target: str, size: int | None, destroy_data: bool, args: argparse.Namespace,

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from ssdlab.cli.common import add_command
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.units import format_bytes, parse_size
 from ssdlab.targets import emulator
@@ -15,11 +16,11 @@ def register(sub: Any) -> None:
     emu = sub.add_parser(
         "emulator",
         help="start, stop or inspect the emulated SSD",
-        description="The emulated SSD: a FUSE device with a known flash "
-        "translation layer, for trying ssdlab without a spare drive.",
+        description="""The emulated SSD: a FUSE device with a known flash translation layer,
+        for trying ssdlab without a spare drive.""",
     )
     actions = emu.add_subparsers(dest="action", metavar="ACTION", required=True)
-    start = actions.add_parser("start", help="mount a fresh emulated SSD")
+    start = add_command(actions, "start", start_command, help="mount a fresh emulated SSD")
     start.add_argument("--name", default="default", help="emulator name (default: default)")
     start.add_argument(
         "--profile",
@@ -44,14 +45,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="also attach a loop device (direct I/O) over the disk file",
     )
-    start.set_defaults(func=start_command)
-    stop = actions.add_parser("stop", help="stop an emulator, or clean up a crashed one")
+    stop = add_command(actions, "stop", stop_command,
+                       help="stop an emulator, or clean up a crashed one")
     stop.add_argument("--name", default="default", help="emulator name (default: default)")
     stop.add_argument("--all", action="store_true", help="stop every emulator")
-    stop.set_defaults(func=stop_command)
-    status = actions.add_parser("status", help="list emulators and their ground truth")
+    status = add_command(actions, "status", status_command,
+                         help="list emulators and their ground truth")
     status.add_argument("--json", action="store_true", help="print the stats as JSON")
-    status.set_defaults(func=status_command)
 
 
 def start_command(args: argparse.Namespace, argv: list[str]) -> int:

@@ -8,26 +8,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli.common import add_store_option, open_existing_store, store_path
+from ssdlab.cli.common import add_command, add_store_option, open_existing_store, store_path
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.store.records import RunSummary
 
 
 def register(sub: Any) -> None:
-    runs = sub.add_parser("runs", help="list the runs in the results store")
+    runs = add_command(sub, "runs", runs_command, help="list the runs in the results store")
     add_store_option(runs)
-    runs.set_defaults(func=runs_command)
 
-    show = sub.add_parser("show", help="verdicts and result tables of a run")
+    show = add_command(sub, "show", show_command, help="verdicts and result tables of a run")
     show.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
     add_store_option(show)
-    show.set_defaults(func=show_command)
 
-    export = sub.add_parser(
-        "export",
+    export = add_command(
+        sub, "export", export_command,
         help="write everything about a run as JSON or CSV",
-        description="JSON: the whole run (docs/results-format.md). CSV: "
-        "one row per test, round or result, cell and metric.",
+        description="""JSON: the whole run (docs/results-format.md). CSV: one row per test,
+        round or result, cell and metric.""",
     )
     export.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
     export.add_argument("--format", choices=["json", "csv"], default="json")
@@ -35,7 +33,6 @@ def register(sub: Any) -> None:
         "-o", "--output", type=Path, metavar="FILE", help="write to FILE (default: standard output)"
     )
     add_store_option(export)
-    export.set_defaults(func=export_command)
 
 
 def _when(ts: float) -> str:

@@ -9,19 +9,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli.common import add_store_option, open_store
+from ssdlab.cli.common import add_command, add_store_option, open_store
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.reference.specs import VendorSpec, find_specs, load_specs
 from ssdlab.report.terminal import num
 
 
 def register(sub: Any) -> None:
-    specs = sub.add_parser(
-        "specs",
+    specs = add_command(
+        sub, "specs", specs_command,
         help="list the vendors' claimed figures",
-        description="The manufacturers' claimed figures shipped with ssdlab. MB/s are "
-        "decimal (10^6 bytes/s); IOPS are 4 KiB random; latency is the vendor's typical "
-        "figure in microseconds; capacity in decimal GB. '-': not stated.",
+        description="""The manufacturers' claimed figures shipped with ssdlab. MB/s are
+        decimal (10^6 bytes/s); IOPS are 4 KiB random; latency is the vendor's typical
+        figure in microseconds; capacity in decimal GB. '-': not stated.""",
     )
     specs.add_argument(
         "match",
@@ -31,21 +31,19 @@ def register(sub: Any) -> None:
         "e.g. '7450 PRO 3840' or 'SN640', or a device model such as KCM51RUG7T68",
     )
     specs.add_argument("--json", action="store_true", help="print the rows as JSON")
-    specs.set_defaults(func=specs_command)
 
     imp = sub.add_parser("import", help="import reference data into the results store")
     kinds = imp.add_subparsers(dest="kind", metavar="KIND", required=True)
-    published = kinds.add_parser(
-        "published",
+    published = add_command(
+        kinds, "published", import_published_command,
         help="published review results as read-only reference runs",
-        description="Read a CSV file of published results (the columns of "
-        "docs/reference-data.md) and store one read-only reference run per source and "
-        "device. The whole file is checked first: a bad row imports nothing. Figures "
-        "imported before are not imported again.",
+        description="""Read a CSV file of published results (the columns of
+        docs/reference-data.md) and store one read-only reference run per source and device.
+        The whole file is checked first: a bad row imports nothing. Figures imported before
+        are not imported again.""",
     )
     published.add_argument("file", type=Path, metavar="FILE", help="the CSV file")
     add_store_option(published)
-    published.set_defaults(func=import_published_command)
 
 
 def _claimed(value: float | None) -> str:

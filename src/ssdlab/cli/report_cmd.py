@@ -6,23 +6,23 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ssdlab.cli.common import add_store_option, open_existing_store
+from ssdlab.cli.common import add_command, add_store_option, open_existing_store
 from ssdlab.errors import ExitCode, UserError
 
 
 def register(sub: Any) -> None:
-    report = sub.add_parser(
-        "report",
+    report = add_command(
+        sub, "report", report_command,
         help="write an HTML and PDF report of one or more stored runs",
-        description="Writes DIR/report.html (self-contained: works offline) and "
-        "DIR/report.pdf (the same content, printed by headless Chromium) from the results "
-        "store. Per run: the title page and the SNIA PTS report pages (steady-state "
-        "convergence and verification, measurement window, IOPS/throughput/latency results "
-        "with charts). With several runs: parameters side by side, every run on one chart "
-        "per test, ratios to a baseline with their significance, leaderboards. Where a "
-        "run's drive matches a vendor spec sheet (`ssdlab specs`), measured against claimed. "
-        "A large report is printed in parts, one Chromium per CPU at once, and joined "
-        "($SSDLAB_PRINT_JOBS sets how many; $SSDLAB_CHROMIUM names the Chromium binary).",
+        description="""Writes DIR/report.html (self-contained: works offline) and
+        DIR/report.pdf (the same content, printed by headless Chromium) from the results
+        store. Per run: the title page and the SNIA PTS report pages (steady-state
+        convergence and verification, measurement window, IOPS/throughput/latency results
+        with charts). With several runs: parameters side by side, every run on one chart per
+        test, ratios to a baseline with their significance, leaderboards. Where a run's
+        drive matches a vendor spec sheet (`ssdlab specs`), measured against claimed. A
+        large report is printed in parts, one Chromium per CPU at once, and joined
+        ($SSDLAB_PRINT_JOBS sets how many; $SSDLAB_CHROMIUM names the Chromium binary).""",
     )
     report.add_argument(
         "runs", nargs="+", metavar="RUN", help="run ids, unique prefixes, or 'last'"
@@ -48,7 +48,6 @@ def register(sub: Any) -> None:
     report.add_argument("--no-pdf", action="store_true", help="write the HTML only")
     report.add_argument("--title", help="report title (default: from the runs)")
     add_store_option(report)
-    report.set_defaults(func=report_command)
 
 
 def _claims(items: list[str]) -> dict[str, str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.cli.common import (
+    add_command,
     add_destroy_data_option,
     add_store_option,
     open_existing_store,
@@ -26,21 +27,20 @@ def _resumable() -> str:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "resume",
+    p = add_command(
+        sub, "resume", resume_command,
         help="continue a stopped run (Ctrl-C, crash, power loss) from its last completed round",
-        description="Continues a run that did not complete: finished tests stay as they are, "
-        "the test that was running goes on after its last completed round (no new purge or "
-        "preconditioning: the drive keeps its state; the idle time is recorded), the rest "
-        "run as planned. The target must be the same one (path, model, serial, size). "
-        f"Works for the {_resumable()} suites.",
+        description=f"""Continues a run that did not complete: finished tests stay as they
+        are, the test that was running goes on after its last completed round (no new purge
+        or preconditioning: the drive keeps its state; the idle time is recorded), the rest
+        run as planned. The target must be the same one (path, model, serial, size). Works
+        for the {_resumable()} suites.""",
     )
     p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
     add_destroy_data_option(p, "; needed again to resume on a block device (put it after "
                             "RUN, or use the = form)")
     p.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
     add_store_option(p)
-    p.set_defaults(func=resume_command)
 
 
 def _alive_elsewhere(run: RunData) -> int | None:

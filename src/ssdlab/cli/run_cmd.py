@@ -12,8 +12,8 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "run",
         help="run a test suite on a target",
-        description="Run a suite on a block device or a test file. Block devices are "
-        "overwritten: ssdlab refuses unless --destroy-data is given.",
+        description="""Run a suite on a block device or a test file. Block devices are
+        overwritten: ssdlab refuses unless --destroy-data is given.""",
     )
     suites = parser.add_subparsers(
         dest="suite", metavar="SUITE", required=True, parser_class=type(parser)

@@ -28,7 +28,7 @@ from ssdlab.jsonrecord import Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
-from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, format_duration, parse_size
 
 PROFILES = ("default", "quick")
@@ -52,7 +52,7 @@ class Measurement:
 
 
 @dataclass(frozen=True)
-class PresetPlan:
+class PresetPlan(Profiled):
     """Everything one preset run will do, validated."""
 
     preset: str
@@ -66,10 +66,6 @@ class PresetPlan:
     measurements: tuple[Measurement, ...]
     settings: dict[str, Any] = field(default_factory=dict)  # the resolved options, stored
     log_interval_ms: int | None = None
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def label(self) -> str:
@@ -111,10 +107,6 @@ class CdmArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
-    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
-        """The plan (see :data:`PresetArgs`)."""
-        return build_cdm(_sized(self, existing_size))
-
 
 @dataclass(frozen=True)
 class AttoArgs:
@@ -128,10 +120,6 @@ class AttoArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
-    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
-        """The plan (see :data:`PresetArgs`)."""
-        return build_atto(_sized(self, existing_size), logical_sector)
-
 
 @dataclass(frozen=True)
 class IometerArgs:
@@ -144,20 +132,25 @@ class IometerArgs:
     size_bytes: int | None = None
     ioengine: str = "libaio"
 
-    def plan(self, logical_sector: int = 512, existing_size: int | None = None) -> PresetPlan:
-        """The plan (see :data:`PresetArgs`)."""
-        return build_iometer(_sized(self, existing_size))
 
-
-#: a preset's arguments; ``args.plan(logical_sector, existing_size)`` is its plan on a
-#: target of ``logical_sector``-byte sectors (ATTO's direct transfers are whole sectors),
-#: where the size of an existing test file is the test size unless --size is given
+#: the arguments of any of the three (:func:`plan_of` validates them into its plan)
 PresetArgs = CdmArgs | AttoArgs | IometerArgs
 _A = TypeVar("_A", CdmArgs, AttoArgs, IometerArgs)
 
 
-def _sized(args: _A, existing_size: int | None) -> _A:
-    return replace(args, size_bytes=args.size_bytes or existing_size)
+def plan_of(args: PresetArgs, logical_sector: int = 512, existing_size: int | None = None
+            ) -> PresetPlan:
+    """The plan of a preset's arguments on a target of ``logical_sector``-byte sectors
+    (ATTO's direct transfers are whole sectors), where the size of an existing test file is
+    the test size unless --size is given; validated (UserError, one line, on a bad value)."""
+    sized = replace(args, size_bytes=args.size_bytes or existing_size)
+    match sized:
+        case CdmArgs():
+            return build_cdm(sized)
+        case AttoArgs():
+            return build_atto(sized, logical_sector)
+        case IometerArgs():
+            return build_iometer(sized)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -422,8 +415,7 @@ def _set(group: str, help: str) -> Opt:
 
 
 def _measure_seconds(group: str, help: str) -> Opt:
-    return opt("--measure-seconds", group=group, config=Kind.FLOAT, field="measure_s",
-               type=float, metavar="S", help=help)
+    return common.number("--measure-seconds", group, help, metavar="S", field="measure_s")
 
 
 def _spec(name: str, help: str, description: str, size_help: str, args_type: type[_A],
@@ -498,11 +490,10 @@ CDM = _spec(
     "cdm",
     help="CrystalDiskMark-like: SEQ1M Q8T1/Q1T1, RND4K Q32T1/Q1T1 read, write, mix; "
     "best and mean of the passes",
-    description="CrystalDiskMark's tests through fio: the test file is written with data "
-    "first, then every test runs --passes times per mode (read, write, mix) with "
-    "--interval-seconds idle between runs; MB/s (10^6 bytes), IOPS and mean latency; the "
-    "best pass (as CrystalDiskMark shows it) and the mean. Direct I/O. "
-    "docs/presets-block.md.",
+    description="""CrystalDiskMark's tests through fio: the test file is written with data
+    first, then every test runs --passes times per mode (read, write, mix) with
+    --interval-seconds idle between runs; MB/s (10^6 bytes), IOPS and mean latency; the best
+    pass (as CrystalDiskMark shows it) and the mean. Direct I/O. docs/presets-block.md.""",
     size_help="test file size, 16 MiB to 64 GiB (default 1GiB; quick 16MiB); on a device, "
     "its first SIZE bytes",
     args_type=CdmArgs,
@@ -512,14 +503,13 @@ CDM = _spec(
              "default"),
         opt("--modes", group="cdm", config=Kind.LIST, metavar="LIST",
             help="comma-separated: read, write, mix (default all three)"),
-        opt("--mix-read-pct", group="cdm", config=Kind.INT, type=int, metavar="PCT",
-            help="read share of the mix mode in percent (default 70)"),
-        opt("--passes", group="cdm", config=Kind.INT, type=int, metavar="N",
-            help="passes per test and mode, 1 to 9 (default 3; quick 1)"),
+        common.whole("--mix-read-pct", "cdm", "read share of the mix mode in percent "
+                     "(default 70)", metavar="PCT"),
+        common.whole("--passes", "cdm", "passes per test and mode, 1 to 9 (default 3; quick 1)"),
         _measure_seconds("cdm", "seconds each pass measures (default 5; quick 0.5)"),
-        opt("--interval-seconds", group="cdm", config=Kind.FLOAT, field="interval_s",
-            type=float, metavar="S", help="idle seconds before each run, as "
-            "CrystalDiskMark's interval (default 5; quick 0)"),
+        common.number("--interval-seconds", "cdm", "idle seconds before each run, as "
+                      "CrystalDiskMark's interval (default 5; quick 0)", metavar="S",
+                      field="interval_s"),
     ),
 )
 
@@ -527,11 +517,11 @@ ATTO = _spec(
     "atto",
     help="ATTO-like: sequential write and read MB/s and IOPS per transfer size, "
     "512 B to 64 MiB",
-    description="ATTO Disk Benchmark's sweep through fio: the test file is written with "
-    "data first, then at every transfer size from --min-size to --max-size (x --factor) "
-    "a sequential write and a sequential read at queue depth --qd. Direct I/O unless "
-    "--no-direct (then buffered writes end with fsync, and caches are synced and "
-    "dropped before each read, recorded). docs/presets-block.md.",
+    description="""ATTO Disk Benchmark's sweep through fio: the test file is written with
+    data first, then at every transfer size from --min-size to --max-size (x --factor) a
+    sequential write and a sequential read at queue depth --qd. Direct I/O unless
+    --no-direct (then buffered writes end with fsync, and caches are synced and dropped
+    before each read, recorded). docs/presets-block.md.""",
     size_help="test file size, at least 16 MiB and the largest transfer (default 256MiB; "
     "quick 16MiB); on a device, its first SIZE bytes",
     args_type=AttoArgs,
@@ -542,8 +532,8 @@ ATTO = _spec(
         opt("--max-size", group="atto", config=Kind.SIZE, metavar="SIZE",
             help="largest transfer size, bytes unless a unit is given (default 64MiB; "
             "quick 1MiB)"),
-        opt("--factor", group="atto", config=Kind.INT, type=int, metavar="N",
-            help="each transfer size is N times the previous (default 2; quick 4)"),
+        common.whole("--factor", "atto",
+                     "each transfer size is N times the previous (default 2; quick 4)"),
         common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256)",
                   field="qd"),
         _measure_seconds("atto", "seconds per transfer size and direction (default 2; "
@@ -556,12 +546,12 @@ ATTO = _spec(
 IOMETER = _spec(
     "iometer",
     help="IOmeter-like access specs: 1 worker, 32 outstanding I/O, IOPS per second",
-    description="IOmeter's access specifications through fio: the test region is written "
-    "with data first, then each spec runs --seconds with one worker at --qd outstanding "
-    "I/O, its IOPS logged every --log-interval ms (the per-second timeline). Sets: "
-    "default (4, 8, 64 KiB x random, sequential x read, write) and controller (256 KiB "
-    "sequential, 4 KiB random x read, write, 50/50; meant for a raw volume). Direct I/O. "
-    "docs/presets-block.md.",
+    description="""IOmeter's access specifications through fio: the test region is written
+    with data first, then each spec runs --seconds with one worker at --qd outstanding I/O,
+    its IOPS logged every --log-interval ms (the per-second timeline). Sets: default (4, 8,
+    64 KiB x random, sequential x read, write) and controller (256 KiB sequential, 4 KiB
+    random x read, write, 50/50; meant for a raw volume). Direct I/O.
+    docs/presets-block.md.""",
     size_help="test file (or device region) size, at least 16 MiB (default 1GiB; quick "
     "16MiB)",
     args_type=IometerArgs,
@@ -570,12 +560,12 @@ IOMETER = _spec(
         opt("--block-sizes", group="iometer", config=Kind.LIST, metavar="LIST",
             help="run only the specs of these transfer sizes, KiB unless a unit is given, "
             "e.g. 4,64 (default: every spec of the set)"),
-        opt("--seconds", group="iometer", config=Kind.FLOAT, type=float, metavar="S",
-            help="seconds per access spec (default 30; quick 1)"),
+        common.number("--seconds", "iometer", "seconds per access spec (default 30; quick 1)",
+                      metavar="S"),
         common.qd("iometer", "outstanding I/O of the worker (default 32)", field="qd"),
-        opt("--log-interval", group="iometer", config=Kind.INT, field="log_interval_ms",
-            type=int, metavar="MS", help="timeline resolution in ms (default 1000: "
-            "IOmeter's per-second results; quick 250)"),
+        common.whole("--log-interval", "iometer", "timeline resolution in ms (default 1000: "
+                     "IOmeter's per-second results; quick 250)", metavar="MS",
+                     field="log_interval_ms"),
     ),
 )
 

@@ -23,8 +23,8 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.specs import CellSpec, FioJob, JobSection, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import (
     check_fio_seconds,
     fio_time,
@@ -186,7 +186,7 @@ class CurvesArgs:
 
 
 @dataclass(frozen=True)
-class CurvesOptions:
+class CurvesOptions(Profiled):
     profile: str
     workloads: tuple[Workload, ...]
     fractions_pct: tuple[int, ...]
@@ -200,10 +200,6 @@ class CurvesOptions:
     purge: str
     ioengine: str
     preset: dict[str, Any]  # presets.identity
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def points_per_workload(self) -> int:
@@ -600,22 +596,20 @@ OPTIONS = (
         "10,50,80,100)"),
     opt("--with-120", group=_G, config=Kind.BOOL, action="store_true",
         help="add vdbench's 120 %% point: the workload once more unthrottled"),
-    opt("--seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="measured seconds per point (default: profile, 30 or 1)"),
-    opt("--ramp", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="ramp seconds per point, not measured (default: profile, 5 or 0.5)"),
+    common.number("--seconds", _G, "measured seconds per point (default: profile, 30 or 1)",
+                  metavar="S"),
+    common.number("--ramp", _G, "ramp seconds per point, not measured (default: profile, 5 "
+                  "or 0.5)", metavar="S"),
     common.threads(_G, "outstanding I/Os for every workload (default: each workload's "
                    "vdbench threads, e.g. 128 for 4K random)"),
-    opt("--jobs", group=_G, config=Kind.INT, type=int, metavar="N",
-        help="fio jobs sharing the outstanding I/O (default: one per CPU, at most the "
-        "outstanding I/O)"),
-    opt("--fill-region", group=_G, config=Kind.FLOAT, type=float, metavar="PCT",
-        help="partial-capacity variant: fill the whole target sequentially, then run the "
-        "curves on its first PCT percent (the reviews used 25)"),
-    opt("--min-delivered", group=_G, config=Kind.FLOAT, field="min_delivered_pct",
-        type=float, default=DEFAULT_MIN_DELIVERED_PCT, metavar="PCT",
-        help="flag points delivering less than this percentage of their target rate "
-        f"(default {DEFAULT_MIN_DELIVERED_PCT:g})"),
+    common.whole("--jobs", _G, "fio jobs sharing the outstanding I/O (default: one per CPU, "
+                 "at most the outstanding I/O)"),
+    common.number("--fill-region", _G, "partial-capacity variant: fill the whole target "
+                  "sequentially, then run the curves on its first PCT percent (the reviews "
+                  "used 25)", metavar="PCT"),
+    common.number("--min-delivered", _G, "flag points delivering less than this percentage "
+                  f"of their target rate (default {DEFAULT_MIN_DELIVERED_PCT:g})",
+                  metavar="PCT", field="min_delivered_pct", default=DEFAULT_MIN_DELIVERED_PCT),
     common.purge(_G, "purge before the run (default none; auto: blkdiscard for devices, "
                  "recreate for files)", default="none"),
     common.ioengine(_G, "fio ioengine (default: libaio)"),
@@ -625,10 +619,10 @@ SPEC = SuiteSpec(
     name=TEST,
     help="vdbench-style curves: latency against delivered IOPS at fractions of the maximum "
     "rate (methodology 2)",
-    description="Per workload (preset 'curves': four corners, 70/30 mixes, database- and "
-    "VDI-like profiles): an unthrottled run finds the maximum rate, then the workload runs "
-    "at fixed fractions of it (fio rate_iops); mean and p99 latency are plotted against the "
-    "delivered IOPS, points short of their target flagged (docs/curves.md).",
+    description="""Per workload (preset 'curves': four corners, 70/30 mixes, database- and
+    VDI-like profiles): an unthrottled run finds the maximum rate, then the workload runs at
+    fixed fractions of it (fio rate_iops); mean and p99 latency are plotted against the
+    delivered IOPS, points short of their target flagged (docs/curves.md).""",
     target=TargetKind.DEVICE_OR_DIR,
     options=OPTIONS,
     args_type=CurvesArgs,
@@ -638,8 +632,6 @@ SPEC = SuiteSpec(
 
 # ------------------------------------------------------------------------ what the plan says
 
-#: (cells, what the job does) -> the job file's text, headed as the run heads it
-JobText = Callable[[tuple[CellSpec, ...], str], str]
 #: (a job, its header) -> the job file's text (:func:`ssdlab.engine.jobfile.render`)
 Render = Callable[[FioJob, str], str]
 

@@ -30,7 +30,7 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.filejobs import DIRECTIONS, Direction, FileJob
-from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
@@ -99,7 +99,7 @@ Phase = FioPhase | WaitPhase | CopyPhase | RemovePhase
 
 
 @dataclass(frozen=True)
-class FilePlan:
+class FilePlan(Profiled):
     preset: str
     identity: dict[str, Any]
     profile: str
@@ -109,10 +109,6 @@ class FilePlan:
     summary: str
     copy_command: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def direct(self) -> bool:
@@ -512,8 +508,8 @@ def _aja_options() -> tuple[Opt, ...]:
 def _diskfill_options() -> tuple[Opt, ...]:
     g = "diskfill"
     return (
-        opt("--passes", group=g, config=Kind.INT, type=int, default=None, metavar="N",
-            help="files written and read (default 10; quick: 3)"),
+        common.whole("--passes", g, "files written and read (default 10; quick: 3)",
+                     default=None),
         opt("--block-size", group=g, config=Kind.SIZE, default=None, metavar="SIZE",
             help="transfer size, bytes unless a unit is given (default 1MiB)"),
     )
@@ -524,8 +520,8 @@ def _smallfiles_options() -> tuple[Opt, ...]:
     return (
         opt("--file-size", group=g, config=Kind.SIZE, default=None, metavar="SIZE",
             help="size of each file, bytes unless a unit is given (default 256KiB)"),
-        opt("--wait-seconds", group=g, config=Kind.FLOAT, type=float, default=None,
-            metavar="S", help="wait between writing and reading (default 300; quick: 1)"),
+        common.number("--wait-seconds", g, "wait between writing and reading (default 300; "
+                      "quick: 1)", metavar="S", default=None),
     )
 
 
@@ -534,8 +530,8 @@ def _copy_options() -> tuple[Opt, ...]:
     return (
         opt("--sets", group=g, config=Kind.LIST, default=None, metavar="LIST",
             help=f"sets to run (default all: {','.join(s['name'] for s in _COPY['sets'])})"),
-        opt("--repetitions", group=g, config=Kind.INT, type=int, default=None, metavar="N",
-            help="copies of each set (default 3; quick: 2)"),
+        common.whole("--repetitions", g, "copies of each set (default 3; quick: 2)",
+                     default=None),
     )
 
 

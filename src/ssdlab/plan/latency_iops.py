@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +27,8 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes, parse_mixes
 from ssdlab.plan.pts import ActiveRange, active_range, cell_label, wipc_cell
-from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern, block_label, cell_dict
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.units import format_bytes, format_duration
 
 TEST = "latency-iops"
@@ -94,7 +93,7 @@ class LatencyIopsArgs:
 
 
 @dataclass(frozen=True)
-class LatencyIopsOptions:
+class LatencyIopsOptions(Profiled):
     """Everything a latency-vs-IOPS run was asked for, validated."""
 
     profile: str
@@ -115,10 +114,6 @@ class LatencyIopsOptions:
     purge: str
     precondition: bool
     ioengine: str
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def qd_ladder(self) -> tuple[int, ...]:
@@ -513,11 +508,11 @@ class LatencyIopsResult(Record):
 SPEC = SuiteSpec(
     name=TEST,
     help="latency against IOPS: threads x queue-depth ladders (methodology 1.6, 1.9)",
-    description="For every block size and read/write mix, one curve per thread count: "
-    "the queue depth climbs until mean latency reaches the target or IOPS stops rising; "
-    "mean, p99 and p99.9 latency per point, host CPU per point with host-bound "
-    "detection, and the NUMA placement of fio against the device "
-    "(docs/latency-iops.md). Starts from purge and 2x-capacity preconditioning.",
+    description="""For every block size and read/write mix, one curve per thread count: the
+    queue depth climbs until mean latency reaches the target or IOPS stops rising; mean, p99
+    and p99.9 latency per point, host CPU per point with host-bound detection, and the NUMA
+    placement of fio against the device (docs/latency-iops.md). Starts from purge and
+    2x-capacity preconditioning.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=LatencyIopsArgs,
@@ -532,9 +527,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, the stored plan, the test's parameters --------------------
-
-#: (cells, what the job does) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str], str]
 
 
 def describe_ladders(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> list[str]:

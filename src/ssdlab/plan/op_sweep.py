@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,8 +32,8 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.pts import ActiveRange, PtsTest, TrackingVar, active_range, wipc_cell
-from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, format_duration
 
 SUITE = TEST = "op-sweep"
@@ -114,7 +113,7 @@ class OpSetting:
 
 
 @dataclass(frozen=True)
-class OpSweepOptions:
+class OpSweepOptions(Profiled):
     profile: str
     ops: tuple[float, ...]
     round_seconds: float
@@ -126,10 +125,6 @@ class OpSweepOptions:
     purge: str
     ioengine: str
     block_bytes: int = BLOCK_BYTES
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
 
 @dataclass(frozen=True)
@@ -273,20 +268,19 @@ OPTIONS = (
     opt("--op", group=_G, config=Kind.LIST, field="ops", metavar="LIST",
         help="OP settings in %% of the capacity left unused, comma list, 0 to "
         f"{MAX_OP:g}, e.g. 0,20,40 or one value (default: profile)"),
-    opt("--round-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="seconds per round (default: profile; 60, quick 1)"),
-    opt("--max-rounds", group=_G, config=Kind.INT, type=int, metavar="N",
-        help="rounds per setting before giving up on steady state (default: profile; 25, "
-        "quick 10)"),
+    common.number("--round-seconds", _G, "seconds per round (default: profile; 60, quick 1)",
+                  metavar="S"),
+    common.whole("--max-rounds", _G, "rounds per setting before giving up on steady state "
+                 "(default: profile; 25, quick 10)"),
     opt("--rule", group=_G, config=Kind.TEXT, default="snia", choices=sorted(RULES),
         help="steady-state rule: snia (default; 5 rounds, excursion <= 20 %%, slope <= 10 "
         "%%) or review (4 rounds, line within 90-110 %%)"),
     common.threads(_G),
     common.qd(_G, "queue depth per job (default per device class)"),
-    opt("--min-gain", group=_G, config=Kind.FLOAT, field="min_gain_pct", type=float,
-        default=MIN_GAIN_PCT, metavar="PCT", help="recommend a higher OP only if its IOPS "
-        "gain at least PCT %% per percentage point of capacity given up (default "
-        f"{MIN_GAIN_PCT:g})"),
+    common.number("--min-gain", _G, "recommend a higher OP only if its IOPS gain at least "
+                  "PCT %% per percentage point of capacity given up (default "
+                  f"{MIN_GAIN_PCT:g})", metavar="PCT", field="min_gain_pct",
+                  default=MIN_GAIN_PCT),
     common.purge(_G, "how the WHOLE target is purged before each setting (it must trim the "
                  "unused part); auto: blkdiscard for devices, recreate for files (default)",
                  choices=PURGE_METHODS),
@@ -403,11 +397,11 @@ SPEC = SuiteSpec(
     name=SUITE,
     help="over-provisioning sweep: steady 4 KiB random-write IOPS at 0-60 %% OP and a "
     "recommendation (methodology 4)",
-    description="For each OP setting (the share of the capacity left unused): purge the "
-    "whole target, precondition the active range (the rest stays trimmed), then 4 KiB "
-    "random writes on it in rounds until steady state. Reports IOPS and IOPS x usable "
-    "share per setting and recommends the OP with the best IOPS for the capacity given "
-    "up. A single --op value runs one setting. docs/op-sweep.md.",
+    description="""For each OP setting (the share of the capacity left unused): purge the
+    whole target, precondition the active range (the rest stays trimmed), then 4 KiB random
+    writes on it in rounds until steady state. Reports IOPS and IOPS x usable share per
+    setting and recommends the OP with the best IOPS for the capacity given up. A single
+    --op value runs one setting. docs/op-sweep.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=OpSweepArgs,
@@ -416,9 +410,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, progress, the stored plan, the test's parameters ----------
-
-#: (cells, what the job does) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str], str]
 
 
 def progress_tests(plan: OpSweepPlan) -> tuple[PtsTest, ...]:

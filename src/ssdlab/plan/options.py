@@ -5,6 +5,7 @@ Every failure is a one-line :class:`UserError` naming the bad value and what is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ssdlab.analysis.steady import RULES
@@ -105,36 +106,37 @@ def parse_tests(text: str | None) -> tuple[str, ...]:
 
 def parse_block_sizes(option: str, text: str) -> tuple[int, ...]:
     """``1024,128,4,0.5`` (KiB, as the SNIA tables) or with units: ``4k,512b``."""
-    if not text.strip():
-        raise UserError(f"{option} is empty; give block sizes in KiB, e.g. 4,64 or 4k,512b")
-    sizes: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
-        try:
-            size = parse_size(part, default_unit="kib")
-        except ValueError as exc:
-            raise UserError(f"{option}: {exc}") from None
+    def block_size(part: str) -> int:
+        size = parse_size(part, default_unit="kib")
         if size <= 0 or size % 512:
             raise UserError(f"{option}: {part!r} must be a positive multiple of 512 bytes")
         if size > 64 * 1024 * KIB:
             raise UserError(f"{option}: {part!r} is larger than 64 MiB")
-        sizes.append(size)
-    if len(set(sizes)) != len(sizes):
-        raise UserError(f"{option}: {text!r} lists a block size twice")
-    return tuple(sizes)
+        return size
+    return _parse_list(option, text, block_size, "block size",
+                       "block sizes in KiB, e.g. 4,64 or 4k,512b")
 
 
 def parse_mixes(option: str, text: str) -> tuple[int, ...]:
+    return _parse_list(option, text, lambda part: Mix.parse(part).read_pct, "mix",
+                       "read/write mixes, e.g. 100/0,65/35,0/100")
+
+
+def _parse_list(option: str, text: str, parse: Callable[[str], int], item: str,
+                example: str) -> tuple[int, ...]:
+    """A comma list, each entry read by ``parse`` (its ValueError names ``option``), no
+    ``item`` twice; an empty one asks for ``example``."""
     if not text.strip():
-        raise UserError(f"{option} is empty; give read/write mixes, e.g. 100/0,65/35,0/100")
-    mixes: list[int] = []
+        raise UserError(f"{option} is empty; give {example}")
+    values: list[int] = []
     for part in (p.strip() for p in text.split(",")):
         try:
-            mixes.append(Mix.parse(part).read_pct)
+            values.append(parse(part))
         except ValueError as exc:
             raise UserError(f"{option}: {exc}") from None
-    if len(set(mixes)) != len(mixes):
-        raise UserError(f"{option}: {text!r} lists a mix twice")
-    return tuple(mixes)
+    if len(set(values)) != len(values):
+        raise UserError(f"{option}: {text!r} lists a {item} twice")
+    return tuple(values)
 
 
 def default_load(device_class: str, cpu_count: int) -> tuple[int, int]:
@@ -248,10 +250,10 @@ OPTIONS = (
     opt("--tracking", group=_G, config=Kind.TEXT, choices=TRACKING_SETS,
         help="IOPS stopping variables: v1.1 = 4 KiB 0/100; v2.0 (default) = 4 KiB 0/100, "
         "64 KiB 65/35 and 1024 KiB 100/0; both verdicts are recorded"),
-    opt("--round-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="seconds each cell runs per round (default: profile)"),
-    opt("--max-rounds", group=_G, config=Kind.INT, type=int, metavar="N",
-        help="rounds before giving up on steady state (default: profile)"),
+    common.number("--round-seconds", _G, "seconds each cell runs per round (default: profile)",
+                  metavar="S"),
+    common.whole("--max-rounds", _G, "rounds before giving up on steady state (default: "
+                 "profile)"),
     common.threads(_G, "fio jobs per cell for IOPS and throughput (default per device "
                    "class, capped at the CPU count)"),
     common.qd(_G, "queue depth per thread"),
@@ -275,9 +277,9 @@ OPTIONS = (
 SPEC = SuiteSpec(
     name="pts",
     help="SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
-    description="The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and "
-    "1024 KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity "
-    "preconditioning, in rounds until steady state (docs/pts.md).",
+    description="""The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and 1024
+    KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity
+    preconditioning, in rounds until steady state (docs/pts.md).""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=PtsArgs,

@@ -8,13 +8,13 @@ the steady-state tracking variables. Pure: nothing here touches a device.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab.analysis.steady import rule_by_name
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern, block_label, cell_dict
+from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
+from ssdlab.plan.suite import Profiled
 from ssdlab.plan.units import format_duration
 
 IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
@@ -31,7 +31,7 @@ RANGE_ALIGN = MIB
 
 
 @dataclass(frozen=True)
-class PtsOptions:
+class PtsOptions(Profiled):
     """Everything a PTS run was asked for, validated (see ``plan.options``)."""
 
     tests: tuple[str, ...]
@@ -53,10 +53,6 @@ class PtsOptions:
     ioengine: str
     #: --read-only: 100/0 cells only, no purge or preconditioning, fio --readonly
     read_only_target: bool = False
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
 
 @dataclass(frozen=True)
@@ -314,9 +310,6 @@ def skipped_records(test: PtsTest) -> list[SkippedCell]:
 
 
 # -- what the plan says: dry run, the stored plan, a test's parameters ---------------------
-
-#: (cells, what the job does) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str], str]
 
 
 def describe_settings(opts: PtsOptions) -> str:

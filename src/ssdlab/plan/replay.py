@@ -27,7 +27,7 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import FioJob, JobSection
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
 from ssdlab.plan.units import check_fio_seconds, fio_time, format_bytes
 
 TEST = "replay"
@@ -292,7 +292,7 @@ class ReplayArgs:
 
 
 @dataclass(frozen=True)
-class ReplayOptions:
+class ReplayOptions(Unprofiled):
     trace: TraceSummary
     no_stall: bool
     time_scale_pct: int
@@ -300,14 +300,6 @@ class ReplayOptions:
     log_interval_ms: int
     max_seconds: float | None
     ioengine: str
-
-    @property
-    def profile(self) -> str:
-        return "default"  # a replay has no profiles
-
-    @property
-    def quick(self) -> bool:
-        return False
 
 
 def build_options(args: ReplayArgs, ioengines: tuple[str, ...]) -> ReplayOptions:
@@ -430,29 +422,27 @@ OPTIONS = (
     opt("--no-stall", group=_G, config=Kind.BOOL, action="store_true",
         help="ignore the trace's timing and replay as fast as possible (fio "
         "replay_no_stall)"),
-    opt("--time-scale", group=_G, config=Kind.INT, field="time_scale_pct", type=int,
-        default=100, metavar="PCT",
-        help="replay speed in percent of the trace's timing: 200 twice as fast (fio "
-        "replay_time_scale; default 100)"),
+    common.whole("--time-scale", _G, "replay speed in percent of the trace's timing: 200 twice "
+                 "as fast (fio replay_time_scale; default 100)", metavar="PCT",
+                 field="time_scale_pct", default=100),
     common.qd(_G, f"queue depth of the replay (default {DEFAULT_QD}: with the trace's "
               "timing fio reaps completions only between I/Os, so a deeper queue adds that "
               "wait to the latency; use more with --no-stall)", default=DEFAULT_QD),
-    opt("--log-interval", group=_G, config=Kind.INT, field="log_interval_ms", type=int,
-        default=DEFAULT_LOG_INTERVAL_MS, metavar="MS",
-        help="IOPS timeline interval in milliseconds (fio log_avg_msec; default "
-        f"{DEFAULT_LOG_INTERVAL_MS})"),
-    opt("--max-seconds", group=_G, config=Kind.FLOAT, type=float, metavar="S",
-        help="stop the replay after this many seconds (fio runtime)"),
+    common.whole("--log-interval", _G, "IOPS timeline interval in milliseconds (fio "
+                 f"log_avg_msec; default {DEFAULT_LOG_INTERVAL_MS})", metavar="MS",
+                 field="log_interval_ms", default=DEFAULT_LOG_INTERVAL_MS),
+    common.number("--max-seconds", _G, "stop the replay after this many seconds (fio runtime)",
+                  metavar="S"),
     common.ioengine(_G, "fio ioengine (default: libaio)"),
 )
 
 SPEC = SuiteSpec(
     name=TEST,
     help="replay an I/O trace (fio iolog v2/v3 or binary blktrace) onto the target",
-    description="fio replays the trace (read_iolog) with every I/O redirected to the "
-    "target (replay_redirect); the result is reported like any workload: IOPS, MB/s, "
-    "mean and p99 latency, and an IOPS timeline. The trace is checked first: a known "
-    "format, and every I/O inside the target (docs/replay.md).",
+    description="""fio replays the trace (read_iolog) with every I/O redirected to the
+    target (replay_redirect); the result is reported like any workload: IOPS, MB/s, mean and
+    p99 latency, and an IOPS timeline. The trace is checked first: a known format, and every
+    I/O inside the target (docs/replay.md).""",
     target=TargetKind.DEVICE_OR_DIR,
     options=OPTIONS,
     args_type=ReplayArgs,

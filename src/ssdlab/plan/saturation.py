@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +30,8 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.pts import ActiveRange
-from ssdlab.plan.specs import KIB, CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.units import format_bytes, format_duration
 
 SUITE = "saturation"
@@ -92,7 +91,7 @@ class SaturationArgs:
 
 
 @dataclass(frozen=True)
-class SaturationOptions:
+class SaturationOptions(Profiled):
     profile: str
     round_seconds: float
     max_rounds: int
@@ -112,10 +111,6 @@ class SaturationOptions:
     ioengine: str
     block_bytes: int = 4 * KIB
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def max_seconds(self) -> float:
@@ -348,13 +343,12 @@ class HirResult(Record):
 SPEC = SuiteSpec(
     name=SUITE,
     help="Write Saturation and Host Idle Recovery (methodology 1.7-1.8)",
-    description="From purge, 4 KiB random writes run continuously until a round "
-    "limit, an amount written or a time limit (Write Saturation: FOB IOPS, saturated "
-    "IOPS, where the transition happened; per-round latency percentiles from fio's "
-    "histogram log). Then Host Idle Recovery: for each wait state, bursts of writes "
-    "separated by idle time, and continuous writes back to the baseline; does idle "
-    "time recover performance? A killed run continues with `ssdlab resume RUN`. "
-    "docs/saturation.md.",
+    description="""From purge, 4 KiB random writes run continuously until a round limit, an
+    amount written or a time limit (Write Saturation: FOB IOPS, saturated IOPS, where the
+    transition happened; per-round latency percentiles from fio's histogram log). Then Host
+    Idle Recovery: for each wait state, bursts of writes separated by idle time, and
+    continuous writes back to the baseline; does idle time recover performance? A killed run
+    continues with `ssdlab resume RUN`. docs/saturation.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=SaturationArgs,
@@ -364,9 +358,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, the stored plan, the tests' parameters ---------------------
-
-#: (cells, what the job does, extra global options) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
 
 
 def wsat_job(o: SaturationOptions, rng: ActiveRange, number: int | str, prefix: str,

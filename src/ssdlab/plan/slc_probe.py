@@ -23,7 +23,6 @@ Pure: nothing here touches a device.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +31,8 @@ from ssdlab.jsonrecord import Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes
-from ssdlab.plan.specs import KIB, MIB, CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.units import format_bytes
 
 SUITE = TEST = "slc-probe"
@@ -88,7 +87,7 @@ class SlcProbeArgs:
 
 
 @dataclass(frozen=True)
-class SlcProbeOptions:
+class SlcProbeOptions(Profiled):
     """A validated SLC probe on a target of ``capacity_bytes``."""
 
     profile: str
@@ -104,10 +103,6 @@ class SlcProbeOptions:
     repeat_after_s: float  # 0: no repeat pass
     purge: str
     ioengine: str
-
-    @property
-    def quick(self) -> bool:
-        return self.profile == "quick"
 
     @property
     def passes(self) -> int:
@@ -271,20 +266,19 @@ OPTIONS = (
     opt("--log", group=_G, config=Kind.TEXT, default="auto", choices=LOG_KINDS,
         help="io: fio's bandwidth log per I/O (exact bytes); bw: averaged over "
         f"--log-interval; auto (default): io up to {PER_IO_LOG_MAX_IOS:,} I/Os, else bw"),
-    opt("--log-interval", group=_G, config=Kind.INT, field="log_interval_ms", type=int,
-        metavar="MS", help=f"averaging interval of the bw log in ms (default {BW_LOG_MS})"),
+    common.whole("--log-interval", _G, f"averaging interval of the bw log in ms (default "
+                 f"{BW_LOG_MS})", metavar="MS", field="log_interval_ms"),
     opt("--slice", group=_G, config=Kind.SIZE, field="slice_bytes", type=common.size_arg,
         metavar="SIZE", help="bytes per point of the curve (one stored round each; default: "
         f"the write / {TARGET_SLICES}, at least 1 MiB)"),
-    opt("--min-drop", group=_G, config=Kind.FLOAT, field="min_drop_pct", type=float,
-        default=MIN_DROP_PCT, metavar="PCT", help="a cliff is a drop of at least PCT %% of "
-        f"the rate before it (default {MIN_DROP_PCT:g})"),
-    opt("--settle", group=_G, config=Kind.FLOAT, field="settle_s", type=float, metavar="S",
-        help="seconds of idle between the purge and the write (default: profile; 10, "
-        "quick 2)"),
-    opt("--repeat-after", group=_G, config=Kind.FLOAT, field="repeat_after_s", type=float,
-        metavar="S", help="after the write, idle S seconds and write again to see how much "
-        "cache came back (default: no repeat)"),
+    common.number("--min-drop", _G, "a cliff is a drop of at least PCT %% of the rate before "
+                  f"it (default {MIN_DROP_PCT:g})", metavar="PCT", field="min_drop_pct",
+                  default=MIN_DROP_PCT),
+    common.number("--settle", _G, "seconds of idle between the purge and the write (default: "
+                  "profile; 10, quick 2)", metavar="S", field="settle_s"),
+    common.number("--repeat-after", _G, "after the write, idle S seconds and write again to "
+                  "see how much cache came back (default: no repeat)", metavar="S",
+                  field="repeat_after_s"),
     common.purge(_G, "how the whole target is purged first; auto: blkdiscard for devices, "
                  "recreate for files (default)"),
     common.ioengine(_G),
@@ -343,10 +337,10 @@ SPEC = SuiteSpec(
     name=SUITE,
     help="SLC-cache probe: sequential write from purge, throughput against bytes "
     "written, the cache size (methodology 1.4)",
-    description="Purge the whole target, then ONE sequential write from offset 0 (one "
-    "thread, no preconditioning) with fio's bandwidth logged; throughput against bytes "
-    "written shows where the SLC cache fills: the first cliff is the cache size "
-    "estimate. docs/slc-probe.md.",
+    description="""Purge the whole target, then ONE sequential write from offset 0 (one
+    thread, no preconditioning) with fio's bandwidth logged; throughput against bytes
+    written shows where the SLC cache fills: the first cliff is the cache size estimate.
+    docs/slc-probe.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=SlcProbeArgs,
@@ -355,9 +349,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, the stored plan, the test's parameters --------------------
-
-#: (cells, what the job does, extra global options) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
 
 
 def describe(o: SlcProbeOptions, file_target: bool, job_text: JobText) -> list[str]:

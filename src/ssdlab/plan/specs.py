@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -108,6 +109,15 @@ class CellSpec:
     @property
     def planned_seconds(self) -> float | None:
         return None if self.runtime_s is None else self.runtime_s + self.ramp_s
+
+
+
+class JobText(Protocol):
+    """What a plan is given to write its fio job files with: (cells, what the job does,
+    extra global options) -> the job file's text, headed as the run heads it."""
+
+    def __call__(self, cells: tuple[CellSpec, ...], what: str,
+                 extra: tuple[tuple[str, str], ...] = (), /) -> str: ...
 
 
 @dataclass(frozen=True)

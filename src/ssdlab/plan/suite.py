@@ -77,7 +77,7 @@ class SuiteSpec(Generic[A]):
 
     name: str  # ssdlab run NAME; the stored runs' suite
     help: str  # the line ``ssdlab run --help`` shows
-    description: str  # the text ``ssdlab run NAME --help`` starts with
+    description: str  # the text ``ssdlab run NAME --help`` starts with (reflowed: a paragraph)
     target: TargetKind
     options: tuple[Opt, ...]  # target options first, in --help order
     args_type: Callable[..., A]  # builds the suite's arguments from the options' fields
@@ -104,6 +104,30 @@ class SuiteSpec(Generic[A]):
         """The record type of test ``test``'s stored result (None: not one of its tests)."""
         kind = "throughput" if test.startswith("throughput") else test
         return self.results.get(kind)
+
+
+
+class Profiled:
+    """Validated options with a ``profile`` field: a run of the quick profile is a quick
+    run, marked QUICK wherever it shows (a base of the options dataclass; no field)."""
+
+    profile: str
+
+    @property
+    def quick(self) -> bool:
+        return self.profile == "quick"
+
+
+class Unprofiled:
+    """The validated options of a suite without profiles: always "default", never quick."""
+
+    @property
+    def profile(self) -> str:
+        return "default"
+
+    @property
+    def quick(self) -> bool:
+        return False
 
 
 class _Dataclass(Protocol):

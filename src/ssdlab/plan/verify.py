@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +20,8 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.pts import ActiveRange
-from ssdlab.plan.specs import CellSpec, Mix, Pattern
-from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
+from ssdlab.plan.specs import CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
 from ssdlab.plan.units import format_bytes, parse_size
 
 SUITE = TEST = "verify"
@@ -45,7 +44,7 @@ class VerifyArgs:
 
 
 @dataclass(frozen=True)
-class VerifyOptions:
+class VerifyOptions(Unprofiled):
     block_bytes: int
     pattern: str
     checksum: str
@@ -54,14 +53,6 @@ class VerifyOptions:
     active_range_pct: float
     verify_only: bool
     ioengine: str
-
-    @property
-    def profile(self) -> str:
-        return "default"
-
-    @property
-    def quick(self) -> bool:
-        return False
 
 
 def _kib(name: str, text: str) -> int:
@@ -198,10 +189,10 @@ class VerifyResult(Record):
 SPEC = SuiteSpec(
     name=SUITE,
     help="data integrity: write, read back and check every interval (fio verify)",
-    description="fio writes the active range with a checksum in every interval, reads it "
-    "all back and checks it; every interval that comes back wrong is reported with its byte "
-    "offset (silent corruption, misplaced or stale data). Exit status 1 when any corruption "
-    "was found. docs/verify.md.",
+    description="""fio writes the active range with a checksum in every interval, reads it
+    all back and checks it; every interval that comes back wrong is reported with its byte
+    offset (silent corruption, misplaced or stale data). Exit status 1 when any corruption
+    was found. docs/verify.md.""",
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=VerifyArgs,
@@ -210,9 +201,6 @@ SPEC = SuiteSpec(
 
 
 # -- what the plan says: dry run, the job, the stored plan, the test's parameters ----------
-
-#: (cells, what the job does, extra global options) -> the job file's text
-JobText = Callable[[tuple[CellSpec, ...], str, tuple[tuple[str, str], ...]], str]
 
 
 def job(opts: VerifyOptions, rng: ActiveRange, job_text: JobText) -> str:

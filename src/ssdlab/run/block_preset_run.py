@@ -42,14 +42,7 @@ from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    fio_record,
-    timeout_for,
-)
+from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, fio_record
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
@@ -95,7 +88,7 @@ def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         raise UserError("give either --target (a block device or an ssdlab test file) or "
                         "--dir (a directory for the test file), not both or neither")
     if directory is not None:
-        plan = args.plan()
+        plan = bp.plan_of(args)
         if request.destroy_data is not False:
             raise UserError("--destroy-data is for block devices; --dir writes only its own "
                             "test file in a subdirectory it removes afterwards")
@@ -104,12 +97,12 @@ def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     path = os.path.abspath(target)
     block = _is_block(path)
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
-    plan = args.plan(512, existing)
+    plan = bp.plan_of(args, 512, existing)
     base = prepare_target(target, None if block else plan.size_bytes, request.destroy_data,
                           request.fio)
     info = base.info
     if info.logical_sector_bytes != 512:
-        plan = args.plan(info.logical_sector_bytes, existing)
+        plan = bp.plan_of(args, info.logical_sector_bytes, existing)
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")
@@ -261,9 +254,8 @@ class PresetRun(SessionRun[PreparedPreset]):
     def _prefill(self) -> None:
         cell = self.plan.prefill_cell()
         self.progress.phase("prefill")
-        run = self.executor.run(job_text(self.p, self.path, cell, "prefill"),
-                                timeout_for((cell,)), json_plus=False,
-                                on_tick=self.progress.tick)
+        run = self.session.run_fio(job_text(self.p, self.path, cell, "prefill"), (cell,),
+                                   json_plus=False)
         seconds = run.ended_at - run.started_at
         self.store.add_step(self.run_id, self.test, "prefill", {
             "io_bytes": cell.io_bytes, "block_bytes": cell.block_bytes, "ok": run.ok,
@@ -294,14 +286,12 @@ class PresetRun(SessionRun[PreparedPreset]):
         try:
             prefix = str(logdir / "iops") if logdir else None
             self.progress.phase(label(m))
-            run = self.executor.run(bp.measure_job(self.plan, m, prefix,
-                                                   jobs_of(self.p, self.path)),
-                                    timeout_for((m.cell,)), json_plus=True,
-                                    on_tick=self.progress.tick)
+            run = self.session.run_fio(bp.measure_job(self.plan, m, prefix,
+                                                      jobs_of(self.p, self.path)),
+                                       (m.cell,), json_plus=True)
             if not run.ok or run.output is None or not run.output.jobs:
-                self.store.add_round(self.run_id, self.test, n, status="failed", tracking={},
-                                     cells=[], fio=fio_record(run, m.cell.name),
-                                     started_at=run.started_at, ended_at=run.ended_at)
+                self.session.fio_round(self.test, n, run, m.cell.name, status="failed",
+                                       tracking={}, cells=[])
                 raise TestFailed(f"{label(m)}: {run.error}")
             cell: dict[str, Any] = {**cell_from_job(m.cell, run.output.jobs[0]),
                                     "group": m.group, "mode": m.mode, "pass": m.pass_no,
@@ -314,9 +304,8 @@ class PresetRun(SessionRun[PreparedPreset]):
             if logdir is not None:
                 shutil.rmtree(logdir, ignore_errors=True)
         mb = (cell["bw_bytes_per_s"] or 0.0) / 1e6
-        self.store.add_round(self.run_id, self.test, n, status="ok", tracking={"MB/s": mb},
-                             cells=[cell], fio=fio_record(run, m.cell.name),
-                             started_at=run.started_at, ended_at=run.ended_at)
+        self.session.fio_round(self.test, n, run, m.cell.name, status="ok",
+                               tracking={"MB/s": mb}, cells=[cell])
         self.progress.line(f"{self.test} {label(m)}"
                            f"{' pass ' + str(m.pass_no) if m.pass_no > 1 else ''}: "
                            f"{mb:,.1f} MB/s, {cell['iops'] or 0:,.0f} IOPS, "

@@ -31,7 +31,7 @@ from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import TargetRequest, check_file_purge
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import Runner, TestFailed, fio_record, setup_of, timeout_for
+from ssdlab.run.session import Runner, TestFailed
 from ssdlab.run.workload_target import (
     PreparedWorkload,
     WorkloadRun,
@@ -72,7 +72,7 @@ def describe(p: PreparedCurves) -> str:
     """``--dry-run``: the plan and the job files, nothing touched."""
     info = p.target.info
     lines = cv.describe(p.options, p.layout, info.path, info.kind == "block",
-                        setup_of(p).job_text, render)
+                        p.job_text, render)
     return "\n".join([dry_run_head(p.target, "Plan for"), *lines]) + "\n"
 
 
@@ -156,20 +156,18 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         self.progress.phase(f"{point.workload.name} {point.label}", self.round_no,
                             spec.planned_seconds)
         before = self.read_stat()
-        run = self.executor.run(text, timeout_for((spec,)), json_plus=True,
-                                on_tick=self.progress.tick)
+        run = s.run_fio(text, (spec,), json_plus=True)
         usage = host_usage(before, self.read_stat())
         cell = self._cell(run, point)
         record = None if cell is None else self._record(point, cell, usage)
         ok = run.ok and record is not None and record.iops > 0
         if cell is not None and record is not None:
             cell.update(self._extra(point, record), **usage)
-        self.store.add_round(
-            s.run_id, TEST, self.round_no, status="ok" if ok else "failed",
+        s.fio_round(
+            TEST, self.round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": record.iops, "lat_mean_us": record.lat_mean_us or 0.0}
             if ok and record is not None else {},
-            cells=[cell] if cell is not None else [], fio=fio_record(run, "round"),
-            started_at=run.started_at, ended_at=run.ended_at)
+            cells=[cell] if cell is not None else [])
         s.ground_truth(TEST, f"point {self.round_no}")
         if not ok or record is None:
             raise TestFailed(f"point {self.round_no} ({point.workload.name}, {point.label}): "

@@ -13,7 +13,6 @@ computed (:mod:`ssdlab.analysis.hostbound`) over the curves
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,20 +53,9 @@ from ssdlab.run.prepare import (
     check_capacity,
     check_file_purge,
     prepare_device,
-    prepare_stored,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run_create,
-    dry_run_head,
-    fio_record,
-    setup_of,
-    timeout_for,
-)
+from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run, resume_with
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.topology import (
@@ -97,12 +85,6 @@ def prepare_latency_iops(request: TargetRequest, args: LatencyIopsArgs) -> Laten
     return _prepared(prepare_device(request), args)
 
 
-def prepare_latency_iops_resume(run: RunData, request: TargetRequest) -> LatencyIopsPrepared:
-    """A stopped run's stored arguments prepared again on its target, which must be the
-    same one (a test file ssdlab made that is missing is made again)."""
-    return _prepared(*prepare_stored(run, request, LatencyIopsArgs))
-
-
 def _prepared(base: PreparedTarget, args: LatencyIopsArgs) -> LatencyIopsPrepared:
     options = build_options(args, base.cpus)
     ladders = build_plan(options, base.info.capacity_bytes, base.info.logical_sector_bytes)
@@ -113,10 +95,10 @@ def _prepared(base: PreparedTarget, args: LatencyIopsArgs) -> LatencyIopsPrepare
 
 def describe(prepared: LatencyIopsPrepared) -> str:
     """``--dry-run``: the plan and the job files, with nothing touched."""
-    t, opts, ladders = prepared.target, prepared.options, prepared.plan
-    out = [dry_run_head(t), *plan.describe_ladders(opts, ladders), *dry_run_create(t),
-           *plan.describe_jobs(opts, ladders, t.info.kind == "file", setup_of(prepared).job_text)]
-    return "\n".join(out) + "\n"
+    opts, ladders = prepared.options, prepared.plan
+    file_target = prepared.target.info.kind == "file"
+    return dry_run(prepared, plan.describe_ladders(opts, ladders),
+                   plan.describe_jobs(opts, ladders, file_target, prepared.job_text))
 
 
 def _progress(prepared: LatencyIopsPrepared) -> LadderProgress:
@@ -200,13 +182,9 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             return False
         last = max((r for r in previous.rounds if r.status == "ok" and r.cells),
                    key=lambda r: r.round_no)
-        idle = time.time() - last.ended_at
-        self.store.add_event(
-            self.run_id, TEST, "resumed",
-            f"resumed after point {last.round_no}: the drive was idle for {idle:,.0f} s and is "
-            "not purged or preconditioned again; the points after it come after that pause",
-            {"after_round": last.round_no, "idle_s": idle},
-        )
+        self.session.resumed_after(TEST, "resumed", last, "point", " and is not purged or "
+                                   "preconditioned again; the points after it come after that "
+                                   "pause")
         return True
 
     def _announce(self, resumed: bool) -> None:
@@ -289,17 +267,16 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             window.tick(elapsed_s)
             self.progress.tick(elapsed_s)
 
-        run = self.executor.run(text, timeout_for((spec,)), json_plus=True, on_tick=on_tick)
+        run = self.session.run_fio(text, (spec,), json_plus=True, on_tick=on_tick)
         host = window.finish(run.ended_at - run.started_at, self.cpus)
         cell = self._cell(spec, run, host, curve)
         ok = run.ok and cell is not None and _num(cell.get("iops")) > 0 and isinstance(
             cell.get("lat_mean_us"), float)
-        self.store.add_round(
-            self.run_id, TEST, round_no, status="ok" if ok else "failed",
+        self.session.fio_round(
+            TEST, round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": _num(cell.get("iops")), "lat_mean_us": _num(
                 cell.get("lat_mean_us"))} if ok and cell else {},
-            cells=[cell] if cell is not None else [], fio=fio_record(run, "round"),
-            started_at=run.started_at, ended_at=run.ended_at,
+            cells=[cell] if cell is not None else [],
         )
         self.session.ground_truth(TEST, f"point {round_no}")
         if not ok or cell is None:
@@ -361,5 +338,5 @@ RUNNER = Runner(
     describe=describe,
     progress=_progress,
     start=LatencyIopsRun,
-    prepare_resume=prepare_latency_iops_resume,
+    prepare_resume=resume_with(_prepared, LatencyIopsArgs),
 )

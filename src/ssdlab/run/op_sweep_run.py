@@ -54,17 +54,7 @@ from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
 from ssdlab.run.prepare import MIN_ACTIVE_RANGE, TargetRequest, prepare_device
 from ssdlab.run.progress import Progress, round_estimate
-from ssdlab.run.session import (
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run_create,
-    dry_run_head,
-    fio_record,
-    setup_of,
-    timeout_for,
-)
+from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
 from ssdlab.store.records import RunData
 from ssdlab.targets.purge import PurgeOutcome
 
@@ -90,12 +80,9 @@ def prepare_op_sweep(request: TargetRequest, args: OpSweepArgs) -> PreparedOpSwe
 
 def describe(p: PreparedOpSweep) -> str:
     """``--dry-run``: the plan and every job file; nothing is touched."""
-    t = p.target
     round_s = round_estimate(plan.progress_tests(p.plan)[0])
-    lines = [dry_run_head(t, sectors=False),
-             *plan.describe_sweep(p.plan, t.info.kind == "file", round_s),
-             *dry_run_create(t), *plan.describe_settings(p.plan, setup_of(p).job_text)]
-    return "\n".join(lines) + "\n"
+    return dry_run(p, plan.describe_sweep(p.plan, p.target.info.kind == "file", round_s),
+                   plan.describe_settings(p.plan, p.job_text), sectors=False)
 
 
 def progress_of(p: PreparedOpSweep) -> Progress:
@@ -189,8 +176,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         cell_spec = self.p.plan.round_cell(s)
         text = self.session.fio.job_text((cell_spec,), f"{TEST} {s.label} round {r}")
         self.progress.phase("round", r, self.o.round_seconds)
-        run = self.executor.run(text, timeout_for((cell_spec,)), json_plus=True,
-                                on_tick=self.progress.tick)
+        run = self.session.run_fio(text, (cell_spec,), json_plus=True)
         cells: list[Cell] = []
         if run.output is not None:
             by_name = {job.name: job for job in run.output.jobs}
@@ -204,11 +190,9 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
                          "emu_nand_write_bytes": counter[1] if counter else None})
         self._round_no += 1
         iops = metric(cells[0], "iops") if cells else None
-        self.store.add_round(
-            self.run_id, TEST, self._round_no, status="ok" if complete else "failed",
-            tracking={TRACKING_NAME: iops if iops is not None else float("nan")},
-            cells=cells, fio=fio_record(run, "round"), started_at=run.started_at,
-            ended_at=run.ended_at,
+        self.session.fio_round(
+            TEST, self._round_no, run, "round", status="ok" if complete else "failed",
+            tracking={TRACKING_NAME: iops if iops is not None else float("nan")}, cells=cells,
         )
         if not complete:
             raise TestFailed(f"round {r}: {run.error or 'fio reported no result'}")

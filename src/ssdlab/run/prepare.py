@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
+from ssdlab.plan.pts import ActiveRange, active_range
 from ssdlab.plan.units import format_bytes
 from ssdlab.store.records import RunData
 from ssdlab.targets.filetarget import is_ssdlab_file
@@ -178,6 +179,14 @@ def check_capacity(info: TargetInfo, region_bytes: int, min_bytes: int = MIN_ACT
         raise TargetError(f"target {info.path} is too small: {what}"
                           f"{format_bytes(region_bytes)}, ssdlab needs at least "
                           f"{format_bytes(min_bytes)}")
+
+
+def checked_range(info: TargetInfo, pct: float) -> ActiveRange:
+    """The target's active range (its first ``pct`` %, whole MiB), refused (one line) when
+    it is smaller than :data:`MIN_ACTIVE_RANGE`."""
+    rng = active_range(info.capacity_bytes, pct)
+    check_capacity(info, rng.size_bytes)
+    return rng
 
 
 def check_file_purge(info: TargetInfo, purge: str, *, allow_none: bool = True) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
 from ssdlab.engine.runner import Executor, FioRun
-from ssdlab.errors import TargetError, UserError
+from ssdlab.errors import UserError
 from ssdlab.plan import pts as plan
 from ssdlab.plan.options import PtsArgs, build_options
 from ssdlab.plan.pts import (
@@ -20,7 +20,6 @@ from ssdlab.plan.pts import (
     PtsResult,
     PtsTest,
     TrackingVar,
-    active_range,
     build_pts_tests,
     skipped_records,
 )
@@ -28,9 +27,9 @@ from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
 from ssdlab.run.prepare import (
-    MIN_ACTIVE_RANGE,
     TargetRequest,
     check_file_purge,
+    checked_range,
     prepare_device,
     prepare_resume_target,
 )
@@ -41,11 +40,7 @@ from ssdlab.run.session import (
     Runner,
     SessionRun,
     TestFailed,
-    dry_run_create,
-    dry_run_head,
-    fio_record,
-    setup_of,
-    timeout_for,
+    dry_run,
 )
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
@@ -70,6 +65,13 @@ class PreparedPts(PreparedSuite[PtsOptions]):
     def info(self) -> TargetInfo:
         return self.target.info
 
+    def job_text(self, cells: tuple[CellSpec, ...], what: str,
+                 extra: tuple[tuple[str, str], ...] = ()) -> str:
+        """As every suite's, and saying so where fio refuses writes."""
+        if self.options.read_only_target:
+            what += "\nread-only: fio runs with --readonly and refuses any write or trim"
+        return super().job_text(cells, what, extra)
+
 
 def _check_slices(tests: tuple[PtsTest, ...]) -> None:
     """Sequential threads each get their own slice; each slice must hold a block."""
@@ -92,12 +94,7 @@ def prepare_pts(request: TargetRequest, args: PtsArgs) -> PreparedPts:
     info = base.info
     options = build_options(args, info.device_class, base.cpus)
     check_file_purge(info, options.purge)
-    rng = active_range(info.capacity_bytes, options.active_range_pct)
-    if rng.size_bytes < MIN_ACTIVE_RANGE:
-        raise TargetError(
-            f"target {info.path} is too small: its active range is {format_bytes(rng.size_bytes)}"
-            f", ssdlab needs at least {format_bytes(MIN_ACTIVE_RANGE)}"
-        )
+    checked_range(info, options.active_range_pct)
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
     _check_slices(tests)
     return PreparedPts(base, options, tests)
@@ -125,19 +122,12 @@ def prepare_pts_resume(run: RunData, request: TargetRequest) -> PreparedPts:
     return PreparedPts(base, options, tests)
 
 
-def job_text(prepared: PreparedPts, cells: tuple[CellSpec, ...], what: str) -> str:
-    if prepared.options.read_only_target:
-        what += "\nread-only: fio runs with --readonly and refuses any write or trim"
-    return setup_of(prepared).job_text(cells, what)
-
-
 def describe(prepared: PreparedPts) -> str:
     """``--dry-run``: the plan and every fio job file, with nothing touched."""
-    t, opts = prepared.target, prepared.options
-    out = [dry_run_head(t), plan.describe_settings(opts), *dry_run_create(t),
-           *plan.describe_tests(opts, prepared.tests, t.info.kind == "file",
-                                lambda cells, what: job_text(prepared, cells, what))]
-    return "\n".join(out) + "\n"
+    opts = prepared.options
+    return dry_run(prepared, [plan.describe_settings(opts)],
+                   plan.describe_tests(opts, prepared.tests, prepared.info.kind == "file",
+                                       prepared.job_text))
 
 
 def progress_of(prepared: PreparedPts) -> Progress:
@@ -234,11 +224,9 @@ class PtsRun(SessionRun[PreparedPts]):
         )
 
     def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:
-        text = job_text(self.p, test.round_cells, f"{test.name} round {round_no}")
+        text = self.p.job_text(test.round_cells, f"{test.name} round {round_no}")
         self.progress.phase("round", round_no, test.round_seconds)
-        run = self.executor.run(
-            text, timeout_for(test.round_cells), json_plus=True, on_tick=self.progress.tick
-        )
+        run = self.session.run_fio(text, test.round_cells, json_plus=True)
         cells: list[Cell] = []
         if run.output is not None:
             by_name = {job.name: job for job in run.output.jobs}
@@ -266,17 +254,9 @@ class PtsRun(SessionRun[PreparedPts]):
             run, cells = self._round(test, round_no)
             tracking = _tracking(variables, cells)
             complete = run.ok and len(cells) == len(test.round_cells)
-            self.store.add_round(
-                self.run_id,
-                test.name,
-                round_no,
-                status="ok" if complete else "failed",
-                tracking=tracking,
-                cells=cells,
-                fio=fio_record(run, "round"),
-                started_at=run.started_at,
-                ended_at=run.ended_at,
-            )
+            self.session.fio_round(test.name, round_no, run, "round",
+                                   status="ok" if complete else "failed", tracking=tracking,
+                                   cells=cells)
             self.session.ground_truth(test.name, f"round {round_no}")
             if not complete:
                 raise TestFailed(f"round {round_no}: {run.error or 'fio reported fewer cells'}")

@@ -29,7 +29,7 @@ from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import Runner, TestFailed, fio_record
+from ssdlab.run.session import Runner, TestFailed
 from ssdlab.run.workload_target import (
     PreparedWorkload,
     WorkloadRun,
@@ -124,11 +124,9 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
             shutil.rmtree(logdir, ignore_errors=True)
         cell = self._cell(run)
         ok = run.ok and cell is not None
-        self.store.add_round(self.run_id, TEST, 1, status="ok" if ok else "failed",
-                             tracking={"iops": cell.iops} if ok and cell else {},
-                             cells=[cell.to_json()] if cell else [],
-                             fio=fio_record(run, "replay"), started_at=run.started_at,
-                             ended_at=run.ended_at)
+        s.fio_round(TEST, 1, run, "replay", status="ok" if ok else "failed",
+                    tracking={"iops": cell.iops} if ok and cell else {},
+                    cells=[cell.to_json()] if cell else [])
         s.ground_truth(TEST, "replay")
         if not ok or cell is None:
             error = run.error or "fio measured no I/O"

@@ -38,7 +38,6 @@ from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.options import DEFAULT_LOADS
-from ssdlab.plan.pts import ActiveRange, active_range
 from ssdlab.plan.saturation import (
     HIR,
     WSAT,
@@ -57,30 +56,25 @@ from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
-    check_capacity,
     check_file_purge,
+    checked_range,
     prepare_device,
-    prepare_stored,
 )
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import (
-    PreparedSuite,
+    PreparedRange,
     Runner,
     SessionRun,
     TestFailed,
     dry_run_head,
     fio_record,
-    setup_of,
-    timeout_for,
+    resume_with,
 )
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 
-
-@dataclass(frozen=True)
-class PreparedSaturation(PreparedSuite[SaturationOptions]):
-    args: SaturationArgs
-    range: ActiveRange
+#: a saturation run checked: the range it writes
+PreparedSaturation = PreparedRange[SaturationOptions, SaturationArgs]
 
 
 def prepare_saturation(request: TargetRequest, args: SaturationArgs) -> PreparedSaturation:
@@ -88,26 +82,19 @@ def prepare_saturation(request: TargetRequest, args: SaturationArgs) -> Prepared
     return _prepared(prepare_device(request), args)
 
 
-def prepare_saturation_resume(run: RunData, request: TargetRequest) -> PreparedSaturation:
-    """A stopped run's stored arguments prepared again on its target, which must be the
-    same one (a test file ssdlab made that is missing is made again)."""
-    return _prepared(*prepare_stored(run, request, SaturationArgs))
-
-
 def _prepared(base: PreparedTarget, args: SaturationArgs) -> PreparedSaturation:
     load = DEFAULT_LOADS.get(base.info.device_class, DEFAULT_LOADS["file"])
     options = build_options(args, load, base.cpus)
     if base.info.kind == "file":
         check_file_purge(base.info, options.purge)
-    rng = active_range(base.info.capacity_bytes, options.active_range_pct)
-    check_capacity(base.info, rng.size_bytes)
+    rng = checked_range(base.info, options.active_range_pct)
     return PreparedSaturation(base, options, args, rng)
 
 
 def describe(p: PreparedSaturation) -> str:
     """``--dry-run``: the plan and the job files; nothing is touched."""
     lines = [dry_run_head(p.target, sectors=False),
-             *plan.describe(p.options, p.range, setup_of(p).job_text)]
+             *plan.describe(p.options, p.range, p.job_text)]
     return "\n".join(lines) + "\n"
 
 
@@ -150,14 +137,9 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             if o.purge != "none":
                 self.session.purge(WSAT, o.purge, rng.offset_bytes, rng.size_bytes)
         else:
-            last = rounds[-1]
-            idle = time.time() - last.ended_at
-            self.store.add_event(
-                self.run_id, WSAT, "warning",
-                f"resumed after round {last.round_no}: the drive was idle for {idle:,.0f} s, "
-                "which may let it recover; the rounds after this point are marked resumed",
-                {"after_round": last.round_no, "idle_s": idle},
-            )
+            self.session.resumed_after(WSAT, "warning", rounds[-1], "round", ", which may let "
+                                       "it recover; the rounds after this point are marked "
+                                       "resumed")
         state = _WsatState.of(rounds)
         limit_bytes = o.max_written * rng.size_bytes
         while (state.round_no < o.max_rounds and state.written < limit_bytes
@@ -174,13 +156,11 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             prefix = logdir / "wsat"
             text = plan.wsat_job(o, self.p.range, number, str(prefix), self.session.fio.job_text)
             self.progress.phase("round", number, o.round_seconds)
-            run = self.executor.run(text, timeout_for((cell,)), json_plus=True,
-                                    on_tick=self.progress.tick)
+            run = self.session.run_fio(text, (cell,), json_plus=True)
             job = run.output.jobs[0] if run.output is not None and run.output.jobs else None
             if not run.ok or job is None:
-                self.store.add_round(self.run_id, WSAT, number, status="failed", tracking={},
-                                     cells=[], fio=fio_record(run, "round"),
-                                     started_at=run.started_at, ended_at=run.ended_at)
+                self.session.fio_round(WSAT, number, run, "round", status="failed",
+                                       tracking={}, cells=[])
                 raise TestFailed(f"round {number}: {run.error}")
             points = _rate_points(prefix, o.threads, o.log_msec, o.block_bytes)
         finally:
@@ -198,9 +178,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         measured.update({"elapsed_s": state.elapsed_s, "written_bytes": state.written,
                          "gap_s": round(gap, 3), "resumed": state.resumed, "series": series})
         iops = _metric(measured, "iops")
-        self.store.add_round(self.run_id, WSAT, number, status="ok", tracking={"IOPS": iops},
-                             cells=[measured], fio=fio_record(run, "round"),
-                             started_at=run.started_at, ended_at=run.ended_at)
+        self.session.fio_round(WSAT, number, run, "round", status="ok", tracking={"IOPS": iops},
+                               cells=[measured])
         self.session.ground_truth(WSAT, f"round {number}")
         self.progress.line(
             f"{WSAT} round {number}: {iops:,.0f} IOPS, p99 "
@@ -256,8 +235,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         text = self.session.fio.job_text((cell,), f"hir wait {wait_label(wait_s)} burst "
                                                   f"{index + 1}")
         self.progress.phase(f"burst {index + 1}/{o.bursts} ({wait_label(wait_s)} wait)")
-        run = self.executor.run(text, timeout_for((cell,)), json_plus=True,
-                                on_tick=self.progress.tick)
+        run = self.session.run_fio(text, (cell,), json_plus=True)
         cells = []
         if run.output is not None and run.output.jobs:
             measured = cell_from_job(cell, run.output.jobs[0])
@@ -265,10 +243,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             cells = [measured]
         ok = run.ok and bool(cells)
         iops = _metric(cells[0], "iops") if ok else math.nan
-        self.store.add_round(self.run_id, HIR, round_no, status="ok" if ok else "failed",
-                             tracking={"IOPS": iops} if ok else {}, cells=cells,
-                             fio=fio_record(run, "hir"), started_at=run.started_at,
-                             ended_at=run.ended_at)
+        self.session.fio_round(HIR, round_no, run, "hir", status="ok" if ok else "failed",
+                               tracking={"IOPS": iops} if ok else {}, cells=cells)
         self.session.ground_truth(HIR, f"burst {index + 1} of wait {wait_label(wait_s)}")
         if not ok:
             raise TestFailed(f"burst {index + 1} of wait state {wait_label(wait_s)}: {run.error}")
@@ -290,8 +266,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             text = self.session.fio.job_text((cell,), f"hir back to baseline after "
                                                       f"{wait_label(wait_s)}", extra)
             self.progress.phase(f"baseline after {wait_label(wait_s)}")
-            run = self.executor.run(text, timeout_for((cell,)), json_plus=True,
-                                    on_tick=self.progress.tick)
+            run = self.session.run_fio(text, (cell,), json_plus=True)
             points = _rate_points(prefix, o.threads, burst_ms, o.block_bytes) if run.ok else []
         finally:
             shutil.rmtree(logdir, ignore_errors=True)
@@ -448,5 +423,5 @@ RUNNER = Runner(
     describe=describe,
     progress=lambda p: Progress(quick=p.options.quick),
     start=SaturationRun,
-    prepare_resume=prepare_saturation_resume,
+    prepare_resume=resume_with(_prepared, SaturationArgs),
 )

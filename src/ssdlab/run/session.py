@@ -14,19 +14,21 @@ import functools
 import mmap
 import os
 import socket
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
-from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, watchdog_seconds
+from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, TickFn, watchdog_seconds
 from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
-from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target
+from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target, prepare_stored
 from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.store.records import FioRecord, RunData
+from ssdlab.store.records import FioRecord, RoundData, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.emulator import stats as emulator_stats
 from ssdlab.targets.filetarget import create_file_target, recreate_file_target
@@ -292,13 +294,35 @@ class RunSession:
         )
         return truth
 
+    def run_fio(self, text: str, cells: tuple[CellSpec, ...], *, json_plus: bool,
+                on_tick: TickFn | None = None) -> FioRun:
+        """One fio invocation of ``cells`` (``text``: its job file) under the watchdog
+        :func:`timeout_for` allows it, ``on_tick`` (default: the live line's) called while
+        it runs."""
+        return self.executor.run(text, timeout_for(cells), json_plus=json_plus,
+                                 on_tick=on_tick or self.progress.tick)
+
+    def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
+                  tracking: dict[str, float], cells: list[dict[str, Any]]) -> None:
+        """Store a round that is one fio invocation, with its record and its times."""
+        self.store.add_round(self.run_id, test, round_no, status=status, tracking=tracking,
+                             cells=cells, fio=fio_record(run, phase),
+                             started_at=run.started_at, ended_at=run.ended_at)
+
+    def resumed_after(self, test: str, kind: str, last: RoundData, unit: str,
+                      consequence: str) -> None:
+        """A stopped test goes on after round ``last`` (its ``unit``): recorded with how long
+        the drive was idle since, and ``consequence`` (what that means for the test)."""
+        idle = time.time() - last.ended_at
+        self.store.add_event(
+            self.run_id, test, kind, f"resumed after {unit} {last.round_no}: the drive was idle "
+            f"for {idle:,.0f} s{consequence}", {"after_round": last.round_no, "idle_s": idle})
+
     def precondition(self, test: str, cell: CellSpec) -> None:
         """Workload-independent preconditioning (one size-based fio run), recorded."""
         text = self.fio.job_text((cell,), f"{test} workload-independent preconditioning")
         self.progress.phase("preconditioning")
-        run = self.executor.run(
-            text, timeout_for((cell,)), json_plus=False, on_tick=self.progress.tick
-        )
+        run = self.run_fio(text, (cell,), json_plus=False)
         detail: dict[str, object] = {
             "io_bytes": cell.io_bytes,
             "block_bytes": cell.block_bytes,
@@ -366,6 +390,16 @@ class Runner(Generic[A, P]):
         return started.resume(run, argv)
 
 
+def resume_with(prepare: Callable[[PreparedTarget, A], P], args_type: Callable[..., A]
+                ) -> Callable[[RunData, TargetRequest], P]:
+    """A :class:`Runner`'s ``prepare_resume`` for a suite whose stored plan keeps the
+    arguments it was started with: ``prepare`` them again on the stopped run's target,
+    which must be the same one (a test file ssdlab made that is missing is made again)."""
+    def prepare_resume(run: RunData, request: TargetRequest) -> P:
+        return prepare(*prepare_stored(run, request, args_type))
+    return prepare_resume
+
+
 class RunSettings(Protocol):
     """What a suite's validated options say about every run of it."""
 
@@ -389,6 +423,20 @@ class PreparedSuite(Generic[OptionsT]):
 
     target: PreparedTarget
     options: OptionsT
+
+    def job_text(self, cells: tuple[CellSpec, ...], what: str,
+                 extra: tuple[tuple[str, str], ...] = ()) -> str:
+        """A job file's text as the run writes it (what ``--dry-run`` shows)."""
+        return setup_of(self).job_text(cells, what, extra)
+
+
+@dataclass(frozen=True)
+class PreparedRange(PreparedSuite[OptionsT], Generic[OptionsT, A]):
+    """A suite's run on one active range of the target, checked: also its arguments as
+    given (the stored plan keeps them) and the range."""
+
+    args: A
+    range: ActiveRange
 
 
 PS = TypeVar("PS", bound=PreparedSuite[Any])
@@ -487,6 +535,14 @@ def dry_run_head(t: PreparedTarget, *, sectors: bool = True) -> str:
     sector = f", {info.logical_sector_bytes}-byte sectors" if sectors else ""
     return (f"DRY RUN: nothing will be written. Plan for {info.path} ({info.device_class}, "
             f"{format_bytes(info.capacity_bytes)}{sector})")
+
+
+def dry_run(p: PreparedSuite[Any], plan: Iterable[str], jobs: Iterable[str], *,
+            sectors: bool = True) -> str:
+    """A ``--dry-run``'s text: its first line, what the plan is, the test file it would
+    make (when it would), the job files."""
+    t = p.target
+    return "\n".join([dry_run_head(t, sectors=sectors), *plan, *dry_run_create(t), *jobs]) + "\n"
 
 
 def dry_run_create(t: PreparedTarget) -> list[str]:

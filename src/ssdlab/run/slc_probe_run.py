@@ -43,17 +43,7 @@ from ssdlab.plan.slc_probe import (
 from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.run.prepare import MIN_ACTIVE_RANGE, TargetRequest, check_capacity, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run_create,
-    dry_run_head,
-    fio_record,
-    setup_of,
-    timeout_for,
-)
+from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run, fio_record
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
@@ -75,11 +65,9 @@ def prepare_slc_probe(request: TargetRequest, args: SlcProbeArgs) -> PreparedSlc
 
 def describe(p: PreparedSlcProbe) -> str:
     """``--dry-run``: the plan and the job file; nothing is touched."""
-    o, t = p.options, p.target
-    lines = [dry_run_head(t), f"profile {o.profile}{' (QUICK)' if o.quick else ''}",
-             *dry_run_create(t),
-             *plan.describe(o, t.info.kind == "file", setup_of(p).job_text)]
-    return "\n".join(lines) + "\n"
+    o = p.options
+    return dry_run(p, [f"profile {o.profile}{' (QUICK)' if o.quick else ''}"],
+                   plan.describe(o, p.target.info.kind == "file", p.job_text))
 
 
 class WriteProgress(Progress):
@@ -181,8 +169,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             self.progress.phase(f"sequential write, pass {pass_no}")
             self.progress.line(f"{TEST}: writing {format_bytes(self.o.write_bytes)} "
                                f"sequentially (pass {pass_no})")
-            run = self.executor.run(text, timeout_for((cell,)), json_plus=False,
-                                    on_tick=self.progress.tick)
+            run = self.session.run_fio(text, (cell,), json_plus=False)
             seconds = run.ended_at - run.started_at
             self.store.add_step(self.run_id, TEST, "write", {
                 "pass": pass_no, "io_bytes": cell.io_bytes, "block_bytes": cell.block_bytes,

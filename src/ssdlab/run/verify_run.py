@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.engine.runner import FioRun
 from ssdlab.engine.verifylog import VerifyFailure, ranges, verify_failures
 from ssdlab.errors import TargetError, UserError
 from ssdlab.plan import verify as plan
-from ssdlab.plan.pts import ActiveRange, active_range
 from ssdlab.plan.units import format_bytes
 from ssdlab.plan.verify import (
     MAX_LISTED,
@@ -23,32 +21,20 @@ from ssdlab.plan.verify import (
     checked_bytes,
     verify_cell,
 )
-from ssdlab.run.prepare import TargetRequest, check_capacity, prepare_device
+from ssdlab.run.prepare import TargetRequest, checked_range, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    fio_record,
-    setup_of,
-    timeout_for,
-)
+from ssdlab.run.session import PreparedRange, Runner, SessionRun, TestFailed, timeout_for
 from ssdlab.store.records import RunData
 
-
-@dataclass(frozen=True)
-class PreparedVerify(PreparedSuite[VerifyOptions]):
-    args: VerifyArgs
-    range: ActiveRange
+#: a verify run checked: the range it writes and reads back
+PreparedVerify = PreparedRange[VerifyOptions, VerifyArgs]
 
 
 def prepare_verify(request: TargetRequest, args: VerifyArgs) -> PreparedVerify:
     """Everything checked before the first byte is written: UserError (one line) otherwise."""
     base = prepare_device(request)
     options = build_options(args, base.info.logical_sector_bytes)
-    rng = active_range(base.info.capacity_bytes, options.active_range_pct)
-    check_capacity(base.info, rng.size_bytes)
+    rng = checked_range(base.info, options.active_range_pct)
     if options.block_bytes > rng.size_bytes:
         raise UserError(f"--block-size {args.block_size!r} is larger than the "
                         f"{format_bytes(rng.size_bytes)} active range")
@@ -60,7 +46,7 @@ def prepare_verify(request: TargetRequest, args: VerifyArgs) -> PreparedVerify:
 
 def describe(p: PreparedVerify) -> str:
     """``--dry-run``: what will be checked, and the job file; nothing is touched."""
-    return plan.describe(p.options, p.range, p.target.info.path, setup_of(p).job_text)
+    return plan.describe(p.options, p.range, p.target.info.path, p.job_text)
 
 
 class VerifyRun(SessionRun[PreparedVerify]):
@@ -88,10 +74,8 @@ class VerifyRun(SessionRun[PreparedVerify]):
         failures = verify_failures(run.stderr, stray, run.stdout if run.output is None else "")
         job = run.output.jobs[0] if run.output is not None and run.output.jobs else None
         written, read = (job.write.io_bytes, job.read.io_bytes) if job else (0, 0)
-        self.store.add_round(self.run_id, TEST, 1, status="ok" if job else "failed",
-                             tracking={}, cells=[self._cell(written, read, len(failures))],
-                             fio=fio_record(run, "verify"), started_at=run.started_at,
-                             ended_at=run.ended_at)
+        self.session.fio_round(TEST, 1, run, "verify", status="ok" if job else "failed",
+                               tracking={}, cells=[self._cell(written, read, len(failures))])
         self.session.ground_truth(TEST, "verify")
         error = _error(run, job.error if job else None, job is not None, failures)
         if error is not None:

@@ -10,17 +10,7 @@ from typing import Any
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run_create,
-    dry_run_head,
-    fio_record,
-    setup_of,
-    timeout_for,
-)
+from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
 from ssdlab.store.records import RunData
 from tests.support.example_suite import plan
 from tests.support.example_suite.plan import TEST, ReadArgs, ReadOptions, ReadResult
@@ -37,10 +27,8 @@ def prepare(request: TargetRequest, args: ReadArgs) -> PreparedRead:
 
 
 def describe(p: PreparedRead) -> str:
-    cell = p.options.cell()
-    job = setup_of(p).job_text((cell,), f"{TEST} read")
-    return "\n".join([dry_run_head(p.target), *dry_run_create(p.target),
-                      *plan.describe(p.options), job.rstrip()]) + "\n"
+    job = p.job_text((p.options.cell(),), f"{TEST} read")
+    return dry_run(p, plan.describe(p.options), [job.rstrip()])
 
 
 class ReadRun(SessionRun[PreparedRead]):
@@ -57,13 +45,11 @@ class ReadRun(SessionRun[PreparedRead]):
         params = {"title": "Example read", "read_bytes": cell.io_bytes}
         self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
                             result={})
-        run = self.executor.run(self.session.fio.job_text((cell,), f"{TEST} read"),
-                                timeout_for((cell,)), json_plus=True,
-                                on_tick=self.progress.tick)
+        run = self.session.run_fio(self.p.job_text((cell,), f"{TEST} read"), (cell,),
+                                   json_plus=True)
         measured = [cell_from_job(cell, job) for job in run.output.jobs] if run.output else []
-        self.store.add_round(self.run_id, TEST, 1, status="ok" if run.ok else "failed",
-                             tracking={}, cells=list(measured), fio=fio_record(run, "read"),
-                             started_at=run.started_at, ended_at=run.ended_at)
+        self.session.fio_round(TEST, 1, run, "read", status="ok" if run.ok else "failed",
+                               tracking={}, cells=list(measured))
         if not run.ok or not measured:
             error = f"the read failed: {run.error or 'no result'}"
             self.store.set_test(self.run_id, TEST, status="failed", params=params,
