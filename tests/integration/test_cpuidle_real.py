@@ -59,6 +59,17 @@ def limits_while(executor: FioExecutor, job: str) -> tuple[list[int], bool]:
     return seen, run.ok
 
 
+def _free_limit(wait_s: float = 30.0) -> int:
+    """The limit in force once nothing holds 0 us: another fio under ssdlab on the machine
+    (another test run) holds it while it runs; skipped if it is never free."""
+    deadline = time.monotonic() + wait_s
+    while (before := limit_us()) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if before == 0:
+        pytest.skip(f"something else held a 0 us limit for {wait_s:.0f} s: the test cannot tell")
+    return before
+
+
 @pytest.fixture
 def qos_device() -> None:
     if not QOS_DEVICE.exists():
@@ -67,8 +78,7 @@ def qos_device() -> None:
 
 @pytest.mark.usefixtures("qos_device")
 def test_the_limit_is_zero_while_fio_runs_and_restored_after(shm_dir: Path) -> None:
-    before = limit_us()
-    assert before > 0, "something else holds a 0 us limit already: the test cannot tell"
+    before = _free_limit()
     job = JOB.format(path=shm_dir / "paced.dat")
     seen, ok = limits_while(FioExecutor(cpu_idle="poll"), job)
     assert ok

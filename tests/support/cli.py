@@ -84,16 +84,27 @@ def processes_using(path: str | Path) -> list[str]:
     return found
 
 
-def fio_processes() -> set[int]:
-    """PIDs of the fio processes ssdlab runs (``fio --output-format=json... -``)."""
+def fio_processes(*, orphaned: bool = False) -> set[int]:
+    """PIDs of the fio processes ssdlab runs (``fio --output-format=json... -``);
+    ``orphaned``: only those whose parent is not an ssdlab process (left behind by one
+    that died), so that other ssdlab runs on the machine do not count."""
     pids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if not (argv and os.path.basename(argv[0]) == b"fio" and b"--eta=never" in argv):
+                continue
+            if orphaned and b"ssdlab" in _parent_cmdline(entry):
+                continue
         except OSError:
             continue
-        if argv and os.path.basename(argv[0]) == b"fio" and b"--eta=never" in argv:
-            pids.add(int(entry))
+        pids.add(int(entry))
     return pids
+
+
+def _parent_cmdline(pid: str) -> bytes:
+    status = Path(f"/proc/{pid}/status").read_text()
+    ppid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
+    return Path(f"/proc/{ppid}/cmdline").read_bytes()
