@@ -48,7 +48,9 @@ def options(capacity: int = 512 * MIB, **kw: Any) -> Any:
 def test_defaults_write_the_whole_capacity_once_sequentially_with_a_per_io_log() -> None:
     o = options()
     assert (o.write_bytes, o.block_bytes, o.iodepth) == (512 * MIB, 128 * 1024, 32)
-    assert (o.log, o.log_interval_ms, o.slice_bytes, o.passes) == ("io", 0, MIB, 1)
+    # slices of the bytes in flight (32 x 128 KiB): smaller ones could be made of
+    # completions fio reaped at once
+    assert (o.log, o.log_interval_ms, o.slice_bytes, o.passes) == ("io", 0, 4 * MIB, 1)
     cell = o.cell(1)
     assert cell.threads == 1 and cell.offset_bytes == 0 and cell.io_bytes == 512 * MIB
     assert o.log_options("/x/slc") == (("write_bw_log", "/x/slc"),)
@@ -61,6 +63,20 @@ def test_a_large_drive_gets_the_averaged_log_and_about_a_thousand_slices() -> No
     assert o.log_options("/x/slc") == (("write_bw_log", "/x/slc"), ("log_avg_msec", "100"))
     assert 990 <= o.write_bytes // o.slice_bytes <= 1000
     assert o.slice_bytes % MIB == 0
+
+
+@pytest.mark.parametrize(
+    ("kw", "capacity", "expected"),
+    [({"iodepth": 1}, 512 * MIB, MIB),  # one 128 KiB write in flight: 1 MiB, the least
+     ({"iodepth": 64}, 512 * MIB, 8 * MIB),
+     ({"iodepth": 8, "block_size": "1m"}, 512 * MIB, 8 * MIB),
+     ({"write_bytes": 16 * MIB}, 512 * MIB, 2 * MIB),  # but 8 slices at least
+     ({}, 8000 * MIB, 8 * MIB)],  # the write / 1000 when that is more
+)
+def test_default_slices_hold_the_bytes_in_flight(
+    kw: dict[str, Any], capacity: int, expected: int
+) -> None:
+    assert options(capacity, **kw).slice_bytes == expected
 
 
 def test_quick_writes_half_the_capacity_and_settles_briefly() -> None:
@@ -267,7 +283,7 @@ def test_a_probe_stores_the_curve_as_rounds_and_the_estimate(tmp_path: Path) -> 
     run = store.load(runner.run_id)
     test = run.test("slc-probe")
     assert run.status == "complete" and test.status == "complete"
-    assert 150 <= len(test.rounds) <= 160
+    assert 38 <= len(test.rounds) <= 40  # a round per 4 MiB slice (the bytes in flight)
     cells = [r.cells[0] for r in test.rounds]
     assert [c["bytes_written"] for c in cells] == sorted(c["bytes_written"] for c in cells)
     assert cells[0]["bw_bytes_per_s"] == pytest.approx(180 * MB, rel=0.2)

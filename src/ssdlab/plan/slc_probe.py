@@ -201,10 +201,15 @@ def _log(args: SlcProbeArgs, write: int, block: int) -> tuple[str, int]:
     return kind, interval
 
 
-def _slice(args: SlcProbeArgs, write: int, block: int) -> int:
+def _slice(args: SlcProbeArgs, write: int, block: int, iodepth: int) -> int:
     if args.slice_bytes is None:
-        per = math.ceil(write / TARGET_SLICES / MIB) * MIB
-        return max(MIN_SLICE_BYTES, per)
+        # at least the bytes in flight: fio stamps a completion when it reaps it, so after
+        # fio was off the CPU for a moment a queue's worth of completions carries one time;
+        # smaller slices made of them read as a burst far above the drive's rate (a 3 MiB
+        # "cache" of 437 MB/s once, beside another process on a 2-CPU host)
+        per = math.ceil(max(write / TARGET_SLICES, iodepth * block) / MIB) * MIB
+        most = max(MIN_SLICE_BYTES, write // 8 // MIB * MIB)  # still 8 slices or more
+        return max(MIN_SLICE_BYTES, min(per, most))
     size = args.slice_bytes
     if size < block or write // size < 8:
         raise UserError(
@@ -232,15 +237,16 @@ def build_slc_options(
     region = capacity_bytes - capacity_bytes % block
     write = _write_bytes(args, region, block)
     kind, interval = _log(args, write, block)
+    iodepth = int(args.iodepth or IODEPTH)
     return SlcProbeOptions(
         profile=args.profile,
         capacity_bytes=region,
         write_bytes=write,
         block_bytes=block,
-        iodepth=int(args.iodepth or IODEPTH),
+        iodepth=iodepth,
         log=kind,
         log_interval_ms=interval,
-        slice_bytes=_slice(args, write, block),
+        slice_bytes=_slice(args, write, block, iodepth),
         min_drop_pct=args.min_drop_pct,
         settle_s=PROFILES[args.profile].settle_s if args.settle_s is None else args.settle_s,
         repeat_after_s=args.repeat_after_s or 0.0,
@@ -270,7 +276,8 @@ OPTIONS = (
                  f"{BW_LOG_MS})", metavar="MS", field="log_interval_ms"),
     opt("--slice", group=_G, config=Kind.SIZE, field="slice_bytes", type=common.size_arg,
         metavar="SIZE", help="bytes per point of the curve (one stored round each; default: "
-        f"the write / {TARGET_SLICES}, at least 1 MiB)"),
+        f"the write / {TARGET_SLICES}, at least the bytes in flight and 1 MiB, at most the "
+        "write / 8)"),
     common.number("--min-drop", _G, "a cliff is a drop of at least PCT %% of the rate before "
                   f"it (default {MIN_DROP_PCT:g})", metavar="PCT", field="min_drop_pct",
                   default=MIN_DROP_PCT),
