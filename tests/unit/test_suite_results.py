@@ -75,3 +75,17 @@ def test_every_stored_result_is_its_suites_record(golden_runs: list[RunData]) ->
             assert json.dumps(_fresh(read).to_json()) == document, f"{run.suite} {test.name}"
             typed += 1
     assert typed > 0
+
+
+def test_every_suites_show_reads_right(golden_runs: list[RunData]) -> None:
+    """`ssdlab show` of every suite: no missing value printed as None, and the PTS line
+    (rule, round window, seconds per cell) only for tests judged by a steady-state rule
+    (an SLC-probe run once printed "(--round window)" and "None s per cell")."""
+    from ssdlab.report.terminal import render_run
+    for run in golden_runs:
+        shown = render_run(run)
+        assert shown.splitlines()[0].startswith(f"run {run.run_id}  suite {run.suite}  ")
+        assert "None" not in shown, f"{run.suite}: {shown}"
+        assert "(-" not in shown and "--round" not in shown, f"{run.suite}: {shown}"
+        judged = any(isinstance(test.params.get("window"), int) for test in run.tests)
+        assert ("round window" in shown) == judged, f"{run.suite}: {shown}"
