@@ -70,7 +70,7 @@ def _device_of_path(path: str, *, sysfs: Path) -> str | None:
         return name if block_dir(name, sysfs=sysfs).exists() else None
 
 
-def _device_of_mount(entry: MountEntry, *, sysfs: Path) -> str | None:
+def device_of_mount(entry: MountEntry, *, sysfs: Path) -> str | None:
     """The block device behind a mount (major:minor, else the /dev source for btrfs & co)."""
     name = name_for_devnum(entry.major, entry.minor, sysfs=sysfs) if entry.major else None
     if name is None and entry.source.startswith("/dev/"):
@@ -81,7 +81,7 @@ def _device_of_mount(entry: MountEntry, *, sysfs: Path) -> str | None:
 def _device_of_file(path: str, mounts: list[MountEntry], *, sysfs: Path) -> str | None:
     """The block device of the filesystem a file (loop backing file, swap file) lives on."""
     entry = mount_containing(path.removesuffix(" (deleted)"), mounts)
-    return _device_of_mount(entry, sysfs=sysfs) if entry else None
+    return device_of_mount(entry, sysfs=sysfs) if entry else None
 
 
 def _swaps(*, proc: Path, sysfs: Path, mounts: list[MountEntry]) -> list[str]:
@@ -128,7 +128,7 @@ def system_disks(*, sysfs: Path = SYSFS, proc: Path = PROC) -> dict[str, str]:
     backing files."""
     mounts = read_mountinfo(proc=proc)
     starts = [
-        (_device_of_mount(entry, sysfs=sysfs), "/" if entry.mount_point == "/" else "/boot")
+        (device_of_mount(entry, sysfs=sysfs), "/" if entry.mount_point == "/" else "/boot")
         for entry in mounts
         if entry.mount_point in SYSTEM_MOUNT_POINTS or entry.mount_point.startswith("/boot/")
     ]
@@ -157,7 +157,7 @@ def _mounted(*, sysfs: Path, proc: Path) -> dict[str, str]:
     mounts = read_mountinfo(proc=proc)
     used: dict[str, str] = {}
     for entry in mounts:
-        name = _device_of_mount(entry, sysfs=sysfs)
+        name = device_of_mount(entry, sysfs=sysfs)
         if name:
             used.setdefault(name, entry.mount_point)
     for name in _swaps(proc=proc, sysfs=sysfs, mounts=mounts):

@@ -1,0 +1,90 @@
+"""The member devices under a target, and their ``/sys/block/NAME/stat`` readings.
+
+A target's members are the block devices at the bottom of its stack: the slaves of an md
+or dm device (recursively), the disk of a partition, the devices of a btrfs file system
+(``/sys/fs/btrfs/FSID/devices``) for a file or directory on one. A plain disk or loop
+device is its own single member. :mod:`ssdlab.analysis.members` turns two readings into
+per-member rates, the write penalty and the slow-member verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ssdlab.errors import TargetError
+from ssdlab.targets.identity import (
+    PROC,
+    SYSFS,
+    block_dir,
+    list_links,
+    mount_containing,
+    read_attr,
+    read_mountinfo,
+    whole_disk_of,
+)
+from ssdlab.targets.safety import device_of_mount
+
+
+def members_of_device(name: str, *, sysfs: Path = SYSFS) -> list[str]:
+    """Kernel names of the devices at the bottom of ``name``'s stack, sorted."""
+    leaves: set[str] = set()
+    pending, seen = [whole_disk_of(name, sysfs=sysfs)], set()
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        below = list_links(block_dir(current, sysfs=sysfs) / "slaves")
+        if below:
+            pending.extend(whole_disk_of(b, sysfs=sysfs) for b in below)
+        else:
+            leaves.add(current)
+    return sorted(leaves)
+
+
+def btrfs_devices(device: str, *, sysfs: Path = SYSFS) -> list[str]:
+    """The devices of the btrfs file system that ``device`` belongs to ([] if none)."""
+    for fs in sorted((sysfs / "fs" / "btrfs").glob("*/devices")):
+        names = list_links(fs)
+        if device in names:
+            return names
+    return []
+
+
+def members_of_path(path: str, *, sysfs: Path = SYSFS, proc: Path = PROC) -> list[str]:
+    """Members under a file or directory: those of its file system's device(s)."""
+    real = os.path.realpath(path)
+    entry = mount_containing(real, read_mountinfo(proc=proc))
+    if entry is None:
+        raise TargetError(f"{path}: no mounted file system holds it")
+    name = device_of_mount(entry, sysfs=sysfs)
+    if name is None:
+        return []  # tmpfs, FUSE and the like: no block device below
+    if entry.fs_type == "btrfs":
+        devices = btrfs_devices(name, sysfs=sysfs)
+        return sorted({m for d in devices or [name] for m in members_of_device(d, sysfs=sysfs)})
+    return members_of_device(name, sysfs=sysfs)
+
+
+@dataclass(frozen=True)
+class StatReading:
+    """The stat lines of several devices and the monotonic time they were read at."""
+
+    at: float
+    lines: dict[str, str]
+
+
+def read_stats(names: list[str], *, sysfs: Path = SYSFS) -> StatReading:
+    """Read every member's stat line at (as near as can be) one moment."""
+    lines: dict[str, str] = {}
+    at = time.monotonic()
+    for name in names:
+        text = read_attr(block_dir(name, sysfs=sysfs) / "stat")
+        if text is None:
+            raise TargetError(f"/dev/{name}: its I/O statistics cannot be read "
+                              f"({block_dir(name, sysfs=sysfs) / 'stat'})")
+        lines[name] = text
+    return StatReading(at=at, lines=lines)
