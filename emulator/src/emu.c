@@ -491,8 +491,12 @@ static char *stats_json(size_t *len)
 	sb_printf(&b, "    \"erase_count_mean\": %.4f,\n", st.erase_count_mean);
 	sb_printf(&b, "    \"lifetime_host_write_bytes\": %" PRIu64 ",\n",
 		  st.lifetime_host_write_bytes);
-	sb_printf(&b, "    \"lifetime_nand_write_bytes\": %" PRIu64 "\n  },\n",
+	sb_printf(&b, "    \"lifetime_nand_write_bytes\": %" PRIu64 ",\n",
 		  st.lifetime_nand_write_bytes);
+	/* as an NVMe drive's SMART / Health log reports host writes: units of
+	   1000 x 512 bytes, rounded up (NVMe base specification, Data Units Written) */
+	sb_printf(&b, "    \"data_units_written\": %" PRIu64 "\n  },\n",
+		  (st.lifetime_host_write_bytes + 511999) / 512000);
 
 	sb_printf(&b, "  \"model\": {\n");
 	sb_printf(&b, "    \"analytic_wa_nominal_op\": %.4f,\n",
