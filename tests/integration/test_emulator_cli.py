@@ -84,13 +84,16 @@ def test_start_write_stats_stop(run_dir: dict[str, str]) -> None:
 
 def test_op_and_idle_gc_options_reach_the_model(run_dir: dict[str, str]) -> None:
     started = ssdlab(
-        "emulator", "start", "--size", "128MiB", "--op", "28%", "--idle-gc", "off", env=run_dir
+        "emulator", "start", "--size", "128MiB", "--op", "28%", "--idle-gc", "off",
+        "--time-scale", "4", env=run_dir
     )
     assert started.returncode == 0, started.stderr
     truth = json.loads(Path(_state(run_dir)["mountpoint"], "stats").read_text())
     assert truth["config"]["op"] == 0.28 and truth["config"]["effective_op"] >= 0.28
     assert truth["config"]["idle_gc"] is False and truth["state"]["idle_gc"] is False
-    assert _state(run_dir)["options"] == ["--op", "0.28", "--idle-gc", "off"]
+    assert truth["config"]["time_scale"] == 4
+    assert _state(run_dir)["options"] == ["--op", "0.28", "--idle-gc", "off",
+                                          "--time-scale", "4.0"]
 
 
 def test_a_crashed_emulator_is_reported_stale_and_cleaned_up(run_dir: dict[str, str]) -> None:
@@ -113,6 +116,10 @@ def test_bad_input(run_dir: dict[str, str]) -> None:
         bad_op = ssdlab("emulator", "start", "--op", op, env=run_dir)
         assert bad_op.returncode == 2
         assert f"--op {op!r}" in one_line_error(bad_op)
+    for scale in ("0.5", "101", "slow"):
+        bad_scale = ssdlab("emulator", "start", "--time-scale", scale, env=run_dir)
+        assert bad_scale.returncode == 2
+        assert f"--time-scale {scale!r}" in one_line_error(bad_scale)
     assert "no emulators" in ssdlab("emulator", "status", env=run_dir).stdout
     missing = ssdlab("emulator", "stop", "--name", "nosuch", env=run_dir)
     assert missing.returncode == 5

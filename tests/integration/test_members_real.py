@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.analysis.members import member_period, parse_stat, write_penalty
+from ssdlab.analysis.members import (
+    MemberPeriod,
+    member_period,
+    parse_stat,
+    slow_member,
+    write_penalty,
+)
+from ssdlab.targets import emulator
 from ssdlab.targets.members import members_of_path, read_stats
 from tests.conftest import LoopFactory
 
@@ -23,8 +30,9 @@ FILE_BYTES = 64 * MIB
 
 
 def _btrfs(loops: list[str], level: str, mount: Path) -> None:
-    subprocess.run(["mkfs.btrfs", "-q", "-f", "-d", level, "-m", level, *loops], check=True,
-                   capture_output=True)
+    made = subprocess.run(["mkfs.btrfs", "-q", "-f", "-d", level, "-m", level, *loops],
+                          capture_output=True, text=True, check=False)
+    assert made.returncode == 0, made.stderr
     subprocess.run(["btrfs", "device", "scan", *loops], check=True, capture_output=True)
     mount.mkdir()
     subprocess.run(["mount", "-t", "btrfs", "-o", "nodatacow", loops[0], str(mount)],
@@ -32,7 +40,8 @@ def _btrfs(loops: list[str], level: str, mount: Path) -> None:
 
 
 def _fio_randwrite(path: Path, *extra: str) -> int:
-    """fio's 4 KiB random direct writes on ``path``; its number of write I/Os."""
+    """fio's 4 KiB random direct writes on ``path`` (or what ``extra`` says); its number
+    of write I/Os."""
     out = subprocess.run(
         ["fio", "--name=w", f"--filename={path}", f"--size={FILE_BYTES}", "--bs=4k",
          "--ioengine=psync", "--direct=1", "--rw=randwrite", "--randrepeat=0",
@@ -77,3 +86,47 @@ def require_tool(name: str) -> None:
     from shutil import which
     if which(name) is None:
         pytest.skip(f"{name} is not installed")
+
+
+def _read_periods(target: Path, members: list[str], seconds: float) -> list[MemberPeriod]:
+    """fio's 4 KiB random reads of ``target`` for ``seconds``; each member's period."""
+    before = read_stats(members)
+    _fio_randwrite(target, "--rw=randread", "--time_based", f"--runtime={int(seconds * 1000)}ms")
+    after = read_stats(members)
+    return [member_period(name, parse_stat(before.lines[name]),
+                          parse_stat(after.lines[name]), after.at - before.at)
+            for name in members]
+
+
+@pytest.mark.parametrize("slow", [None, 2], ids=["none-slow", "third-slow"])
+def test_the_slow_member_is_named_and_only_it(slow: int | None, emu_run_dir: Path,
+                                              shm_dir: Path) -> None:
+    # four emulated SSDs in a btrfs RAID 0, one of them (or none) with every latency of
+    # its model four times as long: its reads wait about four times as long as its
+    # peers' (the verdict's bound is 1.5x), three runs in a row
+    require_tool("mkfs.btrfs")
+    emus = [emulator.start(f"m{i}", "enterprise-tlc", 128 * MIB, loop=True,
+                           options=["--time-scale", "4"] if i == slow else [])
+            for i in range(4)]
+    loops = [str(e.loop_device) for e in emus]
+    mount = shm_dir / "mnt"
+    _btrfs(loops, "raid0", mount)
+    try:
+        target = mount / "ssdlab.test"
+        target.touch()
+        subprocess.run(["chattr", "+C", str(target)], check=True)
+        subprocess.run(["fio", "--name=lay", f"--filename={target}", "--size=96m",
+                        "--rw=write", "--bs=1m", "--direct=1", "--output-format=json"],
+                       check=True, capture_output=True)
+        members = members_of_path(str(target))
+        expected = None if slow is None else Path(loops[slow]).name
+        for _ in range(3):
+            periods = _read_periods(target, members, 1.5)
+            verdict = slow_member(periods, even_spread=True)
+            print(verdict.message, [(p.name, p.reads, round(p.mean_wait_ms or 0, 3))
+                                    for p in periods])
+            assert verdict.member == expected, verdict.message
+    finally:
+        subprocess.run(["umount", str(mount)], check=False, capture_output=True)
+        subprocess.run(["btrfs", "device", "scan", "--forget"], check=False,
+                       capture_output=True)

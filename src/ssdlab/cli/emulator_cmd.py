@@ -41,6 +41,12 @@ def register(sub: Any) -> None:
         help="background garbage collection when the host is idle (default: on)",
     )
     start.add_argument(
+        "--time-scale",
+        metavar="X",
+        help="multiply every latency of the model by X, 1-100 (default 1): e.g. a slower "
+        "member among the drives of an array",
+    )
+    start.add_argument(
         "--loop",
         action="store_true",
         help="also attach a loop device (direct I/O) over the disk file",
@@ -64,6 +70,8 @@ def start_command(args: argparse.Namespace, argv: list[str]) -> int:
         options += ["--op", str(_op_fraction(args.op))]
     if args.idle_gc is not None:
         options += ["--idle-gc", args.idle_gc]
+    if args.time_scale is not None:
+        options += ["--time-scale", str(_time_scale(args.time_scale))]
     emu = emulator.start(args.name, args.profile, size, loop=args.loop, options=options)
     print(f"emulator {emu.name}: {emu.profile}, {format_bytes(emu.size_bytes)}, pid {emu.pid}")
     print(f"  target: {emu.target}")
@@ -79,6 +87,16 @@ def _op_fraction(text: str) -> float:
     if not 0 <= percent <= 100:
         raise UserError(f"--op {text!r}: give a percentage from 0 to 100, e.g. 28")
     return percent / 100
+
+
+def _time_scale(text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = 0.0
+    if not 1 <= scale <= 100:
+        raise UserError(f"--time-scale {text!r}: give a factor from 1 to 100, e.g. 4")
+    return scale
 
 
 def stop_command(args: argparse.Namespace, argv: list[str]) -> int:
