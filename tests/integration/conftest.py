@@ -2,8 +2,8 @@
 
 A full quick PTS takes minutes (56 IOPS cells a round, four preconditionings), so it
 runs once per session: the core acceptance test checks what it stored, the report test
-renders it. It uses 0.2 s cells, QD 8 and at most 5 rounds to save time (fio spends about
-0.35 s between stonewalled cells, so the 56-cell IOPS rounds dominate). The emulator
+renders it. It uses 0.1 s cells, QD 8 and at most 5 rounds to save time (fio spends about
+0.2-0.25 s between stonewalled cells, so the 56-cell IOPS rounds dominate). The emulator
 (enterprise-tlc, 256 MiB, a loop device with direct I/O over its disk file) lives in a
 private /dev/shm directory and is stopped at the end. The run must exit 0 (else every
 test that needs it fails with the run's stderr and the tail of its stdout); its id is the
@@ -93,10 +93,10 @@ def quick_pts() -> Iterator[QuickPts]:
         device = next(line.split()[-1] for line in started.stdout.splitlines()
                       if "target:" in line)
         store = workdir / "results.sqlite"
-        # the quick profile with 0.2 s cells, QD 8 and at most 5 rounds (the SNIA window):
-        # every test and cell of the PTS, in about a third of the quick defaults' time
+        # the quick profile with 0.1 s cells, QD 8 and at most 5 rounds (the SNIA window):
+        # every test and cell of the PTS
         result = _succeeded("the session's quick PTS run", "run", "pts", "--target", device,
-                            "--profile", "quick", "--round-seconds", "0.2", "--max-rounds",
+                            "--profile", "quick", "--round-seconds", "0.1", "--max-rounds",
                             "5", "--qd", "8", "--destroy-data", "--store", str(store),
                             env=env, timeout=QUICK_PTS_RUN_TIMEOUT_S)
         yield QuickPts(store, only_run_id(store), device, QUICK_PTS_SIZE, result, env, workdir)
