@@ -22,6 +22,7 @@ from ssdlab.analysis.members import (
 from ssdlab.targets import emulator
 from ssdlab.targets.members import members_of_path, read_stats
 from tests.conftest import LoopFactory
+from tests.support.browser import require_tool
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -55,7 +56,7 @@ def _fio_randwrite(path: Path, *extra: str) -> int:
 def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: float,
                                               loop_device: LoopFactory,
                                               shm_dir: Path) -> None:
-    require_tool("mkfs.btrfs")
+    require_tool("mkfs.btrfs", "btrfs-progs")
     loops = [loop_device(320 * MIB) for _ in range(count)]
     mount = shm_dir / "mnt"
     _btrfs(loops, level, mount)
@@ -82,12 +83,6 @@ def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: 
     assert all(p.writes >= host_writes * textbook / count * 0.85 for p in periods)
 
 
-def require_tool(name: str) -> None:
-    from shutil import which
-    if which(name) is None:
-        pytest.skip(f"{name} is not installed")
-
-
 def _read_periods(target: Path, members: list[str], seconds: float) -> list[MemberPeriod]:
     """fio's 4 KiB random reads of ``target`` for ``seconds``; each member's period."""
     before = read_stats(members)
@@ -104,7 +99,7 @@ def test_the_slow_member_is_named_and_only_it(slow: int | None, emu_run_dir: Pat
     # four emulated SSDs in a btrfs RAID 0, one of them (or none) with every latency of
     # its model four times as long: its reads wait about four times as long as its
     # peers' (the verdict's bound is 1.5x), three runs in a row
-    require_tool("mkfs.btrfs")
+    require_tool("mkfs.btrfs", "btrfs-progs")
     emus = [emulator.start(f"m{i}", "enterprise-tlc", 128 * MIB, loop=True,
                            options=["--time-scale", "4"] if i == slow else [])
             for i in range(4)]
