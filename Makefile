@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-venv python3-pip \
 	fuse3 libfuse3-dev pkg-config gcc make chromium chromium-headless-shell poppler-utils fonts-dejavu-core \
-	xfsprogs btrfs-progs fdisk lvm2
+	xfsprogs btrfs-progs fdisk lvm2 mdadm smartmontools hdparm
 STAMP := .make
 
 .PHONY: setup apt venv emulator demo test lint unit integration bench clean distclean help

@@ -27,6 +27,7 @@ from ssdlab.plan import (
     curves,
     file_presets,
     latency_iops,
+    matrix,
     op_sweep,
     replay,
     saturation,
@@ -94,6 +95,7 @@ SUITES: tuple[Suite, ...] = (
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
     Suite(verify.SPEC, "verify_run", "verify_pages"),
+    Suite(matrix.SPEC, "ssdlab.matrix", "matrix_pages"),
     Suite(published.SPEC, None, "published_pages"),
 )
 

@@ -23,21 +23,12 @@ from ssdlab.targets import emulator
 from ssdlab.targets.members import members_of_path, read_stats
 from tests.conftest import LoopFactory
 from tests.support.browser import require_tool
+from tests.support.btrfs import make_btrfs
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
 MIB = 1024 * 1024
 FILE_BYTES = 64 * MIB
-
-
-def _btrfs(loops: list[str], level: str, mount: Path) -> None:
-    made = subprocess.run(["mkfs.btrfs", "-q", "-f", "-d", level, "-m", level, *loops],
-                          capture_output=True, text=True, check=False)
-    assert made.returncode == 0, made.stderr
-    subprocess.run(["btrfs", "device", "scan", *loops], check=True, capture_output=True)
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "btrfs", "-o", "nodatacow", loops[0], str(mount)],
-                   check=True, capture_output=True)
 
 
 def _fio_randwrite(path: Path, *extra: str) -> int:
@@ -59,7 +50,7 @@ def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: 
     require_tool("mkfs.btrfs", "btrfs-progs")
     loops = [loop_device(320 * MIB) for _ in range(count)]
     mount = shm_dir / "mnt"
-    _btrfs(loops, level, mount)
+    make_btrfs(loops, level, mount)
     target = mount / "ssdlab.test"
     target.touch()
     subprocess.run(["chattr", "+C", str(target)], check=True)  # no copy-on-write
@@ -105,7 +96,7 @@ def test_the_slow_member_is_named_and_only_it(slow: int | None, emu_run_dir: Pat
             for i in range(4)]
     loops = [str(e.loop_device) for e in emus]
     mount = shm_dir / "mnt"
-    _btrfs(loops, "raid0", mount)
+    make_btrfs(loops, "raid0", mount)
     try:
         target = mount / "ssdlab.test"
         target.touch()

@@ -77,3 +77,23 @@ def test_quick_pts_on_a_loop_device_exports_every_cell(quick_pts: QuickPts) -> N
     shown = ssdlab("show", "last", "--store", str(store))
     assert shown.returncode == 0 and shown.stderr == ""
     assert "QUICK PROFILE" in shown.stdout and "1024 KiB" in shown.stdout
+
+
+def test_the_run_keeps_what_the_drive_counted_as_written(quick_pts: QuickPts) -> None:
+    # issue 15, item 7: the health log (the emulated SSD keeps NVMe's Data Units Written)
+    # read at the start and the end of the run; what it says the run wrote is within 1 %
+    # (and one 512,000-byte unit) of the emulator's exact count over the same span
+    from ssdlab.report.run_pages import written_by_run, written_text
+    from ssdlab.store.db import Store
+    with Store.open(quick_pts.store) as store:
+        run = store.load(quick_pts.run_id)
+    written = written_by_run(run)
+    assert written is not None
+    host, resolution, media = written
+    truth = [e.detail for e in run.events if e.kind == "emulator-stats" and e.detail]
+    exact = (truth[-1]["wear"]["lifetime_host_write_bytes"]
+             - truth[0]["wear"]["lifetime_host_write_bytes"])
+    assert exact > 0 and resolution == 512_000
+    assert abs(host - exact) <= max(0.01 * exact, resolution), (host, exact)
+    assert media is not None and media >= exact
+    assert "by the drive's own count" in written_text(run)

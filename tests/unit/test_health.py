@@ -60,7 +60,8 @@ def test_read_health_asks_nvme_cli_for_nvme_devices_only() -> None:
     reading = read_health("/dev/nvme0n1", {}, run=run)
     assert reading is not None and reading.host_bytes_written == 7654321 * 512_000
     assert calls == [["nvme", "smart-log", "-o", "json", "/dev/nvme0n1"]]
-    assert read_health("/dev/sdb", {}, run=run) is None and len(calls) == 1
+    # a SATA drive is asked through smartctl (this fake answers it with nvme's JSON: none)
+    assert read_health("/dev/sdb", {}, run=run) is None and calls[-1][:2] == ["smartctl", "-j"]
 
     def failing(command: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(command, 1, "", "permission denied\n")

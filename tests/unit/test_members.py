@@ -86,6 +86,17 @@ def test_write_penalty_against_the_textbook_value() -> None:
     assert nothing.measured is None and nothing.textbook == 4.0
 
 
+def test_a_period_with_host_reads_counts_member_writes_only() -> None:
+    # a mirror that wrote 1000 host writes twice and answered only some of the 800 host
+    # reads itself (the rest came from unwritten extents): its reads tell nothing
+    mirrored = [_member("loop1", 1300, 1.0, writes=1000), _member("loop2", 1000, 1.0)]
+    penalty = write_penalty(mirrored, host_writes=1000, level="raid1", host_reads=800)
+    assert (penalty.measured, penalty.writes_only) == (2.0, True)
+    assert "member reads are not counted" in penalty.message
+    alone = write_penalty(mirrored, host_writes=1000, level="raid1")
+    assert (alone.measured, alone.writes_only) == (2.3, False)
+
+
 def test_imbalance_is_most_over_fewest() -> None:
     assert imbalance([_member("a", 1000, 1), _member("b", 500, 1)]) == 2.0
     assert imbalance([_member("a", 1000, 1)]) is None

@@ -44,7 +44,9 @@ def test_the_options_fill_the_arguments(name: str) -> None:
     assert filled <= set(params), f"options fill fields {filled - set(params)} it lacks"
     required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
     assert required <= filled, f"fields {required - filled} are filled by no option"
-    target = {TargetKind.DIR: ["--dir", "/tmp"]}.get(spec.target, ["--target", "/tmp/x"])
+    target = {TargetKind.DIR: ["--dir", "/tmp"],
+              TargetKind.MEMBERS: ["--members", "/dev/a,/dev/b"]}.get(
+        spec.target, ["--target", "/tmp/x"])
     args = build_parser().parse_args(["run", name, *target])
     for setting in args.func.settings:  # defaults, as the config merge sets them
         if not hasattr(args, setting.dest):

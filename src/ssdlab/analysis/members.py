@@ -121,26 +121,36 @@ def member_period(name: str, before: DiskStat, after: DiskStat,
 
 @dataclass(frozen=True)
 class WritePenalty:
-    """Member writes per host write, beside the level's textbook value."""
+    """Member I/Os per host write, beside the level's textbook value; ``writes_only``:
+    the period had host reads too, so only member writes were counted."""
 
     measured: float | None
     textbook: float | None
     message: str
+    writes_only: bool = False
 
 
 def write_penalty(members: list[MemberPeriod], host_writes: int, level: str | None = None,
                   host_reads: int = 0) -> WritePenalty:
-    """Member I/Os per host write over the same period: every member read and write, less
-    one member read per host read (what reads cost by themselves), so the reads of a
-    parity level's read-modify-write count as the textbook's do."""
+    """Member I/Os per host write over the same period. Where the host only wrote, every
+    member read and write counts (the reads of a parity level's read-modify-write count,
+    as the textbook's do). Where it read as well, member reads cannot be told apart (a
+    host read may cost one member read, several, or none: unwritten extents and caches
+    answer some without the device), so only member writes are counted, and the message
+    says so."""
     textbook = TEXTBOOK_WRITE_PENALTY.get(level or "")
     if host_writes <= 0:
         return WritePenalty(None, textbook, "no host writes: no write penalty")
-    measured = (sum(m.ios for m in members) - host_reads) / host_writes
-    text = f"write penalty {measured:.2f} member I/Os per host write"
-    if textbook is not None:
-        text += f" (textbook {textbook:g} for {level})"
-    return WritePenalty(measured, textbook, text)
+    book = f" (textbook {textbook:g} for {level})" if textbook is not None else ""
+    if host_reads > 0:
+        measured = sum(m.writes for m in members) / host_writes
+        return WritePenalty(measured, textbook,
+                            f"write penalty {measured:.2f} member writes per host write"
+                            f"{book}; the host read too, so member reads are not counted",
+                            writes_only=True)
+    measured = sum(m.ios for m in members) / host_writes
+    return WritePenalty(measured, textbook,
+                        f"write penalty {measured:.2f} member I/Os per host write{book}")
 
 
 def imbalance(members: list[MemberPeriod]) -> float | None:

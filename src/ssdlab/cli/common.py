@@ -59,12 +59,26 @@ def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
     run and the store's path."""
     from ssdlab.engine.runner import FioExecutor
     with open_store(args) as store:
+        store.run_labels = run_labels(args)
         try:
             executor = FioExecutor(fio or args.fio, read_only=read_only)
             run_id = make(store, executor, progress).execute(argv)
         finally:
             progress.close()
         return store.load(run_id), store.path
+
+
+def run_labels(args: argparse.Namespace) -> dict[str, str]:
+    """``--label`` as given (it may be given several times; a key given twice is an
+    error)."""
+    labels: dict[str, str] = {}
+    for pairs in getattr(args, "label", None) or []:
+        for key, value in pairs:
+            if key in labels:
+                from ssdlab.errors import UserError
+                raise UserError(f"--label names {key} twice")
+            labels[key] = value
+    return labels
 
 
 def open_existing_store(args: argparse.Namespace) -> Store:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ssdlab import __version__
 from ssdlab.cli import (
+    array_cmd,
     demo_cmd,
     emulator_cmd,
     query_cmd,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.register(sub)
     resume_cmd.register(sub)
     emulator_cmd.register(sub)
+    array_cmd.register(sub)
     reference_cmd.register(sub)
     return parser
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ssdlab.cli.common import run_suite
 from ssdlab.cli.config_opts import add_config_option
 from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.optionsets import LABEL_HELP, labels_arg
 from ssdlab.plan.suite import Opt
 from ssdlab.store.records import RunData
 from ssdlab.suites import Suite
@@ -36,6 +37,8 @@ def register(suites: Any, suite: Suite) -> None:
     spec = suite.spec
     parser = suites.add_parser(spec.name, help=spec.help, description=spec.description)
     add_options(parser, spec.options)
+    parser.add_argument("--label", type=labels_arg, action="append", default=[],
+                        metavar="KEY=VALUE,...", help=LABEL_HELP)
     parser.set_defaults(func=SuiteCommand(suite))
     add_config_option(parser)
 

@@ -67,6 +67,10 @@ COMMAND_LINE_ONLY = {
     "config": "config files do not include other config files",
     "print-config": "it is a way of running the command, not a setting",
     "help": "it is not a setting",
+    "members": "a config file never chooses what is overwritten: give --members on the "
+    "command line",
+    "label": "it names this run (a controller, a cache setting): give --label on the "
+    "command line",
 }
 
 @dataclass(frozen=True)

@@ -48,6 +48,27 @@ def confirmation(text: str) -> str:
     return text
 
 
+def labels_arg(text: str) -> tuple[tuple[str, str], ...]:
+    """argparse type of ``--label controller=H730,cache=wb``: (key, value) pairs."""
+    pairs = []
+    for item in text.split(","):
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip() or not v.strip():
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: give KEY=VALUE pairs separated by commas, e.g. "
+                "controller=H730,cache=wb")
+        pairs.append((k.strip(), v.strip()))
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise argparse.ArgumentTypeError(f"{text!r} names a key twice")
+    return tuple(pairs)
+
+
+LABEL_HELP = ("labels stored with the run and shown with it, e.g. controller=H730,cache=wb "
+              "(a hardware RAID volume's controller and cache); reports of several runs "
+              "name and group them by their labels")
+
+
 # -- the options of the run itself (command line or config, never the suite's args) -----
 
 

@@ -38,6 +38,7 @@ class TargetKind(enum.Enum):
     DEVICE = "device"  # --target: a block device or an ssdlab test file
     DEVICE_OR_DIR = "device or directory"  # --target as DEVICE, or --dir: a test file there
     DIR = "directory"  # --dir: the suite's own files in a directory
+    MEMBERS = "member devices"  # --members: the drives the suite builds arrays of
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,7 @@ def _render_pages(
         pages.append(compare_pages.overlay_page(compared))
         pages += compare_pages.ratio_pages(compared)
         pages.append(compare_pages.leaderboard_page(compared))
+        pages += compare_pages.label_pages(compared)
     name = title or (
         f"{compared.labels[0]}: SNIA PTS report" if len(runs) == 1
         else f"{len(runs)} runs compared: SNIA PTS report"

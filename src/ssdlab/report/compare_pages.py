@@ -32,7 +32,7 @@ from ssdlab.report.figures import (
     test_kind,
 )
 from ssdlab.report.html import Page, banner, charts, esc, note, table
-from ssdlab.report.run_pages import is_reference, run_label
+from ssdlab.report.run_pages import is_reference, run_label, written_by_run
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Overlay
 from ssdlab.store.records import RunData
@@ -339,6 +339,77 @@ def leaderboard_page(c: Compared) -> Page:
                 f"{len(c.runs)} runs")
 
 
+def run_labels(run: RunData) -> dict[str, str]:
+    labels = run.target.get("labels")
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+def label_pages(c: Compared) -> list[Page]:
+    """Runs grouped by each ``--label`` key that tells them apart (the controller review:
+    the same drives behind several controllers): per value of the key, each workload's
+    mean over its runs, the best value of each row marked. None without such a key."""
+    parts = []
+    for key in sorted({k for r in c.runs for k in run_labels(r)}):
+        groups: dict[str, list[int]] = {}
+        for i, run in enumerate(c.runs):
+            value = run_labels(run).get(key)
+            if value is not None:
+                groups.setdefault(value, []).append(i)
+        if len(groups) >= 2:
+            parts.append(_label_table(c, key, groups))
+    parts = [p for p in parts if p]
+    if not parts:
+        return []
+    intro = note("Runs grouped by their labels (`--label KEY=VALUE`): each cell is the mean "
+                 "of the runs with that value; the best of each row in green.")
+    return [Page("compare-labels", "Grouped by label", intro + "".join(parts),
+                 f"{len(c.runs)} runs")]
+
+
+def _label_table(c: Compared, key: str, groups: dict[str, list[int]]) -> str:
+    """One label key's table: a row per leaderboard workload, a column per value."""
+    names = sorted(groups)
+    rows, classes = [], []
+    for fig_key in LEADERBOARDS:
+        metric = next((f[fig_key].metric for f in c.figs if fig_key in f), None)
+        if metric is None:
+            continue
+        means = []
+        for name in names:
+            values = [c.figs[i][fig_key].value for i in groups[name] if fig_key in c.figs[i]]
+            means.append(sum(values) / len(values) if values else None)
+        known = [m for m in means if m is not None]
+        if len(known) < 2:
+            continue
+        best = max(known) if metric.higher_is_better else min(known)
+        rows.append([esc(figure_label(fig_key, metric)), *[esc(fmt_value(m)) for m in means]])
+        classes.append(["", *["sig-up" if m == best else "" for m in means]])
+    if not rows:
+        return ""
+    header = [f"workload by {esc(key)}",
+              *[f"{esc(n)} ({len(groups[n])} run{'s' if len(groups[n]) > 1 else ''})"
+                for n in names]]
+    return f"<h3>By {esc(key)}</h3>" + table(header, rows, cell_classes=classes)
+
+
+def endurance_note(run: RunData, spec: VendorSpec) -> str:
+    """The run's writes (the drive's own count) against the rated endurance: the share of
+    the TBW, and the drive writes per day the rating allows ("" without both)."""
+    written = written_by_run(run)
+    if written is None or (spec.endurance_tbw is None and spec.dwpd is None):
+        return ""
+    host = written[0]
+    parts = [f"Endurance: this run wrote {host / 1e9:,.2f} GB by the drive's own count"]
+    if spec.endurance_tbw:
+        parts.append(f"{host / (spec.endurance_tbw * 1e12) * 100:.4f} % of the rated "
+                     f"{spec.endurance_tbw:,} TBW")
+    if spec.dwpd:
+        parts.append(f"{host / (spec.capacity_gb * 1e9):.2f} drive writes against the rated "
+                     f"{spec.dwpd} per day"
+                     + (f" over {spec.warranty_years} years" if spec.warranty_years else ""))
+    return "; ".join(parts) + "."
+
+
 def claims_page(run: RunData, label: str, spec: VendorSpec, how_matched: str,
                 index: int) -> Page:
     rows, classes = [], []
@@ -355,6 +426,7 @@ def claims_page(run: RunData, label: str, spec: VendorSpec, how_matched: str,
         classes.append(["", "", "", "", "" if ratio is None else ("pass" if good else "fail"),
                         ""])
     spec_name = f"{spec.vendor} {spec.model} {spec.capacity_gb:g} GB"
+    endurance = endurance_note(run, spec)
     body = (
         note(f"Spec sheet: {spec_name} ({spec.interface}, {spec.form_factor}); {how_matched}. "
              "Vendors state fresh-drive, high queue-depth figures; PTS figures are steady "
@@ -362,6 +434,7 @@ def claims_page(run: RunData, label: str, spec: VendorSpec, how_matched: str,
              "MB/s = 10^6 bytes/s. For latency lower is better.")
         + table(("figure", "claimed", "measured", "unit", "measured / claimed", "how measured"),
                 rows, cell_classes=classes)
+        + (note(esc(endurance)) if endurance else "")
     )
     return Page(f"claims-{index}", f"{label}: measured against claimed", body,
                 f"run {esc(run.run_id)}", run.quick)

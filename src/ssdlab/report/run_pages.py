@@ -22,6 +22,7 @@ from ssdlab.report.html import (
     kv_table,
     table,
 )
+from ssdlab.report.members_pages import member_rounds, members_page
 from ssdlab.store.records import RunData, TestData
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ def run_label(run: RunData) -> str:
     device = str(device or "?")
     if is_reference(run):
         return f"{device} (published)"
-    return f"{device.rsplit('/', 1)[-1]} {run.run_id[4:13]}"
+    labels = labels_text(run)
+    return f"{device.rsplit('/', 1)[-1]} {run.run_id[4:13]}" + (f" [{labels}]" if labels else "")
 
 
 def when(ts: float | None) -> str:
@@ -79,6 +81,64 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
          + (" B" if t.get("logical_sector_bytes") else "")),
         ("NUMA node", t.get("numa_node")),
         ("I/O scheduler", t.get("scheduler")),
+        *([("labels", labels_text(run))] if labels_text(run) else []),
+        *_array_rows(t),
+        *([("written by the run", written_text(run))] if written_text(run) else []),
+    ]
+
+
+def written_by_run(run: RunData) -> tuple[int, int, int | None] | None:
+    """What the drive counted as written between the run's first and last health-log
+    readings: (host bytes, the count's resolution, NAND bytes or None); None without
+    two readings."""
+    readings = [e.detail for e in run.events if e.kind == "health" and e.detail]
+    if len(readings) < 2:
+        return None
+    first, last = readings[0], readings[-1]
+    host = int(last["host_bytes_written"]) - int(first["host_bytes_written"])
+    media = (int(last["media_bytes_written"]) - int(first["media_bytes_written"])
+             if last.get("media_bytes_written") is not None
+             and first.get("media_bytes_written") is not None else None)
+    return host, int(last["resolution_bytes"]), media
+
+
+def written_text(run: RunData) -> str:
+    """``12.3 GB (12,300,480,000 bytes, to 512 kB) by its health log; NAND ... (2.01x)``."""
+    written = written_by_run(run)
+    if written is None:
+        return ""
+    host, resolution, media = written
+    text = (f"{host / 1e9:,.2f} GB ({host:,} bytes, to {resolution / 1e3:,.0f} kB) by the "
+            "drive's own count")
+    if media is not None and host > 0:
+        text += f"; NAND {media / 1e9:,.2f} GB ({media / host:.2f}x)"
+    return text
+
+
+def labels_text(run: RunData) -> str:
+    """The run's ``--label`` pairs, ``controller=H730, cache=wb`` ("" without any)."""
+    labels = run.target.get("labels")
+    if not isinstance(labels, dict):
+        return ""
+    return ", ".join(f"{k}={v}" for k, v in labels.items())
+
+
+def _array_rows(t: dict[str, object]) -> list[tuple[str, object]]:
+    """The array ssdlab built that the target is (or is on)."""
+    details = t.get("details")
+    array = details.get("array") if isinstance(details, dict) else None
+    if not isinstance(array, dict):
+        return []
+    members = array.get("members") if isinstance(array.get("members"), list) else []
+    return [
+        ("array", f"{array.get('backend')} {array.get('level')}, "
+                  f"{format_bytes(int(str(array.get('chunk_bytes') or 0)))} chunk, "
+                  f"{format_bytes(int(str(array.get('usable_bytes') or 0)))} usable "
+                  f"({array.get('backend_version') or 'version unknown'})"),
+        ("array members", "; ".join(
+            f"{m.get('path')} {m.get('model') or '-'} {m.get('serial') or '-'} "
+            f"write cache {m.get('write_cache') or '-'}"
+            for m in (members or []) if isinstance(m, dict))),
     ]
 
 
@@ -238,13 +298,19 @@ def _suite_pages_of(run: RunData, test: TestData) -> PageMaker | None:
 
 
 def run_pages(run: RunData, index: int) -> list[Page]:
+    """The title page, then each test's pages and, where the run sampled the member
+    devices under its target, the test's members page (report/members_pages.py)."""
     base = f"run{index}"
     pages = [title_page(run, base)]
+    members = member_rounds(run.events)
     for n, test in enumerate(run.tests):
         anchor = f"{base}-t{n}"
         maker = _suite_pages_of(run, test)
         if maker is not None:
             pages += maker(run, test, anchor)
+        if members.get(test.name):
+            pages.append(members_page(run, test, members[test.name], f"{anchor}-members",
+                                      head_left(run)))
     return pages
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.units import format_bytes
+from ssdlab.report.members_pages import member_rounds
+from ssdlab.report.members_pages import show_line as members_line
 from ssdlab.store.records import RunData, TestData
 
 QUICK_BANNER = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
@@ -115,6 +117,10 @@ def _target_line(t: dict[str, Any]) -> str:
         free = t.get("free_bytes")
         return (head + f"mounted at {t.get('mount_point') or '-'} from {t.get('source') or '-'}"
                 f", {format_bytes(free) if isinstance(free, int) else '-'} free at the start")
+    if t.get("kind") == "set":
+        members = t.get("members") if isinstance(t.get("members"), list) else []
+        return (f"target {len(members or [])} member devices {t.get('path')}: model "
+                f"{t.get('model') or '-'}, {num(t.get('capacity_bytes'))} bytes in all")
     return (head + f"model {t.get('model') or '-'}, serial {t.get('serial') or '-'}, "
             f"firmware {t.get('firmware') or '-'}, {num(t.get('capacity_bytes'))} bytes, "
             f"sectors {t.get('logical_sector_bytes')}/{t.get('physical_sector_bytes')} B")
@@ -136,6 +142,16 @@ def header_lines(run: RunData) -> list[str]:
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",
     ]
+    labels = t.get("labels")
+    if isinstance(labels, dict) and labels:
+        lines.append("labels: " + ", ".join(f"{k}={v}" for k, v in labels.items()))
+    details = t.get("details")
+    array = details.get("array") if isinstance(details, dict) else None
+    if isinstance(array, dict):
+        members = array.get("members") if isinstance(array.get("members"), list) else []
+        lines.append(f"array: {array.get('backend')} {array.get('level')} of "
+                     f"{len(members or [])} members, chunk {array.get('chunk_bytes')} B "
+                     f"({array.get('backend_version') or 'version unknown'})")
     idle = h.get("cpu_idle")
     if isinstance(idle, dict) and idle.get("wakeup_latency"):
         lines.append(f"idle CPUs: {idle['wakeup_latency']}")
@@ -193,14 +209,17 @@ def render_run(run: RunData) -> str:
     lines = header_lines(run)
     suite = find(run.suite)
     pages = suite.pages() if suite is not None else None
+    members = member_rounds(run.events)
     for test in run.tests:
         state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
         lines += ["", f"== {test.params.get('title', test.name)} [{state}]"]
         show = pages.show_of(test.name) if pages is not None else None
         if show is not None:
             lines += show(run, test)
-            continue
-        lines += [params_line(test), f"  verdict: {verdict_line(test)}"]  # a suite unknown here
+        else:  # a suite unknown here
+            lines += [params_line(test), f"  verdict: {verdict_line(test)}"]
+        if members.get(test.name):
+            lines.append(members_line(members[test.name]))
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"

@@ -19,9 +19,10 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from ssdlab.children import die_with_parent
 from ssdlab.engine.model import DirectionStats
@@ -48,6 +49,7 @@ from ssdlab.plan.file_presets import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.units import format_bytes
+from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
 from ssdlab.run.prepare import TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import (
@@ -69,6 +71,8 @@ RAM_FS = ("tmpfs", "ramfs")
 PLACEHOLDER = f"{WORK_PREFIX}XXXXXXXX"
 #: the one-line message of a complete test names this many phases at most
 MESSAGE_PHASES = 6
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,8 @@ class FilePresetRun:
         self.work: WorkDir | None = None
         self.cleanup: Cleanup | None = None
         self.notes: list[str] = []
+        #: the member devices under the directory, read around every measured phase
+        self.members: MemberSampler | None = None
 
     # -- the run ----------------------------------------------------------------------
     def execute(self, argv: list[str]) -> str:
@@ -212,6 +218,7 @@ class FilePresetRun:
         self.progress.line(f"run {self.run_id}: {plan.identity['preset_title']} in "
                            f"{self.p.dir.path} (results in {self.store.path})")
         self._set_test("running", FilePresetResult())
+        self._find_members()
         with recorded_ending(self._end, f"run {self.run_id} interrupted; the work directory "
                              f"was removed; completed phases are kept in {self.store.path}"):
             failed = self._run_test()
@@ -236,6 +243,21 @@ class FilePresetRun:
             phases=list(self.phases), summary=summary, cleanup=self.cleanup,
             notes=list(self.notes), message=summary_message(summary)))
         return False
+
+    def _find_members(self) -> None:
+        """The member devices under the directory (none: one event says why)."""
+        target = self._target()
+        details = target.get("details")
+        self.members, why = find_sampler(self.p.dir.path, "directory", "",
+                                         details if isinstance(details, dict) else target)
+        if self.members is None:
+            self.store.add_event(self.run_id, None, OFF_KIND, why, None)
+
+    def _sampled(self, measured: Callable[[], T]) -> tuple[T, Sample | None]:
+        """``measured()`` with the members read right before and after it."""
+        if self.members is None:
+            return measured(), None
+        return self.members.sample(measured)
 
     def _end(self, status: str, message: str) -> None:
         """The run stopped early (Ctrl-C, an error): the test says so too."""
@@ -315,7 +337,7 @@ class FilePresetRun:
         text = job_text(self.p, job, str(base), phase.label)
         self.progress.line(f"{self.test}: {phase.label} ({format_bytes(job.io_bytes)})")
         timeout = watchdog_seconds(job.io_bytes / MIN_BYTES_PER_S + job.files * PER_FILE_S + 5)
-        run = self.executor.run(text, timeout, json_plus=False)
+        run, sample = self._sampled(lambda: self.executor.run(text, timeout, json_plus=False))
         stats = self._stats(run, job)
         if not phase.measured:
             self.store.add_step(self.run_id, self.test, "prepare",
@@ -333,7 +355,7 @@ class FilePresetRun:
             stats.total_ios / seconds, stats.lat_mean_ns / 1000.0, job.direct, cache,
             WRITE_FSYNC if job.rw == "write" else None, frames,
             phase.frames / seconds if frames else None)
-        self._round(record, run)
+        self._round(record, run, sample=sample)
         extra = (f", {record.frames_per_s:,.1f} frames/s" if record.frames_per_s is not None
                  else "")
         self.progress.line(f"{self.test}: {phase.label}: {record.bw_bytes_per_s / 1e6:,.1f} "
@@ -355,10 +377,14 @@ class FilePresetRun:
         return stats
 
     def _round(self, record: PhaseRecord, run: FioRun | None, started: float = 0.0,
-               ended: float = 0.0) -> None:
-        """A measured phase: one stored round, and one phase of the result."""
+               ended: float = 0.0, *, sample: Sample | None = None) -> None:
+        """A measured phase: one stored round, one phase of the result, and what the
+        members did over it."""
         self.phases.append(record)
         self._add_round("ok", record.cell, [record.to_json()], run, started, ended)
+        if self.members is not None and sample is not None:
+            self.members.store(self.store, self.run_id, self.test, sample, self.round_no,
+                               record.cell, run.output if run is not None else None)
 
     def _failed_round(self, run: FioRun | None, key: str, message: str) -> NoReturn:
         now = time.time()
@@ -384,8 +410,12 @@ class FilePresetRun:
         timeout = watchdog_seconds(phase.io_bytes / MIN_BYTES_PER_S + phase.files * PER_FILE_S)
         started = time.time()
         t0 = time.monotonic()
-        for step in (command, ["sync", "-f", str(dest)]):
-            self._step(phase, step, timeout)
+
+        def copy() -> None:
+            for step in (command, ["sync", "-f", str(dest)]):
+                self._step(phase, step, timeout)
+
+        _, sample = self._sampled(copy)
         seconds = time.monotonic() - t0
         copied = sum(f.stat().st_size for f in dest.iterdir()) if dest.is_dir() else 0
         if copied != phase.io_bytes:
@@ -396,7 +426,7 @@ class FilePresetRun:
             phase.files, phase.io_bytes // phase.files, seconds,
             "wall time of the copy and sync -f", phase.io_bytes / seconds, False, cache,
             " ".join(command[: len(self.plan.copy_command)]), COPY_FSYNC)
-        self._round(record, None, started, time.time())
+        self._round(record, None, started, time.time(), sample=sample)
         self.progress.line(f"{self.test}: {phase.label}: {seconds:.3f} s, "
                            f"{record.bw_bytes_per_s / 1e6:,.1f} MB/s")
 

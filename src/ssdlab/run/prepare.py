@@ -4,6 +4,7 @@ Each suite's run module checks its own options and plan on top (``prepare_X``)."
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
 from ssdlab.plan.pts import ActiveRange, active_range
 from ssdlab.plan.units import format_bytes
+from ssdlab.run.array import array_of_target
 from ssdlab.store.records import RunData
 from ssdlab.targets.filetarget import is_ssdlab_file
 from ssdlab.targets.identity import (
@@ -209,10 +211,22 @@ def prepare_target(
     *,
     read_only: bool = False,
 ) -> PreparedTarget:
-    """fio version, target identity and safety: UserError (one line) before any I/O."""
+    """fio version, target identity and safety: UserError (one line) before any I/O. A
+    target on an array ssdlab built records the array (``details["array"]``)."""
     versions = checked_versions(fio)
     info, create = resolve_target(target, size_bytes, destroy_data, read_only)
-    return PreparedTarget(info, create, host_info(), versions)
+    return PreparedTarget(with_array(info), create, host_info(), versions)
+
+
+def with_array(info: TargetInfo) -> TargetInfo:
+    """``info`` with the provenance of the ssdlab array it is (or is on), if any."""
+    try:
+        state = array_of_target(info.path)
+    except UserError:
+        return info
+    if state is None:
+        return info
+    return dataclasses.replace(info, details={**info.details, "array": state.provenance()})
 
 
 def checked_versions(fio: str) -> dict[str, str]:

@@ -117,8 +117,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
             prefix = str(logdir / "replay")
             text = job_text(self.p, rp.replay_job(o, s.info.path, prefix))
             self.progress.phase("replay", 1, rp.planned_seconds(o))
-            run = self.executor.run(text, _timeout(o), json_plus=True,
-                                    on_tick=self.progress.tick)
+            run = s.run_fio(text, (), json_plus=True, timeout_s=_timeout(o))
             entries = self._log(prefix, run)
         finally:
             shutil.rmtree(logdir, ignore_errors=True)

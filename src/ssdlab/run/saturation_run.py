@@ -276,6 +276,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         if not run.ok:
             raise TestFailed(f"baseline after wait {wait_label(wait_s)}: {run.error}")
         index, previous_end = first, 0.0
+        first_round = round_no + 1
         outstanding = o.threads * o.iodepth
         for point in points:
             length = point.elapsed_s - previous_end
@@ -293,6 +294,9 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                                  tracking={"IOPS": point.rate}, cells=[record], fio=None,
                                  started_at=ended - length, ended_at=ended)
             index += 1
+        if round_no >= first_round:  # the members over the whole fio run, its rounds
+            self.session.member_round(HIR, first_round, run, "hir-baseline",
+                                      last_round=round_no)
         self.progress.line(f"{HIR} back to baseline after {wait_label(wait_s)}: "
                            f"{index - first} rounds")
         return round_no

@@ -9,6 +9,7 @@ decides what to run; the session does the bookkeeping the same way for all of th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import functools
 import mmap
@@ -21,10 +22,11 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, TickFn, watchdog_seconds
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
+from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target, prepare_stored
 from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store, StoreWriteError
@@ -32,10 +34,13 @@ from ssdlab.store.records import FioRecord, RoundData, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.emulator import stats as emulator_stats
 from ssdlab.targets.filetarget import create_file_target, recreate_file_target
+from ssdlab.targets.health import read_health
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.purge import PurgeOutcome, purge_block
 from ssdlab.targets.safety import ExclusiveHold
 
+#: events that keep the drive's health-log count of bytes written
+HEALTH_KIND = "health"
 #: size-based fio runs (preconditioning) are presumed stuck below this rate
 MIN_PRECONDITION_BYTES_PER_S = 2 * 1024 * 1024
 #: fio spends about 0.3 s between stonewalled cells; the watchdog allows 1 s
@@ -79,6 +84,19 @@ class FioSetup:
             f"target {self.target_path} ({self.device_class}), profile {self.profile}"
         )
         return render(self.job(cells, extra), header)
+
+
+#: what preparing a target records beyond its identity, kept when the run makes the test
+#: file (the identity of the file made replaces the planned one): the array it is on
+KEPT_DETAILS = ("array",)
+
+
+def made_file(planned: TargetInfo) -> TargetInfo:
+    """Make ssdlab's test file ``planned`` (or reuse it): its identity, with what preparing
+    it recorded beyond that (:data:`KEPT_DETAILS`)."""
+    info = create_file_target(planned.path, planned.capacity_bytes)
+    kept = {k: planned.details[k] for k in KEPT_DETAILS if k in planned.details}
+    return dataclasses.replace(info, details={**info.details, **kept}) if kept else info
 
 
 def timeout_for(cells: tuple[CellSpec, ...], extra_s: float = 0.0) -> float:
@@ -153,6 +171,10 @@ class RunSession:
         self.fio = fio
         self.run_id = ""
         self.emulator: Emulator | None = emulator_of(info.path, info.details)
+        #: the member devices under the target, read around every measured fio run
+        #: (found when the run opens: None when there are none, or they cannot be read)
+        self.members: MemberSampler | None = None
+        self._sampled: tuple[FioRun, Sample] | None = None  # the last fio run's readings
 
     def open(
         self,
@@ -171,7 +193,9 @@ class RunSession:
         )
         self.announce()
         self._process_event()
+        self._find_members()
         self.ground_truth(None, "start")
+        self.health("start")
         return self.run_id
 
     def reopen(self, run_id: str, argv: list[str]) -> None:
@@ -180,13 +204,23 @@ class RunSession:
         self.store.reopen_run(run_id, argv)
         self.announce(resumed=True)
         self._process_event()
+        self._find_members()
         self.ground_truth(None, "resume")
+        self.health("resume")
 
     def _process_event(self) -> None:
         """Which process runs this run now: ``resume`` refuses while it is alive."""
         self.store.add_event(self.run_id, None, "process", f"running in process {os.getpid()}",
                              {"pid": os.getpid(), "host": socket.gethostname(),
                               "boot_id": boot_id()})
+
+    def _find_members(self) -> None:
+        """The target's member devices, found once: without any (tmpfs, FUSE), or when
+        they cannot be read, the run is not sampled and one event says why."""
+        info = self.info
+        self.members, why = find_sampler(info.path, info.kind, info.name, info.details)
+        if self.members is None:
+            self.store.add_event(self.run_id, None, OFF_KIND, why, None)
 
     def announce(self, resumed: bool = False) -> None:
         verb = "resuming run" if resumed else "run"
@@ -208,7 +242,25 @@ class RunSession:
             yield
 
     def finish(self, failed: list[str]) -> None:
+        self.ground_truth(None, "end")
+        self.health("end")
         finish_complete(self.store, self.run_id, failed)
+
+    def health(self, when: str) -> None:
+        """Keep the drive's own count of bytes written (its health log: NVMe, the emulated
+        SSD) at the start, on resume and at the end: what the run wrote, by the drive."""
+        try:
+            reading = read_health(self.info.path, self.info.details)
+        except (TargetError, ValueError) as err:
+            self.store.add_event(self.run_id, None, "warning",
+                                 f"the drive's health log cannot be read ({err})", None)
+            return
+        if reading is None:
+            return
+        self.store.add_event(
+            self.run_id, None, HEALTH_KIND,
+            f"health log at {when}: {reading.host_bytes_written:,} bytes written "
+            f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
 
     def target_lost(self) -> str | None:
         """After a failed test: None if the target still reads, else why not (one line).
@@ -295,19 +347,41 @@ class RunSession:
         return truth
 
     def run_fio(self, text: str, cells: tuple[CellSpec, ...], *, json_plus: bool,
-                on_tick: TickFn | None = None) -> FioRun:
+                on_tick: TickFn | None = None, timeout_s: float | None = None) -> FioRun:
         """One fio invocation of ``cells`` (``text``: its job file) under the watchdog
-        :func:`timeout_for` allows it, ``on_tick`` (default: the live line's) called while
-        it runs."""
-        return self.executor.run(text, timeout_for(cells), json_plus=json_plus,
-                                 on_tick=on_tick or self.progress.tick)
+        :func:`timeout_for` allows it (or ``timeout_s``), ``on_tick`` (default: the live
+        line's) called while it runs; the target's members are read right before and
+        after it (:meth:`member_round` stores what they did)."""
+        def fio() -> FioRun:
+            return self.executor.run(
+                text, timeout_for(cells) if timeout_s is None else timeout_s,
+                json_plus=json_plus, on_tick=on_tick or self.progress.tick)
+
+        if self.members is None:
+            return fio()
+        run, sample = self.members.sample(fio)
+        self._sampled = (run, sample) if sample is not None else None
+        return run
 
     def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
                   tracking: dict[str, float], cells: list[dict[str, Any]]) -> None:
-        """Store a round that is one fio invocation, with its record and its times."""
+        """Store a round that is one fio invocation, with its record and its times, and
+        what the target's members did over it."""
         self.store.add_round(self.run_id, test, round_no, status=status, tracking=tracking,
                              cells=cells, fio=fio_record(run, phase),
                              started_at=run.started_at, ended_at=run.ended_at)
+        self.member_round(test, round_no, run, phase)
+
+    def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
+                     last_round: int | None = None) -> None:
+        """Store what the members did over ``run`` (the last fio run :meth:`run_fio` ran):
+        one ``members`` event for its round ``round_no`` (to ``last_round`` for a fio run
+        cut into several rounds). Nothing without members or readings."""
+        sampled = self._sampled
+        if self.members is None or sampled is None or sampled[0] is not run:
+            return
+        self.members.store(self.store, self.run_id, test, sampled[1], round_no, phase,
+                           run.output, last_round=last_round)
 
     def resumed_after(self, test: str, kind: str, last: RoundData, unit: str,
                       consequence: str) -> None:
@@ -520,7 +594,7 @@ class SessionRun(Generic[PS]):
     def _make_file(self) -> None:
         t = self.p.target
         if t.create_file:
-            self.session.info = create_file_target(t.info.path, t.info.capacity_bytes)
+            self.session.info = made_file(t.info)
 
     def _run(self, previous: RunData | None) -> str:
         with self.session.running():

@@ -182,7 +182,11 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             points = rate_by_bytes(self._transfers(run, prefix), self.o.slice_bytes)
         finally:
             shutil.rmtree(logdir, ignore_errors=True)
+        first_round = self._round_no + 1
         self._store_points(pass_no, with_times(points), run.started_at)
+        if self._round_no >= first_round:  # the members over the whole write, its slices
+            self.session.member_round(TEST, first_round, run, f"write pass {pass_no}",
+                                      last_round=self._round_no)
         assert run.output is not None
         verdict = analyse_pass(points, self.o.min_change, run.output.jobs[0].write.io_bytes)
         self.progress.line(f"{TEST} pass {pass_no}: {format_bytes(verdict.written_bytes)} in "

@@ -67,9 +67,9 @@ class VerifyRun(SessionRun[PreparedVerify]):
                             result={})
         cell = verify_cell(o, self.p.range)
         self.progress.phase("verify")
-        run = self.executor.run(plan.job(o, self.p.range, self.session.fio.job_text),
-                                timeout_for((cell,), 0.0) * 2 + 60, json_plus=False,
-                                on_tick=self.progress.tick)
+        run = self.session.run_fio(plan.job(o, self.p.range, self.session.fio.job_text),
+                                   (cell,), json_plus=False,
+                                   timeout_s=timeout_for((cell,), 0.0) * 2 + 60)
         stray = run.output.stray_text if run.output is not None else ""
         failures = verify_failures(run.stderr, stray, run.stdout if run.output is None else "")
         job = run.output.jobs[0] if run.output is not None and run.output.jobs else None

@@ -25,7 +25,7 @@ from ssdlab.run.prepare import (
     planned_file,
     prepare_device,
 )
-from ssdlab.run.session import PreparedSuite, RunSettings, SessionRun
+from ssdlab.run.session import PreparedSuite, RunSettings, SessionRun, made_file
 from ssdlab.targets.filetarget import create_file_target
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir
@@ -92,7 +92,7 @@ def materialised(t: WorkloadTarget) -> Iterator[TargetInfo]:
             yield dataclasses.replace(info, details=details)
         return
     if t.create_file:
-        yield create_file_target(t.info.path, t.info.capacity_bytes)
+        yield made_file(t.info)
         return
     yield t.info
 

@@ -69,6 +69,9 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        #: labels the command gave (``--label``): stored with every run it records, in its
+        #: target (``target["labels"]``)
+        self.run_labels: dict[str, str] = {}
 
     @classmethod
     def open(cls, path: Path) -> Store:
@@ -128,6 +131,8 @@ class Store:
         argv: list[str],
     ) -> str:
         """Record a new run with status "running"; return its id ``YYYYMMDD-HHMMSS-xxxx``."""
+        if self.run_labels:
+            target = {**target, "labels": dict(self.run_labels)}
         model = target.get("model")
         blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
         now = time.time()

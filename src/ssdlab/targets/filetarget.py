@@ -84,6 +84,9 @@ def recreate_file_target(path: str, size_bytes: int) -> PurgeOutcome:
     started = time.monotonic()
     try:
         remove_file_target(target)
+        # btrfs (and others) return the file's space only when the transaction commits:
+        # without it, statfs still counts the removed file and the new one "does not fit"
+        os.sync()
         create_file_target(target, size_bytes)
     except (UserError, OSError) as err:
         return PurgeOutcome("file-recreate", False, time.monotonic() - started, None, str(err))

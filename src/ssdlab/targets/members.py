@@ -69,6 +69,15 @@ def members_of_path(path: str, *, sysfs: Path = SYSFS, proc: Path = PROC) -> lis
     return members_of_device(name, sysfs=sysfs)
 
 
+def members_of_target(path: str, kind: str, name: str, *, sysfs: Path = SYSFS,
+                      proc: Path = PROC) -> list[str]:
+    """The members under a target: those of a block device (``kind`` "block", ``name`` its
+    kernel name), else those of the file system holding the file or directory ``path``."""
+    if kind == "block":
+        return members_of_device(name, sysfs=sysfs)
+    return members_of_path(path, sysfs=sysfs, proc=proc)
+
+
 @dataclass(frozen=True)
 class StatReading:
     """The stat lines of several devices and the monotonic time they were read at."""

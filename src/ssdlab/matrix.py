@@ -1,0 +1,567 @@
+"""The RAID matrix's run (issue 15, item 5): check every member, then for each level build
+the array, run the chosen suite on it through the registry, tear it down, next.
+
+It lives beside the registry, not in ``run/``, because it runs other suites: it reaches
+them through :mod:`ssdlab.suites` as the command line does. The matrix is a run of its
+own in the store (suite ``matrix``); each level is one of its tests, whose result names
+the level's own run and copies what the level comparison needs from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import socket
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ssdlab.analysis.endurance import written_between
+from ssdlab.analysis.member_check import outlier_verdict
+from ssdlab.engine.runner import Executor, FioExecutor
+from ssdlab.errors import TargetError, UserError
+from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
+from ssdlab.plan.matrix import (
+    MEMBER_CHECK,
+    SUITE,
+    LevelResult,
+    LevelRow,
+    MatrixArgs,
+    MatrixOptions,
+    MemberCheckResult,
+    MemberCheckRow,
+    MemberRoundRow,
+    MemberWritten,
+    validate,
+)
+from ssdlab.plan.member_rounds import member_rounds, summarise
+from ssdlab.plan.suite import SuiteSpec, TargetKind
+from ssdlab.run import array as arrays
+from ssdlab.run.member_check import check_members, member_check_job
+from ssdlab.run.prepare import TargetRequest, checked_versions, stored_args
+from ssdlab.run.progress import Progress
+from ssdlab.run.session import RunInterrupted, Runner, boot_id, recorded_ending
+from ssdlab.store.db import Store
+from ssdlab.store.records import RunData
+from ssdlab.suites import Suite, find
+from ssdlab.targets.health import HealthReading, read_health
+from ssdlab.targets.identity import TargetInfo, host_info, identify_block
+from ssdlab.targets.safety import DestroyData
+
+#: a file-backed array's test file takes this share of the usable space, in whole MiB
+FILE_SHARE = 0.8
+MIB = 1024 * 1024
+
+
+class _ChildParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"--suite-options: {message}")
+
+
+def child_parser(spec: SuiteSpec[Any]) -> argparse.ArgumentParser:
+    """The child suite's options, parsed as ``ssdlab run NAME`` parses them."""
+    parser = _ChildParser(prog=f"ssdlab run {spec.name}", add_help=False)
+    for o in spec.options:
+        parser.add_argument(*o.flags, **o.kwargs)
+    return parser
+
+
+@dataclass(frozen=True)
+class PreparedMatrix:
+    """Every check done: the options, the members, one plan per level, the child suite."""
+
+    args: MatrixArgs
+    options: MatrixOptions
+    members: tuple[TargetInfo, ...]
+    plans: tuple[ArrayPlan, ...]
+    child: Suite
+    destroy_data: DestroyData
+    fio: str
+    host: dict[str, object]
+    versions: dict[str, str]
+    held: tuple[str, ...]  # members held by a leftover array of ssdlab's (torn down first)
+
+    @property
+    def member_paths(self) -> list[str]:
+        return [m.path for m in self.members]
+
+
+def _child_suite(name: str) -> Suite:
+    suite = find(name)
+    if suite is None or not suite.spec.runnable or name == SUITE:
+        raise UserError(f"--suite {name!r} is not a suite a matrix can run "
+                        "(see `ssdlab run --help`)")
+    if suite.spec.target not in (TargetKind.DEVICE, TargetKind.DEVICE_OR_DIR, TargetKind.DIR):
+        raise UserError(f"--suite {name}: it does not run on one target")
+    return suite
+
+
+def _held_by_leftovers(paths: list[str]) -> dict[str, str]:
+    """Member path -> the leftover array (of a killed run) that holds it."""
+    held = {}
+    for state in arrays.load_states():
+        if state.leftover():
+            for m in state.plan.members:
+                held[os.path.realpath(m)] = state.plan.name
+    return {p: held[os.path.realpath(p)] for p in paths if os.path.realpath(p) in held}
+
+
+def _identify(paths: list[str]) -> list[TargetInfo]:
+    out = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise TargetError(f"refusing the set: member {path} does not exist")
+        out.append(identify_block(os.path.abspath(path)))
+    return out
+
+
+def prepare(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
+    """Every check before anything is written: options, the child suite and its options,
+    fio, each member through every guardrail (members a killed run's array holds are
+    checked again once it is torn down), each level's plan."""
+    o = validate(args)
+    child = _child_suite(o.suite)
+    child_parser(child.spec).parse_args([*o.suite_argv, *_placeholder_target(child.spec)])
+    versions = checked_versions(request.fio)
+    paths = [os.path.abspath(m) for m in o.members]
+    held = _held_by_leftovers(paths)
+    free = [p for p in paths if p not in held]
+    if free:
+        arrays.checked_members(free, request.destroy_data)
+    infos = _identify(paths)
+    member_bytes = min(i.capacity_bytes for i in infos)
+    plans = tuple(plan_array(o.backend, level, paths, name=o.array_name(level),
+                             member_bytes=member_bytes,
+                             mount_dir=arrays.default_mount_dir(o.array_name(level)),
+                             chunk_bytes=o.chunk_bytes) for level in o.levels)
+    return PreparedMatrix(args, o, tuple(infos), plans, child, request.destroy_data,
+                          request.fio, host_info(), versions, tuple(held))
+
+
+def _placeholder_target(spec: SuiteSpec[Any]) -> list[str]:
+    return ["--dir", "/"] if spec.target is TargetKind.DIR else ["--target", "/dev/null"]
+
+
+def prepare_resume(run: RunData, request: TargetRequest) -> PreparedMatrix:
+    """A stopped matrix prepared again: the same members (serial and size)."""
+    args = stored_args(run, MatrixArgs)
+    p = prepare(TargetRequest(None, None, None, request.destroy_data, request.fio), args)
+    then = run.target.get("members")
+    if isinstance(then, list):
+        for old, info in zip(then, p.members, strict=False):
+            if isinstance(old, dict) and (old.get("serial"), old.get("capacity_bytes")) != (
+                    info.serial, info.capacity_bytes):
+                raise TargetError(f"refusing to resume matrix {run.run_id}: member {info.path} "
+                                  "is not the same drive (serial or size changed)")
+    return p
+
+
+# -- the child suite on one level ---------------------------------------------------------
+
+
+def child_argv(p: PreparedMatrix, plan: ArrayPlan, free_bytes: int | None = None
+               ) -> list[str]:
+    """``ssdlab run SUITE ...`` as the matrix runs it on ``plan``'s array (``free_bytes``:
+    what the built file system has free, which bounds its test file)."""
+    spec = p.child.spec
+    words = list(p.options.suite_argv)
+    if spec.target is TargetKind.DIR:
+        target = ["--dir", plan.mount_dir]
+    else:
+        target = ["--target", plan.target]
+        if plan.backend != "btrfs":
+            target.append(f"--destroy-data={plan.target}")
+        elif spec.target is TargetKind.DEVICE and not _has(words, "--size"):
+            target += ["--size", str(file_bytes(plan, free_bytes))]
+    return ["ssdlab", "run", spec.name, *target, *words]
+
+
+def file_bytes(plan: ArrayPlan, free_bytes: int | None = None) -> int:
+    """The test file on a file-backed array: 80 % of the usable space (of what the file
+    system has free, once built: its metadata takes some), whole MiB."""
+    room = plan.usable_bytes if free_bytes is None else min(plan.usable_bytes, free_bytes)
+    return max(MIB, int(room * FILE_SHARE) // MIB * MIB)
+
+
+def free_space(plan: ArrayPlan) -> int | None:
+    """What a built file-backed array has free (None for block targets)."""
+    if plan.backend != "btrfs":
+        return None
+    st = os.statvfs(plan.mount_dir)
+    return st.f_bavail * st.f_frsize
+
+
+def _has(words: list[str], flag: str) -> bool:
+    return any(w == flag or w.startswith(flag + "=") for w in words)
+
+
+def _child_request(p: PreparedMatrix, argv: list[str]) -> tuple[TargetRequest, object]:
+    values = vars(child_parser(p.child.spec).parse_args(argv[3:]))
+    size = values.get("size")
+    request = TargetRequest(values.get("target"), values.get("dir"),
+                            size if isinstance(size, int) else None,
+                            values.get("destroy_data", False), p.fio)
+    return request, p.child.spec.args(values)
+
+
+# -- dry run ----------------------------------------------------------------------------
+
+
+def describe(p: PreparedMatrix) -> str:
+    o = p.options
+    lines = [f"DRY RUN: nothing will be written. Matrix of {p.child.name} on "
+             f"{', '.join(lv.removeprefix('raid') for lv in o.levels)} "
+             f"({o.backend}) over {len(p.members)} members:"]
+    lines += [f"  {m.path}: {m.model or '-'} serial {m.serial or '-'}, "
+              f"{m.capacity_bytes:,} bytes" for m in p.members]
+    lines += [f"  {path} is held by array {name}, left by a killed run: it is torn down "
+              "first" for path, name in _held_by_leftovers(p.member_paths).items()]
+    if o.member_check_seconds > 0:
+        lines += ["member check (read-only) job:",
+                  member_check_job(p.member_paths, o.member_check_seconds)]
+    for plan in p.plans:
+        lines += [f"level {plan.level}: {plan.describe()}",
+                  *(f"  $ {' '.join(c)}" for c in create_commands(plan)),
+                  f"  $ {' '.join(child_argv(p, plan))}",
+                  _child_dry_run(p, plan),
+                  *(f"  $ {' '.join(c)}" for c in destroy_commands(plan))]
+    return "\n".join(lines) + "\n"
+
+
+def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan) -> str:
+    """The child's own dry run (its job files), on a stand-in test file of the array's
+    size in a temporary directory, with the array's path put back."""
+    runner = p.child.runner()
+    stand_in = tempfile.mkdtemp(prefix="ssdlab-dry-")
+    try:
+        real = plan.mount_dir if plan.backend == "btrfs" else os.path.dirname(plan.target)
+        argv = child_argv(p, plan)
+        words = [w.replace(plan.mount_dir, stand_in) for w in argv]
+        if plan.backend != "btrfs":
+            words = [w for w in words if not w.startswith("--destroy-data")]
+            words = [os.path.join(stand_in, "ssdlab.test") if w == plan.target else w
+                     for w in words]
+            if p.child.spec.target is not TargetKind.DIR:
+                words += ["--size", str(file_bytes(plan))]
+        request, args = _child_request(p, words)
+        text = runner.describe(runner.prepare(request, args))
+        return text.replace(stand_in, real).rstrip("\n")
+    except UserError as err:
+        return f"  ({p.child.name} cannot show its job files before the array exists: {err})"
+    finally:
+        shutil.rmtree(stand_in, ignore_errors=True)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def _target_dict(p: PreparedMatrix) -> dict[str, Any]:
+    models = {m.model for m in p.members}
+    return {
+        "path": ",".join(p.member_paths), "kind": "set", "name": f"{len(p.members)} members",
+        "device_class": "set", "model": models.pop() if len(models) == 1 else None,
+        "serial": None, "firmware": None,
+        "capacity_bytes": sum(m.capacity_bytes for m in p.members),
+        "members": [arrays.member_identity(m) for m in p.members],
+    }
+
+
+class MatrixRun:
+    """One matrix in the store; its levels run one after another."""
+
+    def __init__(self, p: PreparedMatrix, store: Store, executor: Executor,
+                 progress: Progress) -> None:
+        self.p = p
+        self.store = store
+        self.executor = executor
+        self.progress = progress
+        self.run_id = ""
+
+    def say(self, line: str) -> None:
+        self.progress.line(line)
+
+    def execute(self, argv: list[str]) -> str:
+        o = self.p.options
+        arrays.clean_leftovers(say=self.say)
+        self.run_id = self.store.new_run(
+            suite=SUITE, profile=o.profile, quick=o.quick, target=_target_dict(self.p),
+            host=dict(self.p.host), plan=self._plan(), versions=dict(self.p.versions),
+            argv=argv)
+        self._process()
+        self.say(f"matrix {self.run_id}: {self.p.child.name} on "
+                 f"{', '.join(pl.level for pl in self.p.plans)} (results in {self.store.path})")
+        return self._levels(None)
+
+    def resume(self, run: RunData, argv: list[str]) -> str:
+        self.run_id = run.run_id
+        arrays.clean_leftovers(say=self.say)
+        self.store.reopen_run(run.run_id, argv)
+        self._process()
+        self.say(f"resuming matrix {self.run_id}")
+        return self._levels(run)
+
+    def _plan(self) -> dict[str, Any]:
+        return {"suite": SUITE, "args": dataclasses.asdict(self.p.args),
+                "options": {**dataclasses.asdict(self.p.options), "quick": self.p.options.quick},
+                "levels": [pl.describe() for pl in self.p.plans]}
+
+    def _process(self) -> None:
+        self.store.add_event(self.run_id, None, "process", f"running in process {os.getpid()}",
+                             {"pid": os.getpid(), "host": socket.gethostname(),
+                              "boot_id": boot_id()})
+
+    def _levels(self, previous: RunData | None) -> str:
+        interrupted = (f"matrix {self.run_id} interrupted; completed levels are kept "
+                       f"(continue it with `ssdlab resume {self.run_id}`)")
+        done = {t.name: t for t in previous.tests} if previous else {}
+        failed: list[str] = []
+        with recorded_ending(lambda s, m: self.store.finish_run(self.run_id, s, m),
+                             interrupted):
+            arrays.checked_members(self.p.member_paths, self.p.destroy_data)
+            if self.p.options.member_check_seconds > 0 and (
+                    MEMBER_CHECK not in done or done[MEMBER_CHECK].status != "complete"):
+                self._member_check()
+            for plan in self.p.plans:
+                test = done.get(plan.level)
+                if test is not None and test.status in ("complete", "failed"):
+                    self.say(f"{plan.level}: measured before, not run again")
+                    failed += [plan.level] if test.status == "failed" else []
+                    continue
+                resume_from = self._stopped_child(plan, test) if test else None
+                if not self._level(plan, resume_from):
+                    failed.append(plan.level)
+        message = f"{len(failed)} level(s) failed: {', '.join(failed)}" if failed else ""
+        self.store.finish_run(self.run_id, "complete", message)
+        return self.run_id
+
+    def _member_check(self) -> None:
+        seconds = self.p.options.member_check_seconds
+        self.say(f"member check: {seconds:g} s sequential and 4 KiB random reads per member "
+                 "(read-only)")
+        executor = self.executor
+        if isinstance(executor, FioExecutor):  # fio itself refuses any write (--readonly)
+            executor = FioExecutor(executor.fio, read_only=True)
+        results = check_members(self.p.member_paths, executor, seconds=seconds,
+                                progress=self.say)
+        verdict = outlier_verdict(results)
+        rows = [MemberCheckRow(r.name, r.seq_read_mb_s, r.rand_read_iops,
+                               r.name in verdict.outliers) for r in results]
+        result = MemberCheckResult(rows, list(verdict.outliers), verdict.message)
+        self.store.set_test(self.run_id, MEMBER_CHECK, status="complete",
+                            params={"seconds": seconds}, verdicts={"outliers":
+                                                                  list(verdict.outliers)},
+                            result=result.to_json())
+        self.say(f"member check: {verdict.message}")
+        if verdict.outliers:
+            self.store.add_event(self.run_id, MEMBER_CHECK, "warning", verdict.message, None)
+
+    def _stopped_child(self, plan: ArrayPlan, test: Any) -> RunData | None:
+        """The level's own run a killed matrix left, if its suite can resume it."""
+        started = float(test.params.get("started_at", 0.0))
+        for summary in self.store.list_runs():
+            if (summary.suite == self.p.child.name and summary.created_at >= started
+                    and summary.status != "complete"
+                    and summary.target_path.startswith(_target_root(plan))):
+                run = self.store.load(summary.run_id)
+                return run if self.p.child.spec.resumable else None
+        return None
+
+    def _level(self, plan: ArrayPlan, stopped: RunData | None) -> bool:
+        """Build, run, tear down; the level's result stored. True when it succeeded."""
+        started = time.time()
+        self.store.set_test(self.run_id, plan.level, status="running",
+                            params={"started_at": started, "array": plan.describe()},
+                            verdicts={}, result=LevelResult(plan.level, plan.backend).to_json())
+        self.say(f"== {plan.level}: {plan.describe()}")
+        child_id: str | None = stopped.run_id if stopped else None
+        error: str | None = None
+        before = self._health()
+        try:
+            members = arrays.checked_members(list(plan.members), self.p.destroy_data)
+            with arrays.built(plan, members, owner=self.run_id, say=self.say) as state:
+                child_id = self._run_child(plan, stopped)
+                provenance = state.provenance()
+        except RunInterrupted:
+            raise
+        except UserError as err:
+            error = err.message.splitlines()[0]
+            provenance = {}
+            self.say(f"{plan.level}: FAILED: {error}")
+            self.store.add_event(self.run_id, plan.level, "error", f"{plan.level} failed: "
+                                 f"{error}", None)
+            child_id = child_id or self._find_child(plan, started)
+        result = self._result(plan, child_id, provenance, error, time.time() - started)
+        result = dataclasses.replace(result, written=self._written(before))
+        self.store.set_test(self.run_id, plan.level,
+                            status="failed" if error else "complete",
+                            params={"started_at": started, "array": plan.describe()},
+                            verdicts={}, result=result.to_json())
+        return error is None
+
+    def _health(self) -> dict[str, HealthReading | None]:
+        """Each member's health-log count of bytes written (None where none is read)."""
+        out: dict[str, HealthReading | None] = {}
+        for m in self.p.members:
+            try:
+                out[m.path] = read_health(m.path, m.details)
+            except (TargetError, ValueError) as err:
+                self.say(f"{m.path}: its health log cannot be read ({err})")
+                out[m.path] = None
+        return out
+
+    def _written(self, before: dict[str, HealthReading | None]) -> list[MemberWritten]:
+        after = self._health()
+        out = []
+        for path, then in before.items():
+            now = after.get(path)
+            if then is None or now is None:
+                continue
+            w = written_between(then.host_bytes_written, now.host_bytes_written,
+                                now.resolution_bytes, then.media_bytes_written,
+                                now.media_bytes_written)
+            out.append(MemberWritten(path, w.host_bytes, w.resolution_bytes, w.media_bytes))
+        return out
+
+    def _outcome(self, child: RunData) -> list[str]:
+        """What ``ssdlab run`` prints at the end of the level's run (its suite's verdicts)."""
+        try:
+            return list(self.p.child.pages().outcome(child, self.store.path).lines)
+        except (UserError, ValueError, KeyError) as err:
+            return [f"(its outcome cannot be read: {err})"]
+
+    def _run_child(self, plan: ArrayPlan, stopped: RunData | None) -> str:
+        runner = self.p.child.runner()
+        argv = child_argv(self.p, plan, free_space(plan))
+        request, args = _child_request(self.p, argv)
+        if stopped is not None and runner.prepare_resume is not None:
+            self.say(f"{plan.level}: resuming its run {stopped.run_id} on the rebuilt array")
+            self.store.add_event(stopped.run_id, None, "warning",
+                                 "the matrix was stopped; this run continues on its array "
+                                 "rebuilt from wiped members: later rounds start from fresh "
+                                 "drives, not from the state the stopped rounds left", None)
+            prepared = runner.prepare_resume(stopped, request)
+            progress = runner.progress(prepared)
+            try:
+                return runner.resume(prepared, self.store, self.executor, progress, stopped,
+                                     argv)
+            finally:
+                progress.close()
+        prepared = runner.prepare(request, args)
+        progress = runner.progress(prepared)
+        try:
+            return runner.start(prepared, self.store, self.executor, progress).execute(argv)
+        finally:
+            progress.close()
+
+    def _find_child(self, plan: ArrayPlan, started: float) -> str | None:
+        for summary in self.store.list_runs():
+            if (summary.suite == self.p.child.name and summary.created_at >= started
+                    and summary.target_path.startswith(_target_root(plan))):
+                return summary.run_id
+        return None
+
+    def _result(self, plan: ArrayPlan, child_id: str | None, provenance: dict[str, Any],
+                error: str | None, seconds: float) -> LevelResult:
+        if child_id is None:
+            return LevelResult(plan.level, plan.backend, array=provenance, seconds=seconds,
+                               error=error)
+        child = self.store.load(child_id)
+        rounds = [r for rs in member_rounds(child.events).values() for r in rs]
+        summary = summarise(rounds)
+        slow_member, slow_rounds = _most_named(summary.slow, len(rounds))
+        return LevelResult(
+            level=plan.level, backend=plan.backend, child_run=child_id,
+            child_status=child.status_text, array=provenance, rows=level_rows(child),
+            write_penalty=summary.write_penalty, textbook_penalty=summary.textbook,
+            imbalance=summary.max_imbalance,
+            slow_member=slow_member, slow_rounds=slow_rounds, member_rounds=len(rounds),
+            members=member_round_rows(child), outcome=self._outcome(child), seconds=seconds,
+            error=error or (child.message or None if child.status != "complete" else None))
+
+
+def _most_named(slow: dict[str, int], rounds: int) -> tuple[str | None, int]:
+    """The member named slow in more than half of the rounds, and in how many."""
+    if not slow:
+        return None, 0
+    name = max(slow, key=lambda m: slow[m])
+    return (name if 2 * slow[name] > rounds else None), slow[name]
+
+
+def member_round_rows(run: RunData) -> list[MemberRoundRow]:
+    """Each member over each measured round of ``run`` (its "members" events), in order."""
+    out = []
+    seq = 0
+    for event in run.events:
+        d = event.detail
+        if event.kind != "members" or not d:
+            continue
+        seq += 1
+        for m in d.get("members") or []:
+            seconds = float(m.get("seconds") or 0) or 1.0
+            ios = int(m.get("reads", 0)) + int(m.get("writes", 0))
+            waits = int(m.get("read_wait_ms", 0)) + int(m.get("write_wait_ms", 0))
+            out.append(MemberRoundRow(
+                seq, str(event.test or ""), int(d.get("round") or 0), str(m.get("name")),
+                ios / seconds,
+                (int(m.get("read_bytes", 0)) + int(m.get("write_bytes", 0))) / seconds / 1e6,
+                waits / ios if ios else None,
+                min(100.0, 100.0 * int(m.get("busy_ms", 0)) / (seconds * 1000.0))))
+    return out
+
+
+def _target_root(plan: ArrayPlan) -> str:
+    return plan.mount_dir if plan.backend == "btrfs" else plan.target
+
+
+def level_rows(run: RunData) -> list[LevelRow]:
+    """What a level's run measured, for the comparison: each test's cells of its last
+    round (their mean where a cell ran several passes)."""
+    rows = []
+    for test in run.tests:
+        if not test.rounds:
+            continue
+        last = max(test.rounds, key=lambda r: r.round_no)
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for cell in last.cells:
+            grouped.setdefault(_cell_label(cell), []).append(cell)
+        for label, cells in grouped.items():
+            rows.append(LevelRow(
+                test.name, label, statistics.fmean(float(c.get("iops") or 0) for c in cells),
+                statistics.fmean(float(c.get("bw_bytes_per_s") or 0) for c in cells) / 1e6,
+                _opt_float(cells[0].get("read_pct")), _opt_int(cells[0].get("block_bytes"))))
+    return rows
+
+
+def _cell_label(cell: dict[str, Any]) -> str:
+    if cell.get("group"):
+        return f"{cell['group']} {cell.get('mode', '')}".strip()
+    return str(cell.get("cell", "?"))
+
+
+def _opt_float(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
+
+
+def _opt_int(v: object) -> int | None:
+    return int(v) if isinstance(v, int | float) else None
+
+
+def start(p: PreparedMatrix, store: Store, executor: Executor, progress: Progress) -> MatrixRun:
+    return MatrixRun(p, store, executor, progress)
+
+
+def _progress(p: PreparedMatrix) -> Progress:
+    return Progress()
+
+
+RUNNER: Runner[MatrixArgs, PreparedMatrix] = Runner(
+    prepare=prepare,
+    describe=describe,
+    progress=_progress,
+    start=start,
+    prepare_resume=prepare_resume,
+)

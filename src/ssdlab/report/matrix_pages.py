@@ -1,0 +1,227 @@
+"""Report pages of a RAID matrix: the member check, the levels side by side (a table like
+the NAS review's: each measurement's IOPS and MB/s per level, the best of each row
+marked; bars per level), and each level's array, write penalty and members per round."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
+from ssdlab.plan.array import LEVELS
+from ssdlab.plan.matrix import MEMBER_CHECK, LevelResult, MemberCheckResult
+from ssdlab.plan.units import format_bytes
+from ssdlab.report.charts import Series, bar_chart, line_chart
+from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
+from ssdlab.report.run_pages import head_left
+from ssdlab.report.suite import Outcome, SuitePages, result_of
+from ssdlab.report.terminal import num, text_table
+from ssdlab.store.records import RunData, TestData
+
+BTRFS_PARITY_NOTE = (
+    "btrfs RAID 5/6 does read-modify-write on 64 KiB per-device stripes and is flagged by "
+    "btrfs itself as not for production use; its measured write penalty differs from the "
+    "textbook's.")
+
+
+def levels_of(run: RunData) -> list[tuple[TestData, LevelResult]]:
+    return [(t, result_of(t, LevelResult)) for t in run.tests if t.name in LEVELS]
+
+
+def _penalty(r: LevelResult) -> str:
+    if r.write_penalty is None:
+        return "-"
+    textbook = r.textbook_penalty or TEXTBOOK_WRITE_PENALTY.get(r.level)
+    return f"{r.write_penalty:.2f}" + (f" (textbook {textbook:g})" if textbook else "")
+
+
+def _slow(r: LevelResult) -> str:
+    """The slow-member verdict over the level's rounds."""
+    if r.slow_member:
+        return f"{r.slow_member} (in {r.slow_rounds} of {r.member_rounds} rounds)"
+    if r.slow_rounds:
+        return f"none in most rounds (one named in {r.slow_rounds} of {r.member_rounds})"
+    return "none"
+
+
+def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str
+                    ) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """Header, rows and cell classes of the levels side by side for ``metric`` ("iops" or
+    "mb_s"): one row per measurement, one column per level, the best marked."""
+    keys: list[tuple[str, str]] = []
+    values: dict[tuple[str, str, str], float] = {}
+    for _, r in levels:
+        for row in r.rows:
+            key = (row.test, row.cell)
+            if key not in keys:
+                keys.append(key)
+            values[(*key, r.level)] = row.iops if metric == "iops" else row.mb_s
+    names = [r.level for _, r in levels]
+    rows, classes = [], []
+    for key in keys:
+        got = [values.get((*key, name)) for name in names]
+        best = max((v for v in got if v is not None), default=None)
+        rows.append([esc(f"{key[0]}: {key[1]}"),
+                     *["-" if v is None else num(v, 1 if metric == "mb_s" else 0) for v in got]])
+        classes.append(["", *["sig-up" if v is not None and v == best and len(names) > 1
+                              else "" for v in got]])
+    return ["measurement", *names], rows, classes
+
+
+def comparison_page(run: RunData, anchor: str) -> Page:
+    levels = levels_of(run)
+    body = note("Each measurement of the suite on every level of the same members, from "
+                "each level's last round; the best level of each row in green. Each level's "
+                "own run (its report) has every round.")
+    summary = [[esc(r.level), esc(r.child_status or t.status), _penalty(r),
+                "-" if r.imbalance is None else f"{r.imbalance:.2f}",
+                esc(_slow(r)), esc(r.child_run or "-")] for t, r in levels]
+    body += "<h3>Levels</h3>" + table(
+        ("level", "status", "write penalty (median of rounds)", "imbalance (max)",
+         "slow member", "its run"), summary)
+    for metric, title in (("iops", "IOPS"), ("mb_s", "MB/s")):
+        header, rows, classes = comparison_rows(levels, metric)
+        if rows:
+            body += f"<h3>{title} per level</h3>" + table(header, rows, cell_classes=classes)
+    _, iops_rows, _ = comparison_rows(levels, "iops")
+    if iops_rows:
+        names = [r.level for _, r in levels]
+        series = [Series(name, tuple(range(len(iops_rows))),
+                         tuple(_num_or_none(row[i + 1]) for row in iops_rows))
+                  for i, name in enumerate(names)]
+        cats = [row[0] for row in iops_rows]
+        body += charts(bar_chart(f"{anchor}-bars", "IOPS per level", cats, series,
+                                 x_label="measurement", y_label="IOPS"))
+    if any(r.backend == "btrfs" and r.level in ("raid5", "raid6") for _, r in levels):
+        body += banner("warning", BTRFS_PARITY_NOTE)
+    return Page(f"{anchor}-compare", "RAID levels compared", body, head_left(run), run.quick)
+
+
+def _num_or_none(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def level_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    r = result_of(test, LevelResult)
+    a = r.array
+    pairs: list[tuple[str, object]] = [
+        ("array", f"{r.backend} {r.level}"),
+        ("backend version", a.get("backend_version") or "-"),
+        ("chunk / stripe", format_bytes(int(a.get("chunk_bytes") or 0)) if a else "-"),
+        ("usable", format_bytes(int(a.get("usable_bytes") or 0)) if a else "-"),
+        ("target", a.get("target") or "-"),
+        ("its run", r.child_run or "-"), ("status", r.child_status or test.status),
+        ("write penalty", _penalty(r)),
+        ("slow member", _slow(r)),
+        ("time", f"{r.seconds:,.0f} s"),
+    ]
+    body = (banner("failed", r.error) if r.error else "") + kv_table(pairs)
+    if r.outcome:
+        body += "<h3>Its run's outcome</h3><pre>" + esc("\n".join(r.outcome)) + "</pre>"
+    members = a.get("members") if isinstance(a.get("members"), list) else []
+    if members:
+        body += "<h3>Members</h3>" + table(
+            ("device", "model", "serial", "firmware", "size", "write cache"),
+            [[esc(m.get("path")), esc(m.get("model") or "-"), esc(m.get("serial") or "-"),
+              esc(m.get("firmware") or "-"), esc(format_bytes(int(m.get("capacity_bytes") or 0))),
+              esc(_cache_text(m))] for m in members if isinstance(m, dict)])
+    if r.written:
+        body += "<h3>Written by the level, by each drive's own count</h3>" + note(
+            "From each member's health log before and after the level (NVMe Data Units "
+            "Written, units of 512,000 bytes; the emulated SSD keeps the same count). NAND "
+            "bytes where the drive reports them.") + table(
+            ("member", "host bytes written", "resolution", "NAND bytes", "NAND / host"),
+            [[esc(w.member), f"{w.host_bytes:,}", esc(format_bytes(w.resolution_bytes)),
+              "-" if w.media_bytes is None else f"{w.media_bytes:,}",
+              "-" if w.media_bytes is None or not w.host_bytes
+              else f"{w.media_bytes / w.host_bytes:.2f}"] for w in r.written])
+    body += _member_rounds(r, anchor)
+    if r.backend == "btrfs" and r.level in ("raid5", "raid6"):
+        body += banner("warning", BTRFS_PARITY_NOTE)
+    pages = [Page(anchor, f"Level {r.level}", body, head_left(run), run.quick)]
+    first = next((t for t in run.tests if t.name in LEVELS), None)
+    if first is not None and first.name == test.name:
+        pages.insert(0, comparison_page(run, anchor))
+    return pages
+
+
+def _cache_text(member: dict[str, object]) -> str:
+    """A member's write cache: the kernel's view, and the drive's own where it said."""
+    state = member.get("write_cache_state")
+    sysfs = str(member.get("write_cache") or "-")
+    if not isinstance(state, dict) or state.get("enabled") is None:
+        return sysfs
+    return f"{sysfs}; drive: {'on' if state['enabled'] else 'off'}"
+
+
+def _member_rounds(r: LevelResult, anchor: str) -> str:
+    if not r.members:
+        return note("No member statistics were recorded for this level.")
+    names = sorted({m.member for m in r.members})
+    out = ""
+    for attr, title, unit in (("iops", "member IOPS per round", "IOPS"),
+                              ("wait_ms", "member mean wait per I/O", "ms"),
+                              ("util_pct", "member utilisation", "%")):
+        series = []
+        for i, name in enumerate(names):
+            points = [(m.seq, getattr(m, attr)) for m in r.members if m.member == name]
+            series.append(Series(name, tuple(float(x) for x, _ in points),
+                                 tuple(y for _, y in points), colour_index=i))
+        out += charts(line_chart(f"{anchor}-{attr}", title, series, x_label="round (in order)",
+                                 y_label=unit))
+    return "<h3>Members per round</h3>" + out
+
+
+def member_check_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
+    r = result_of(test, MemberCheckResult)
+    body = banner("warning" if r.outliers else "reference", r.message) + table(
+        ("member", "sequential read MB/s", "4 KiB random read IOPS", "outlier"),
+        [[esc(x.path), num(x.seq_read_mb_s, 1), num(x.rand_read_iops), "yes" if x.outlier
+          else ""] for x in r.rows])
+    return [Page(anchor, "Member check", body, head_left(run), run.quick)]
+
+
+# -- ssdlab show, and what ssdlab run prints ---------------------------------------------
+
+
+def show_level(run: RunData, test: TestData) -> list[str]:
+    r = result_of(test, LevelResult)
+    lines = [f"  {r.backend} {r.level}: run {r.child_run or '-'} "
+             f"({r.child_status or test.status}); write penalty {_penalty(r)}, slow member "
+             f"{_slow(r)}"]
+    if r.error:
+        lines.append(f"  error: {r.error}")
+    lines += [f"  | {line}" for line in r.outcome]
+    lines += ["  " + line for line in text_table(
+        ("measurement", "IOPS", "MB/s"),
+        [(f"{x.test}: {x.cell}", num(x.iops), num(x.mb_s, 1)) for x in r.rows])]
+    return lines
+
+
+def show_member_check(run: RunData, test: TestData) -> list[str]:
+    r = result_of(test, MemberCheckResult)
+    return [f"  {r.message}", *("  " + line for line in text_table(
+        ("member", "seq read MB/s", "4K rand read IOPS"),
+        [(x.path, num(x.seq_read_mb_s, 1), num(x.rand_read_iops)) for x in r.rows]))]
+
+
+def outcome(run: RunData, store_path: Path) -> Outcome:
+    levels = levels_of(run)
+    lines = [f"matrix {run.run_id} {run.status_text}; results in {store_path}"]
+    lines += [f"  {r.level}: {r.child_status or t.status}, run {r.child_run or '-'}"
+              for t, r in levels]
+    lines.append(f"report: ssdlab report {run.run_id}")
+    failed = [r.level for t, r in levels if t.status == "failed"]
+    if failed:
+        return Outcome(tuple(lines), f"level(s) failed: {', '.join(failed)} "
+                       f"(see `ssdlab show {run.run_id}`)")
+    return Outcome(tuple(lines))
+
+
+PAGES = SuitePages(
+    pages={MEMBER_CHECK: member_check_page, **{lv: level_page for lv in LEVELS}},
+    show={MEMBER_CHECK: show_member_check, **{lv: show_level for lv in LEVELS}},
+    outcome=outcome,
+)

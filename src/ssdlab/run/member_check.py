@@ -1,0 +1,176 @@
+"""The member check before an array is built (issue 15 item 4, methodology section 4): a
+short read-only sequential read and 4 KiB random read of each member, in one fio run.
+
+The job file has two stonewalled sections per member, one after another: 128 KiB
+sequential reads and 4 KiB random reads, both at QD 32 with direct I/O, time based, no
+ramp. Every section reads; none writes. Each member reads ``seconds`` each way, split
+over ``passes`` (default 3) passes over all members, and its figure on each metric is its
+best pass (as CrystalDiskMark reports the best of its runs): a dip the host causes (other
+processes taking the CPU for a moment, which on a small host lowers one member's 4 KiB
+IOPS in one pass to 0.5-0.65x its peers') lowers one pass of one member, while a slow
+member is slow in every pass. The passes go over the members in the same order, so a
+member's passes are a whole pass apart. Measured on the 2-core VM under a competing fio
+load, the lowest of a normal member's figure against its peers' was 0.52x with one pass,
+0.76x with the best of two and 0.84x with the best of three; fio's pause between
+sections (about 0.3 s) is what each further pass costs.
+
+fio itself is the guard against writes: ``readonly`` is a command-line option of fio
+(``--readonly``, not a job-file option: fio 3.33 drops a job file that sets it), so the
+check runs only through an executor in read-only mode
+(:class:`ssdlab.engine.runner.FioExecutor` with ``read_only=True``) and refuses one that
+says it is not. The numbers go to :func:`ssdlab.analysis.member_check.outlier_verdict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ssdlab.analysis.member_check import MemberResult
+from ssdlab.engine.jobfile import RANDOM_OFFSETS, render
+from ssdlab.engine.model import FioOutput
+from ssdlab.engine.runner import Executor, TickFn, watchdog_seconds
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.specs import KIB, FioJob, JobSection
+from ssdlab.plan.units import check_fio_seconds, fio_time
+from ssdlab.run.session import FIO_CELL_OVERHEAD_S
+
+SEQ_BLOCK_BYTES = 128 * KIB
+RAND_BLOCK_BYTES = 4 * KIB
+IODEPTH = 32
+#: fio's rw= modes the check uses: reads only
+READ_MODES = ("read", "randread")
+#: passes over all members; each member's figure is its best pass
+PASSES = 3
+MIN_SECTION_SECONDS = 0.1
+MAX_SECONDS = 600.0
+MAX_PASSES = 10
+
+#: told what the check does and what each member measured, one line at a time
+LineFn = Callable[[str], None]
+
+
+class MemberCheckFailed(UserError):
+    """fio failed while checking the members (nothing was written to any)."""
+
+    exit_code = ExitCode.FAILURE
+
+
+def section_names(index: int, pass_no: int = 1) -> tuple[str, str]:
+    """The sequential and the random section of member ``index`` (from 0) in pass
+    ``pass_no`` (from 1)."""
+    return (f"pass{pass_no}-member{index + 1}-seq-read",
+            f"pass{pass_no}-member{index + 1}-rand-read")
+
+
+def _fio_filename(path: str) -> str:
+    """``path`` as fio's ``filename=`` reads it: a colon separates file names, so it is
+    escaped (``/dev/disk/by-path/pci-0000:00:17.0-ata-1``)."""
+    return path.replace(":", "\\:")
+
+
+def section_seconds(seconds: float, passes: int) -> float:
+    """One section's time: ``seconds`` split over the passes (whole milliseconds)."""
+    return round(seconds * 1000 / passes) / 1000
+
+
+def _check(paths: Sequence[str], seconds: float, passes: int) -> None:
+    if not paths:
+        raise UserError("member check: no members given")
+    repeated = sorted({p for p in paths if list(paths).count(p) > 1})
+    if repeated:
+        raise UserError(f"member check: {', '.join(repeated)} given more than once")
+    for path in paths:
+        if not path or path != path.strip() or any(c in path for c in "\n\r\0"):
+            raise UserError(f"member check: {path!r} is not a usable device path")
+    if not 1 <= passes <= MAX_PASSES:
+        raise UserError(f"member check: {passes!r} passes: give 1 to {MAX_PASSES}")
+    check_fio_seconds("member check seconds", seconds, MIN_SECTION_SECONDS * passes,
+                      MAX_SECONDS)
+
+
+def _section(name: str, path: str, rw: str, block: int, seconds: float) -> JobSection:
+    assert rw in READ_MODES
+    return JobSection(name, (
+        ("stonewall", "1"), ("filename", _fio_filename(path)), ("rw", rw), ("bs", str(block)),
+        ("iodepth", str(IODEPTH)), ("numjobs", "1"), ("time_based", "1"),
+        ("runtime", fio_time(seconds))))
+
+
+def member_check_fio_job(paths: Sequence[str], seconds: float,
+                         passes: int = PASSES) -> FioJob:
+    """The check as data: in each pass, per member a sequential and a random read
+    section."""
+    _check(paths, seconds, passes)
+    each = section_seconds(seconds, passes)
+    sections: list[JobSection] = []
+    for pass_no in range(1, passes + 1):
+        for index, path in enumerate(paths):
+            seq, rand = section_names(index, pass_no)
+            sections += [_section(seq, path, "read", SEQ_BLOCK_BYTES, each),
+                         _section(rand, path, "randread", RAND_BLOCK_BYTES, each)]
+    offsets = tuple((k, v) for k, _, v in (o.partition("=") for o in RANDOM_OFFSETS))
+    return FioJob(None, (), "libaio", direct=True, extra_global=offsets,
+                  sections=tuple(sections))
+
+
+def member_check_job(paths: Sequence[str], seconds: float, passes: int = PASSES) -> str:
+    """The job file's text (what ``--dry-run`` shows)."""
+    job = member_check_fio_job(paths, seconds, passes)
+    header = [f"ssdlab member check: {_members(len(paths))}, read only (fio --readonly)",
+              f"each member: {SEQ_BLOCK_BYTES // KIB} KiB sequential read, then "
+              f"{RAND_BLOCK_BYTES // KIB} KiB random read, QD {IODEPTH}, "
+              f"{fio_time(section_seconds(seconds, passes))} each, in each of {passes} "
+              f"pass{'' if passes == 1 else 'es'} (the best pass counts)"]
+    header += [f"member{i + 1}: {path}" for i, path in enumerate(paths)]
+    return render(job, "\n".join(header))
+
+
+def _members(count: int) -> str:
+    return f"{count} member" + ("" if count == 1 else "s")
+
+
+def planned_seconds(count: int, seconds: float, passes: int = PASSES) -> float:
+    """The fio run's time: two sections per member and pass."""
+    return 2 * count * passes * section_seconds(seconds, passes)
+
+
+def _result(output: FioOutput, index: int, path: str, passes: int) -> MemberResult:
+    """Member ``index``'s best pass on each metric."""
+    seq_mb_s: list[float] = []
+    rand_iops: list[float] = []
+    for pass_no in range(1, passes + 1):
+        seq, rand = section_names(index, pass_no)
+        try:
+            seq_job, rand_job = output.job(seq), output.job(rand)
+        except KeyError as exc:
+            raise MemberCheckFailed(f"member check: fio reported no result for {path} "
+                                    f"(section {exc.args[0]})") from None
+        seq_mb_s.append(seq_job.read.bw_bytes_per_s / 1e6)
+        rand_iops.append(rand_job.read.iops)
+    return MemberResult(path, max(seq_mb_s), max(rand_iops))
+
+
+def check_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
+                  passes: int = PASSES, progress: LineFn | None = None,
+                  on_tick: TickFn | None = None) -> list[MemberResult]:
+    """Read each member for ``seconds`` sequentially and ``seconds`` at random, split over
+    ``passes``, in one fio run through ``executor`` (which must be read-only); each
+    member's best pass, in the order given. ``progress`` is told what runs and what each
+    member measured."""
+    if getattr(executor, "read_only", None) is False:
+        raise ValueError("the member check runs fio read-only: FioExecutor(read_only=True)")
+    text = member_check_job(paths, seconds, passes)
+    planned = planned_seconds(len(paths), seconds, passes)
+    say = progress or (lambda _line: None)
+    say(f"member check: {_members(len(paths))}, sequential and 4 KiB random reads, "
+        f"{fio_time(seconds)} each in {passes} pass{'' if passes == 1 else 'es'} "
+        f"(about {planned:g} s)")
+    timeout = watchdog_seconds(planned + FIO_CELL_OVERHEAD_S * 2 * len(paths) * passes)
+    run = executor.run(text, timeout, json_plus=False, on_tick=on_tick)
+    if not run.ok or run.output is None:
+        raise MemberCheckFailed(f"member check failed: {run.error or 'fio printed no results'}")
+    results = [_result(run.output, i, path, passes) for i, path in enumerate(paths)]
+    for r in results:
+        say(f"member check: {r.name}: sequential read {r.seq_read_mb_s:,.1f} MB/s, "
+            f"4 KiB random read {r.rand_read_iops:,.0f} IOPS")
+    return results

@@ -1,0 +1,126 @@
+"""A set of members is refused whole when one member is mounted, busy or carries data
+that --destroy-data does not name (issue 15): a one-line error naming that member, exit
+status 3, and no member's first or last 64 MiB changes; nothing is built."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LoopFactory
+from tests.support.browser import require_tool
+
+pytestmark = [pytest.mark.root]
+
+MIB = 1024 * 1024
+EDGE = 64 * MIB
+
+
+def _edges(device: str) -> tuple[str, str]:
+    """sha256 of the first and the last 64 MiB."""
+    size = int(subprocess.run(["blockdev", "--getsize64", device], capture_output=True,
+                              text=True, check=True).stdout)
+    out = []
+    with open(device, "rb") as fh:
+        for offset in (0, size - EDGE):
+            fh.seek(offset)
+            out.append(hashlib.sha256(fh.read(EDGE)).hexdigest())
+    return out[0], out[1]
+
+
+def _ssdlab(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ssdlab", *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=120, check=False)
+
+
+@contextmanager
+def _held(device: str) -> Iterator[None]:
+    fd = os.open(device, os.O_RDONLY | os.O_EXCL)
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_one_refused_member_refuses_the_set(loop_device: LoopFactory, shm_dir: Path) -> None:
+    require_tool("mkfs.ext4", "e2fsprogs")
+    require_tool("mkfs.btrfs", "btrfs-progs")
+    m = [loop_device(160 * MIB) for _ in range(4)]
+    for device in m:  # random data at both ends: any write there would show
+        with open(device, "r+b") as fh:
+            fh.write(os.urandom(EDGE))
+            fh.seek(160 * MIB - EDGE)
+            fh.write(os.urandom(EDGE))
+    for device in (m[1], m[3]):
+        subprocess.run(["mkfs.ext4", "-q", "-F", device], check=True, capture_output=True)
+    mount = shm_dir / "mnt"
+    mount.mkdir()
+    # read-only, so that the file system itself writes nothing to it while mounted
+    subprocess.run(["mount", "-o", "ro", m[1], str(mount)], check=True, capture_output=True)
+    env = {"SSDLAB_STATE_DIR": str(shm_dir / "state"), "SSDLAB_STORE": str(shm_dir / "r.db")}
+    before = {d: _edges(d) for d in m}
+
+    def refused(result: subprocess.CompletedProcess[str], member: str, why: str) -> None:
+        """Refused in one line naming ``member``; no member's edges changed since
+        ``before`` (taken again after the test's own mount and unmount)."""
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 3, result.stdout + result.stderr
+        assert len(lines) == 1 and member in lines[0] and why in lines[0], lines
+        assert {d: _edges(d) for d in m} == before
+        assert not list((shm_dir / "state").glob("*.json"))
+
+    # mounted: the second member
+    refused(_ssdlab("array", "create", "--backend", "btrfs", "--level", "5", *m,
+                    "--destroy-data", env=env), m[1], "mounted")
+    subprocess.run(["umount", str(mount)], check=True)
+    # unconfirmed: the second and fourth carry ext4; the confirmation names only the second
+    refused(_ssdlab("array", "create", "--backend", "btrfs", "--level", "10", *m,
+                    f"--destroy-data={m[1]}", env=env), m[3], "carries")
+    # busy: another program holds the third open exclusively (through the matrix)
+    with _held(m[2]):
+        refused(_ssdlab("run", "matrix", "--members", ",".join(m), "--backend", "btrfs",
+                        "--levels", "0", f"--destroy-data={m[1]},{m[3]}", env=env),
+                m[2], "in use")
+    # a confirmation that names no member
+    stray = _ssdlab("array", "create", "--backend", "btrfs", "--level", "0", m[0], m[2],
+                    f"--destroy-data={m[1]}", env=env)
+    assert stray.returncode != 0 and "not one of the members" in stray.stderr
+    assert {d: _edges(d) for d in m} == before
+
+
+def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
+                                                shm_dir: Path) -> None:
+    # this kernel has neither md nor ZFS: their commands are shown, never run
+    m = [loop_device(80 * MIB) for _ in range(4)]
+    env = {"SSDLAB_STATE_DIR": str(shm_dir / "state"), "SSDLAB_STORE": str(shm_dir / "r.db")}
+    before = {d: _edges(d) for d in m}
+    md = _ssdlab("array", "create", "--backend", "md", "--level", "6", "--chunk", "64KiB",
+                 "--name", "lab", *m, "--destroy-data", "--dry-run", env=env)
+    assert md.returncode == 0, md.stderr
+    assert (f"$ mdadm --create /dev/md/lab --run --metadata=1.2 --level=6 --raid-devices=4 "
+            f"--chunk=64 {' '.join(m)}") in md.stdout
+    assert "$ mdadm --wait /dev/md/lab" in md.stdout
+    assert f"$ mdadm --zero-superblock {' '.join(m)}" in md.stdout
+    zfs = _ssdlab("run", "matrix", "--members", ",".join(m), "--backend", "zfs", "--levels",
+                  "1,10,5,6", "--suite", "cdm", "--suite-options", "--profile quick --modes read",
+                  "--member-check-seconds", "1", "--destroy-data", "--dry-run", env=env)
+    assert zfs.returncode == 0, zfs.stderr
+    out = zfs.stdout
+    assert f"$ zpool create -f -o ashift=12 -m none ssdlab-m-raid1 mirror {' '.join(m)}" in out
+    assert (f"$ zpool create -f -o ashift=12 -m none ssdlab-m-raid10 mirror {m[0]} {m[1]} "
+            f"mirror {m[2]} {m[3]}") in out
+    assert f"ssdlab-m-raid5 raidz1 {' '.join(m)}" in out
+    assert f"ssdlab-m-raid6 raidz2 {' '.join(m)}" in out
+    assert "$ zfs create -V" in out and "volblocksize=16384 ssdlab-m-raid6/ssdlab" in out
+    assert out.count("$ zpool destroy -f ssdlab-m-") == 4
+    assert "readonly" in out or "read only" in out  # the member check's job file
+    assert out.count("filename=/dev/zvol/ssdlab-m-raid6/ssdlab") >= 1  # the suite's jobs
+    assert {d: _edges(d) for d in m} == before
+    assert not (shm_dir / "state").exists() or not list((shm_dir / "state").iterdir())

@@ -1,0 +1,145 @@
+"""The RAID matrix for real (issue 15): four emulated SSDs, btrfs RAID 0, 1, 10 and 5 one
+after another with a quick PTS IOPS test on each; the matrix is killed (SIGKILL) in the
+middle of RAID 1 and resumed: it completes, the level measured before the kill is not run
+again, the stopped level's own run goes on after its last round, and no array, mount or
+signature is left. The report compares the four levels side by side in Chromium and shows
+the members per round; each level's bytes written match the emulators' own count."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ssdlab.store.db import Store
+from ssdlab.targets import emulator
+from tests.support.browser import Browser, require_chromium, require_tool
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+MIB = 1024 * 1024
+LEVELS = ("raid0", "raid1", "raid10", "raid5")
+CHILD = ("--profile quick --tests iops --block-sizes 4 --mixes 0/100,100/0 "
+         "--round-seconds 0.5 --max-rounds 5 --no-precondition")
+
+
+def _ssdlab(*args: str, env: dict[str, str], timeout: float = 600
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ssdlab", *args], capture_output=True,
+                          text=True, env={**os.environ, **env}, timeout=timeout, check=False)
+
+
+def _rounds(store: Path) -> list[tuple[str, str, int, float]]:
+    """(run, suite, round, when it started) of every stored round, in the order run."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT r.id, r.suite, d.round_no, d.started_at FROM rounds d JOIN "
+                          "runs r ON r.id = d.run_id ORDER BY d.started_at").fetchall()
+    return [(str(a), str(b), int(c), float(d)) for a, b, c, d in rows]
+
+
+def _matrix_and_levels(store: Path) -> tuple[str, dict[str, str]]:
+    with sqlite3.connect(store) as db:
+        runs = db.execute("SELECT id, suite, target_path FROM runs ORDER BY created_at"
+                          ).fetchall()
+    matrix = next(str(r[0]) for r in runs if r[1] == "matrix")
+    levels = {lv: str(r[0]) for r in runs if r[1] == "pts" for lv in LEVELS
+              if f"-{lv}/" in str(r[2])}
+    return matrix, levels
+
+
+def _wait_for(what: str, done: object, timeout: float = 240) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if callable(done) and done():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_matrix_killed_and_resumed_compares_levels(emu_run_dir: Path, shm_dir: Path) -> None:
+    require_tool("mkfs.btrfs", "btrfs-progs")
+    chromium = require_chromium()
+    assert chromium
+    emus = [emulator.start(f"x{i}", "enterprise-tlc", 128 * MIB, loop=True) for i in range(4)]
+    members = [str(e.loop_device) for e in emus]
+    store = shm_dir / "r.sqlite"
+    env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir), "SSDLAB_STATE_DIR": str(shm_dir / "state"),
+           "SSDLAB_STORE": str(store)}
+    argv = [sys.executable, "-m", "ssdlab", "run", "matrix", "--members", ",".join(members),
+            "--backend", "btrfs", "--levels", "0,1,10,5", "--suite", "pts", "--suite-options",
+            CHILD, "--member-check-seconds", "0.5", "--destroy-data"]
+    log = (shm_dir / "first.log").open("w")
+    first = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                             env={**os.environ, **env})
+    try:
+        # killed once RAID 1's own run has stored two rounds
+        _wait_for("RAID 1's second round", lambda: store.exists() and sum(
+            1 for run, suite, _, _ in _rounds(store) if suite == "pts"
+            and run == _matrix_and_levels(store)[1].get("raid1")) >= 2)
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        log.close()
+    _, before = _matrix_and_levels(store)
+    rounds_before = _rounds(store)
+    assert set(before) == {"raid0", "raid1"}
+    assert list((shm_dir / "state").glob("*.json")), "the killed run left its array's state"
+
+    matrix, _ = _matrix_and_levels(store)
+    resumed = _ssdlab("resume", matrix, "--destroy-data", env=env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
+    assert "tearing it down" in resumed.stdout  # the killed run's RAID 1 array
+
+    _, after = _matrix_and_levels(store)
+    assert set(after) == set(LEVELS)
+    assert after["raid0"] == before["raid0"] and after["raid1"] == before["raid1"]
+    rounds_after = _rounds(store)
+    assert rounds_after[:len(rounds_before)] == rounds_before  # nothing measured is lost
+    raid0 = [r for r in rounds_after if r[0] == before["raid0"]]
+    assert raid0 == [r for r in rounds_before if r[0] == before["raid0"]]  # not run again
+    raid1 = [n for run, _, n, _ in rounds_after if run == before["raid1"]]
+    assert raid1 == sorted(set(raid1)), "a round of RAID 1 was measured twice"
+
+    with Store.open(store) as s:
+        run = s.load(matrix)
+    assert run.status == "complete" and run.message == ""
+    for level in LEVELS:
+        result = run.test(level).result
+        assert run.test(level).status == "complete"
+        assert result["child_status"] == "complete"
+        assert len(result["rows"]) == 2 and all(r["iops"] > 0 for r in result["rows"])
+        assert {m["member"] for m in result["members"]} == {Path(m).name for m in members}
+        written = {w["member"]: w for w in result["written"]}
+        assert set(written) == set(members)
+    assert abs(run.test("raid0").result["write_penalty"] - 1.0) <= 0.15
+    assert abs(run.test("raid10").result["write_penalty"] - 2.0) <= 0.30
+
+    # nothing left: no state file, no mount, no signature on any member
+    assert not list((shm_dir / "state").glob("*.json"))
+    mounts = Path("/proc/mounts").read_text(encoding="ascii")
+    assert str(shm_dir / "state") not in mounts
+    for member in members:
+        probe = subprocess.run(["wipefs", "--no-act", member], capture_output=True,
+                               text=True, check=True)
+        assert probe.stdout.strip() == "", f"{member} still carries {probe.stdout}"
+
+    out = shm_dir / "report"
+    made = _ssdlab("report", matrix, "-o", str(out), "--no-pdf", env=env)
+    assert made.returncode == 0, made.stderr
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "RAID levels compared" in html and "Members per round" in html
+    with Browser() as browser, browser.open_page(out / "report.html") as page:
+        assert page.console_errors() == []
+        headers = page.evaluate(
+            "Array.from(document.querySelectorAll('th')).map(t => t.textContent)")
+        assert all(level in headers for level in LEVELS)
+        charts = page.evaluate("document.querySelectorAll('svg').length")
+        assert charts >= 4 * 3  # three member charts per level, and the bars

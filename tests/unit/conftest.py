@@ -1,0 +1,23 @@
+"""What every unit test shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ssdlab.run import file_presets_run, session
+
+
+@pytest.fixture(autouse=True)
+def no_member_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in unit tests do not sample the member devices under their target: a test file
+    under the temporary directory would sample the machine's own disk (other I/O in the
+    figures, and a members page only where /tmp is on a disk), so each run says it was
+    not sampled instead. Tests of the sampling give a run fake members of their own
+    (tests/unit/test_member_rounds.py)."""
+    def off(path: str, *args: Any, **kwargs: Any) -> tuple[None, str]:
+        return None, f"member devices not sampled in unit tests ({path})"
+
+    monkeypatch.setattr(session, "find_sampler", off)
+    monkeypatch.setattr(file_presets_run, "find_sampler", off)

@@ -1,0 +1,156 @@
+"""Arrays ssdlab builds (run/array.py) without a device: each member's own --destroy-data,
+the state file, leftovers of killed runs, and the commands build and teardown run (a
+fake command runner records them). Real btrfs arrays: tests/integration/test_matrix_real.py
+and test_array_refusal_real.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ssdlab.errors import UserError
+from ssdlab.plan.array import plan_array
+from ssdlab.run import array as arrays
+from ssdlab.targets.identity import TargetInfo
+
+MIB = 1024 * 1024
+
+
+def _info(path: str, serial: str | None) -> TargetInfo:
+    return TargetInfo(path, "block", Path(path).name, "nvme", "Model X", serial, "1.0",
+                      64 * MIB, 512, 512, False, None, None, None, {})
+
+
+class FakeCommands:
+    """Records each command; fails those starting with a word in ``failing``."""
+
+    def __init__(self, failing: tuple[str, ...] = ()) -> None:
+        self.commands: list[list[str]] = []
+        self.failing = failing
+
+    def __call__(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        self.commands.append(argv)
+        code = 1 if argv[0] in self.failing else 0
+        return subprocess.CompletedProcess(argv, code, "", f"{argv[0]}: it broke\n")
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SSDLAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(arrays, "check_backend", lambda backend: None)
+    monkeypatch.setattr(arrays, "backend_version", lambda backend: "mdadm - v4.2")
+    monkeypatch.setattr(arrays, "write_cache_state",  # no command on a made-up /dev/sdb
+                        lambda path, name, sysfs=None: {"sysfs": "write back", "enabled": True})
+    return tmp_path / "state"
+
+
+def _plan(backend: str = "md", level: str = "5", name: str = "lab1"):  # type: ignore[no-untyped-def]
+    members = ["/dev/sdb", "/dev/sdc", "/dev/sdd"]
+    return plan_array(backend, level, members, name=name, member_bytes=64 * MIB,
+                      mount_dir=arrays.default_mount_dir(name))
+
+
+def test_each_member_gets_the_confirmation_naming_it() -> None:
+    infos = [_info("/dev/sdb", "S1"), _info("/dev/sdc", "S2"), _info("/dev/sdd", None)]
+    assert arrays.member_consent(infos, "S2, S1") == ["S1", "S2", True]
+    assert arrays.member_consent(infos, True) == [True, True, True]
+    assert arrays.member_consent(infos, False) == [False, False, False]
+
+
+def test_a_confirmation_naming_no_member_is_refused() -> None:
+    infos = [_info("/dev/sdb", "S1"), _info("/dev/sdc", "S2")]
+    with pytest.raises(UserError, match="names S9, which is not one of the members"):
+        arrays.member_consent(infos, "S1,S9")
+
+
+def test_build_writes_the_state_first_and_runs_every_command(state_dir: Path) -> None:
+    fake = FakeCommands()
+    plan = _plan()
+    seen: list[bool] = []
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        seen.append((state_dir / "lab1.json").exists())
+        return fake(argv)
+
+    state = arrays.build(plan, [_info(m, None) for m in plan.members], owner="R1",
+                         say=lambda _: None, run=run)
+    assert all(seen), "a command ran before the state file was written"
+    assert [c[:2] for c in fake.commands] == [["mdadm", "--create"], ["mdadm", "--wait"]]
+    loaded = arrays.find_state("lab1")
+    assert loaded.status == "ready" and loaded.owner == "R1" and loaded.plan == plan
+    assert loaded.backend_version == "mdadm - v4.2" and state.pid == loaded.pid
+    assert [m["path"] for m in loaded.members] == list(plan.members)
+
+
+def test_a_failed_build_tears_down_what_it_built(state_dir: Path) -> None:
+    fake = FakeCommands(failing=("mdadm",))
+    plan = _plan()
+    with pytest.raises(UserError, match=r"mdadm --create .* failed: mdadm: it broke"):
+        arrays.build(plan, [_info(m, None) for m in plan.members], say=lambda _: None,
+                     run=fake)
+    assert ["wipefs", "--all", "--quiet", *plan.members] in fake.commands
+    # the wipe itself succeeded, but mdadm --zero-superblock failed: the state is kept
+    assert (state_dir / "lab1.json").exists()
+
+
+def test_teardown_removes_the_state_only_when_everything_worked(state_dir: Path) -> None:
+    plan = _plan("zfs", "5", "tank")
+    fake = FakeCommands()
+    arrays.build(plan, [_info(m, None) for m in plan.members], say=lambda _: None, run=fake)
+    state = arrays.find_state("tank")
+    fake.commands.clear()
+    arrays.teardown(state, say=lambda _: None, run=fake)
+    assert fake.commands[0] == ["zpool", "destroy", "-f", "tank"]
+    assert fake.commands[-1] == ["wipefs", "--all", "--quiet", *plan.members]
+    assert not (state_dir / "tank.json").exists()
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_leftovers_are_arrays_of_dead_runs_only(state_dir: Path) -> None:
+    fake = FakeCommands()
+    for name, owner in (("kept", None), ("ours", "R1"), ("dead", "R2")):
+        plan = _plan("zfs", "5", name)
+        state = arrays.build(plan, [_info(m, None) for m in plan.members], owner=owner,
+                             say=lambda _: None, run=fake)
+        if name != "ours":
+            state.pid = _dead_pid()
+            state.save()
+    leftovers = {s.plan.name for s in arrays.load_states() if s.leftover()}
+    # an array made by `array create` stays until `array destroy`; a live run's stays
+    assert leftovers == {"dead"}
+    fake.commands.clear()
+    said: list[str] = []
+    assert arrays.clean_leftovers(say=said.append, run=fake) == ["dead"]
+    assert ["zpool", "destroy", "-f", "dead"] in fake.commands
+    assert "left by a stopped run" in said[0]
+    assert {s.plan.name for s in arrays.load_states()} == {"kept", "ours"}
+
+
+def test_an_unreadable_state_file_is_named(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True)
+    (state_dir / "bad.json").write_text("{", encoding="utf-8")
+    with pytest.raises(UserError, match=r"bad.json cannot be read"):
+        arrays.load_states()
+
+
+def test_a_test_file_on_a_btrfs_array_is_found_with_its_provenance(state_dir: Path) -> None:
+    plan = plan_array("btrfs", "10", ["/dev/a", "/dev/b", "/dev/c", "/dev/d"], name="fs1",
+                      member_bytes=64 * MIB, mount_dir=str(state_dir / "mnt" / "fs1"))
+    fake = FakeCommands()
+    arrays.build(plan, [_info(m, f"S{m[-1]}") for m in plan.members], say=lambda _: None,
+                 run=fake)
+    found = arrays.array_of_target(str(state_dir / "mnt" / "fs1" / "ssdlab.test"))
+    assert found is not None
+    prov = found.provenance()
+    assert prov["backend"] == "btrfs" and prov["level"] == "raid10"
+    assert prov["chunk_bytes"] == 64 * 1024 and prov["usable_bytes"] == 128 * MIB
+    assert [m["serial"] for m in prov["members"]] == ["Sa", "Sb", "Sc", "Sd"]
+    assert arrays.array_of_target("/somewhere/else") is None

@@ -1,0 +1,226 @@
+"""The member check before an array is built (issue 15 item 4): the outlier verdict on
+constructed numbers, the read-only job file, and the check through the fake fio."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ssdlab.analysis.member_check import MemberResult, outlier_verdict
+from ssdlab.engine.runner import FioExecutor
+from ssdlab.errors import UserError
+from ssdlab.run.member_check import (
+    MemberCheckFailed,
+    check_members,
+    member_check_job,
+    section_names,
+)
+from tests.support.fake_fio import FakeFio
+
+LOOPS = [f"/dev/loop{i}" for i in range(4)]
+
+
+def _results(iops: list[float], mb_s: list[float] | None = None) -> list[MemberResult]:
+    mb = mb_s or [1000.0] * len(iops)
+    return [MemberResult(LOOPS[i], mb[i], v) for i, v in enumerate(iops)]
+
+
+# -- the verdict --------------------------------------------------------------------
+
+
+def test_one_slow_member_is_named_with_its_metric_and_numbers() -> None:
+    verdict = outlier_verdict(_results([6800, 6900, 6700, 2100]))
+    assert verdict.outliers == ("/dev/loop3",)
+    assert ("/dev/loop3: 4 KiB random read 2,100 IOPS, 0.31x its peers' 6,800"
+            in verdict.message)
+    assert "1 of 4 members below 0.8x" in verdict.message
+    assert len(verdict.lines) == 4
+    assert verdict.lines[3].endswith("-- slow")
+    assert not any(line.endswith("-- slow") for line in verdict.lines[:3])
+
+
+def test_a_slow_sequential_rate_is_named_as_such() -> None:
+    verdict = outlier_verdict(_results([50_000] * 4, [1091.0, 1090.0, 273.0, 1092.0]))
+    assert verdict.outliers == ("/dev/loop2",)
+    assert "/dev/loop2: sequential read 273.0 MB/s, 0.25x its peers' 1,091.0" in verdict.message
+    assert "random read" not in verdict.message
+
+
+def test_slow_on_both_metrics_names_both() -> None:
+    verdict = outlier_verdict(_results([50_000, 50_000, 12_500], [1091.0, 1090.0, 273.0]))
+    assert verdict.outliers == ("/dev/loop2",)
+    assert "sequential read 273.0 MB/s" in verdict.message
+    assert " and 4 KiB random read 12,500 IOPS, 0.25x" in verdict.message
+
+
+def test_none_slow_names_none() -> None:
+    # 10 % apart: noise, not an outlier
+    verdict = outlier_verdict(_results([50_000, 45_000, 49_000, 52_000],
+                                       [1000.0, 950.0, 1050.0, 900.0]))
+    assert verdict.outliers == ()
+    assert verdict.message == ("member check: no outlier among 4 members "
+                               "(none below 0.8x its peers)")
+    assert len(verdict.lines) == 4 and not any("slow" in line for line in verdict.lines)
+
+
+def test_the_bound_is_strict_and_the_ratio_is_a_parameter() -> None:
+    assert outlier_verdict(_results([1000, 1000, 800])).outliers == ()  # exactly 0.8x
+    assert outlier_verdict(_results([1000, 1000, 799])).outliers == ("/dev/loop2",)
+    assert outlier_verdict(_results([1000, 1000, 600]), ratio=0.5).outliers == ()
+    with pytest.raises(ValueError):
+        outlier_verdict(_results([1, 2]), ratio=1.0)
+
+
+def test_two_members_name_the_slower_one_only() -> None:
+    verdict = outlier_verdict(_results([10_000, 4_000]))
+    assert verdict.outliers == ("/dev/loop1",)
+    assert "0.40x its peers' 10,000" in verdict.message
+    # the faster one is 2.5x its peer: marked in its line, not an outlier
+    assert "(above its peers)" in verdict.lines[0]
+    assert outlier_verdict(_results([10_000, 9_000])).outliers == ()
+
+
+def test_one_member_or_none_gives_no_verdict() -> None:
+    one = outlier_verdict(_results([10_000]))
+    assert one.outliers == ()
+    assert one.message == "member check: one member, nothing to compare"
+    assert one.lines == ("/dev/loop0: sequential read 1,000.0 MB/s, "
+                         "4 KiB random read 10,000 IOPS",)
+    none = outlier_verdict([])
+    assert none.outliers == () and none.lines == ()
+    assert "no members, nothing to compare" in none.message
+
+
+def test_zero_iops() -> None:
+    # a member that read nothing is an outlier ...
+    verdict = outlier_verdict(_results([6800, 6900, 0]))
+    assert verdict.outliers == ("/dev/loop2",)
+    assert "4 KiB random read 0 IOPS, 0.00x its peers' 6,850" in verdict.message
+    # ... but against peers that read nothing there is no ratio to judge
+    nothing = outlier_verdict(_results([0, 0, 0]))
+    assert nothing.outliers == ()
+    assert all("its peers measured none" in line for line in nothing.lines)
+
+
+def test_results_are_checked() -> None:
+    with pytest.raises(ValueError):
+        MemberResult("/dev/loop0", float("nan"), 1.0)
+    with pytest.raises(ValueError):
+        MemberResult("/dev/loop0", 1.0, -1.0)
+    with pytest.raises(ValueError, match="repeat"):
+        outlier_verdict([MemberResult("a", 1, 1), MemberResult("a", 1, 1)])
+
+
+# -- the job file -------------------------------------------------------------------
+
+
+def _sections(text: str) -> list[dict[str, str]]:
+    sections: list[dict[str, str]] = []
+    for line in text.splitlines():
+        head = re.fullmatch(r"\[(.+)\]", line)
+        if head:
+            sections.append({"name": head.group(1)})
+        elif "=" in line and not line.startswith(";"):
+            key, value = line.split("=", 1)
+            sections[-1][key] = value
+    return sections
+
+
+def test_the_job_reads_every_member_and_never_writes() -> None:
+    text = member_check_job(LOOPS, 1.5)  # 1.5 s each way per member: three passes of 0.5 s
+    glob, *sections = _sections(text)
+    assert glob["name"] == "global" and glob["direct"] == "1"
+    assert "filename" not in glob  # each section names its member
+    # read only: fio's guard is its command-line option (fio 3.33 has no job-file
+    # readonly=); the header says so and check_members refuses a writing executor
+    assert "fio --readonly" in text and "readonly=" not in text
+    assert len(sections) == 3 * 2 * len(LOOPS)
+    for pass_no in (1, 2, 3):
+        for i, path in enumerate(LOOPS):
+            at = 2 * len(LOOPS) * (pass_no - 1) + 2 * i
+            seq, rand = sections[at], sections[at + 1]
+            assert (seq["name"], rand["name"]) == section_names(i, pass_no)
+            assert seq["filename"] == rand["filename"] == path
+            assert (seq["rw"], seq["bs"]) == ("read", "131072")
+            assert (rand["rw"], rand["bs"]) == ("randread", "4096")
+            for s in (seq, rand):
+                assert s["stonewall"] == "1" and s["iodepth"] == "32"
+                assert s["time_based"] == "1" and s["runtime"] == "500ms"
+                assert "ramp_time" not in s
+    modes = {value for line in text.splitlines() if line.startswith("rw")
+             for value in [line.split("=", 1)[1]]}
+    assert modes == {"read", "randread"}
+    assert not re.search(r"write|trim|verify", text.split("[global]", 1)[1])
+
+
+def test_the_job_escapes_colons_and_refuses_bad_input() -> None:
+    text = member_check_job(["/dev/disk/by-path/pci-0000:00:17.0-ata-1"], 0.5, passes=1)
+    assert "filename=/dev/disk/by-path/pci-0000\\:00\\:17.0-ata-1" in text
+    assert "runtime=500ms" in text and text.count("[pass1-") == 2 and "[pass2-" not in text
+    with pytest.raises(UserError, match="no members"):
+        member_check_job([], 1.0)
+    with pytest.raises(UserError, match="more than once"):
+        member_check_job(["/dev/loop0", "/dev/loop0"], 1.0)
+    with pytest.raises(UserError, match="seconds"):
+        member_check_job(["/dev/loop0"], 0.0)
+    with pytest.raises(UserError, match="seconds"):
+        member_check_job(["/dev/loop0"], 0.2)  # 67 ms sections: too short
+    assert "runtime=333ms" in member_check_job(["/dev/loop0"], 1.0)
+    with pytest.raises(UserError, match="passes"):
+        member_check_job(["/dev/loop0"], 1.0, passes=0)
+    with pytest.raises(UserError, match="not a usable"):
+        member_check_job(["/dev/loop0\nrw=write"], 1.0)
+
+
+# -- the check through the fake fio --------------------------------------------------
+
+
+def test_check_members_through_the_fake_fio() -> None:
+    # the fake's "IOPS" per section: member 3 reads a quarter as fast as the others
+    def model(section: str, _round: int) -> float:
+        return (2_000.0 if "seq" in section else 50_000.0) / (4 if "member3" in section
+                                                               else 1)
+
+    fio = FakeFio(model)
+    lines: list[str] = []
+    results = check_members(LOOPS, fio, seconds=1.0, progress=lines.append)
+    assert len(fio.calls) == 1 and fio.calls[0] == member_check_job(LOOPS, 1.0)
+    assert fio.calls[0].count("[pass") == 3 * 2 * len(LOOPS)
+    assert [r.name for r in results] == LOOPS
+    assert results[0] == MemberResult("/dev/loop0", 2_000 * 131072 / 1e6, 50_000.0)
+    assert results[2].rand_read_iops == 12_500.0
+    assert outlier_verdict(results).outliers == ("/dev/loop2",)
+    assert lines[0].startswith("member check: 4 members")
+    assert len(lines) == 5 and "/dev/loop2: sequential read 65.5 MB/s" in lines[3]
+
+
+def test_each_member_counts_its_best_pass() -> None:
+    # the host took the CPU from member 2's random reads in pass 1 and from member 4's
+    # sequential reads in passes 2 and 3: neither is an outlier; member 3 is slow in all
+    def model(section: str, _round: int) -> float:
+        seq = "seq" in section
+        value = 2_000.0 if seq else 50_000.0
+        if "member3" in section:
+            value /= 4
+        if ("pass1-member2" in section and not seq) or (
+                "member4" in section and seq and "pass1" not in section):
+            value *= 0.6
+        return value
+
+    results = check_members(LOOPS, FakeFio(model), seconds=1.0)
+    assert [r.rand_read_iops for r in results] == [50_000.0, 50_000.0, 12_500.0, 50_000.0]
+    assert outlier_verdict(results).outliers == ("/dev/loop2",)
+    one_pass = check_members(LOOPS, FakeFio(model), seconds=1.0, passes=1)
+    assert outlier_verdict(one_pass).outliers == ("/dev/loop1", "/dev/loop2")
+
+
+def test_a_failed_fio_run_fails_the_check() -> None:
+    fio = FakeFio(lambda _s, _r: 1.0, fail_rounds={1})
+    with pytest.raises(MemberCheckFailed, match="member check failed: fio exited"):
+        check_members(LOOPS, fio, seconds=1.0)
+
+
+def test_a_writing_executor_is_refused() -> None:
+    with pytest.raises(ValueError, match="read-only"):
+        check_members(LOOPS, FioExecutor(read_only=False), seconds=1.0)
