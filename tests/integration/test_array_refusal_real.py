@@ -124,3 +124,39 @@ def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
     assert out.count("filename=/dev/zvol/ssdlab-m-raid6/ssdlab") >= 1  # the suite's jobs
     assert {d: _edges(d) for d in m} == before
     assert not (shm_dir / "state").exists() or not list((shm_dir / "state").iterdir())
+
+
+def test_create_status_destroy_a_btrfs_array(loop_device: LoopFactory, shm_dir: Path) -> None:
+    require_tool("mkfs.btrfs", "btrfs-progs")
+    m = [loop_device(160 * MIB) for _ in range(2)]
+    env = {"SSDLAB_STATE_DIR": str(shm_dir / "state"), "SSDLAB_STORE": str(shm_dir / "r.db")}
+    made = _ssdlab("array", "create", "--backend", "btrfs", "--level", "1", "--name", "lab",
+                   *m, "--destroy-data", env=env)
+    assert made.returncode == 0, made.stderr
+    target = shm_dir / "state" / "mnt" / "lab" / "ssdlab.test"
+    assert f"target: {target}" in made.stdout
+    status = _ssdlab("array", "status", env=env)
+    assert status.returncode == 0
+    assert "lab: btrfs raid1 of 2 members" in status.stdout
+    assert "kept until `ssdlab array destroy`" in status.stdout and "mounted on" in status.stdout
+    # a suite on it records the array it ran on
+    run = _ssdlab("run", "cdm", "--target", str(target), "--profile", "quick", "--modes",
+                  "write", "--label", "controller=none", env=env)
+    assert run.returncode == 0, run.stderr
+    shown = _ssdlab("show", "last", env=env)
+    assert "array: btrfs raid1 of 2 members" in shown.stdout
+    assert "labels: controller=none" in shown.stdout
+    again = _ssdlab("array", "create", "--backend", "btrfs", "--level", "1", "--name", "lab",
+                    *m, "--destroy-data", env=env)
+    assert again.returncode == 3 and "mounted" in again.stderr  # its members are in use
+    gone = _ssdlab("array", "destroy", "lab", env=env)
+    assert gone.returncode == 0, gone.stderr
+    assert "members wiped" in gone.stdout
+    assert not list((shm_dir / "state").glob("*.json"))
+    assert str(shm_dir / "state") not in Path("/proc/mounts").read_text(encoding="ascii")
+    for member in m:
+        probe = subprocess.run(["wipefs", "--no-act", member], capture_output=True,
+                               text=True, check=True)
+        assert probe.stdout.strip() == ""
+    missing = _ssdlab("array", "destroy", "lab", env=env)
+    assert missing.returncode == 5 and "no array named 'lab'" in missing.stderr

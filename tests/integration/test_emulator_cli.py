@@ -155,7 +155,7 @@ def test_a_run_on_the_emulator_records_its_ground_truth(
     doc = json.loads(ssdlab("export", "last", "--store", store).stdout)
     truths = [e for e in doc["events"] if e["kind"] == "emulator-stats"]
     rounds = len(doc["tests"][0]["rounds"])
-    assert len(truths) == 1 + 1 + rounds  # start, purge, every round
+    assert len(truths) == 1 + 1 + rounds + 1  # start, purge, every round, the end
     written = [t["detail"]["counters"]["host_write_bytes"] for t in truths]
     assert written == sorted(written) and written[-1] > written[1]  # preconditioning wrote
     assert truths[-1]["detail"]["counters"]["write_amplification"] >= 1.0

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.root, pytest.mark.fio]
 MIB = 1024 * 1024
 LEVELS = ("raid0", "raid1", "raid10", "raid5")
 CHILD = ("--profile quick --tests iops --block-sizes 4 --mixes 0/100,100/0 "
-         "--round-seconds 0.5 --max-rounds 5 --no-precondition")
+         "--round-seconds 0.2 --max-rounds 5 --no-precondition")
 
 
 def _ssdlab(*args: str, env: dict[str, str], timeout: float = 600

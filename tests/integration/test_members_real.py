@@ -74,6 +74,38 @@ def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: 
     assert all(p.writes >= host_writes * textbook / count * 0.85 for p in periods)
 
 
+@pytest.mark.parametrize(("level", "count", "textbook"), [("raid5", 3, 4.0), ("raid6", 4, 6.0)])
+def test_write_penalty_of_btrfs_parity_levels_is_reported_beside_the_textbook(
+        level: str, count: int, textbook: float, loop_device: LoopFactory,
+        shm_dir: Path) -> None:
+    # btrfs RAID 5/6 read-modify-writes 64 KiB per-device stripes; its stripe cache turns
+    # some small writes into full-stripe writes, so it may cost less than the textbook's
+    # 4 and 6 (measured here: about 2.4 and 3.5). Reported as measured, never hidden:
+    # more than striping alone costs, and not more than the textbook's read-modify-write
+    require_tool("mkfs.btrfs", "btrfs-progs")
+    loops = [loop_device(320 * MIB) for _ in range(count)]
+    mount = shm_dir / "mnt"
+    make_btrfs(loops, level, mount)
+    target = mount / "ssdlab.test"
+    target.touch()
+    subprocess.run(["chattr", "+C", str(target)], check=True)
+    _fio_randwrite(target, "--rw=write", "--bs=1m")
+    subprocess.run(["sync", "-f", str(target)], check=True)
+    members = members_of_path(str(target))
+    before = read_stats(members)
+    host_writes = _fio_randwrite(target, "--io_size=16m")
+    subprocess.run(["sync", "-f", str(target)], check=True)
+    after = read_stats(members)
+    periods = [member_period(name, parse_stat(before.lines[name]),
+                             parse_stat(after.lines[name]), after.at - before.at)
+               for name in members]
+    penalty = write_penalty(periods, host_writes, level)
+    print(f"{level}: {penalty.message}")
+    assert penalty.textbook == textbook and f"(textbook {textbook:g} for {level})" in \
+        penalty.message
+    assert penalty.measured is not None and 1.5 < penalty.measured <= 1.15 * textbook
+
+
 def _read_periods(target: Path, members: list[str], seconds: float) -> list[MemberPeriod]:
     """fio's 4 KiB random reads of ``target`` for ``seconds``; each member's period."""
     before = read_stats(members)

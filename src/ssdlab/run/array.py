@@ -35,6 +35,7 @@ from ssdlab.targets.identity import (
     block_dir,
     identify_block,
     read_attr,
+    read_int,
     read_mountinfo,
 )
 from ssdlab.targets.safety import DestroyData, RealDevices, check_block_target
@@ -138,6 +139,9 @@ def member_identity(info: TargetInfo, *, sysfs: Path = SYSFS) -> dict[str, Any]:
         "firmware": info.firmware, "capacity_bytes": info.capacity_bytes,
         "device_class": info.device_class, "write_cache": cache.get("sysfs"),
         "write_cache_state": cache,
+        # bytes the device's natural alignment is off from its start (0: aligned)
+        "alignment_offset": read_int(block_dir(info.name, sysfs=sysfs) / "alignment_offset"),
+        "physical_sector_bytes": info.physical_sector_bytes,
     }
 
 
@@ -212,6 +216,10 @@ class ArrayState:
             array_cache = read_attr(block_dir(name) / "queue" / "write_cache")
         return {"backend": p.backend, "backend_version": self.backend_version,
                 "write_cache": array_cache,
+                # btrfs and md put their data at whole MiB from each member's start, ZFS
+                # at 4 MiB: chunk-aligned on members that are aligned themselves
+                "alignment": {"chunk_bytes": p.chunk_bytes, "members_aligned": all(
+                    not m.get("alignment_offset") for m in self.members)},
                 "level": p.level, "chunk_bytes": p.chunk_bytes, "name": p.name,
                 "member_bytes": p.member_bytes, "usable_bytes": p.usable_bytes,
                 "target": p.target, "members": self.members, "built_by": "ssdlab"}
