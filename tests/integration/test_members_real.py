@@ -14,6 +14,7 @@ import pytest
 
 from ssdlab.analysis.members import (
     MemberPeriod,
+    WritePenalty,
     member_period,
     parse_stat,
     slow_member,
@@ -42,11 +43,10 @@ def _fio_randwrite(path: Path, *extra: str) -> int:
     return int(json.loads(out)["jobs"][0]["write"]["total_ios"])
 
 
-@pytest.mark.parametrize(("level", "count", "textbook"),
-                         [("raid0", 2, 1.0), ("raid1", 2, 2.0), ("raid10", 4, 2.0)])
-def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: float,
-                                              loop_device: LoopFactory,
-                                              shm_dir: Path) -> None:
+def _random_write_penalty(level: str, count: int, loop_device: LoopFactory, shm_dir: Path
+                          ) -> tuple[WritePenalty, list[MemberPeriod], int]:
+    """fio's 16 MiB of 4 KiB random writes into a laid-out file with copy-on-write off on a
+    btrfs ``level`` of ``count`` loop devices: the penalty, each member, the host writes."""
     require_tool("mkfs.btrfs", "btrfs-progs")
     loops = [loop_device(320 * MIB) for _ in range(count)]
     mount = shm_dir / "mnt"
@@ -56,11 +56,11 @@ def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: 
     subprocess.run(["chattr", "+C", str(target)], check=True)  # no copy-on-write
     _fio_randwrite(target, "--rw=write", "--bs=1m")  # lay the file out first
     subprocess.run(["sync", "-f", str(target)], check=True)
-
     members = members_of_path(str(target))
     assert members == sorted(Path(loop).name for loop in loops)
     before = read_stats(members)
     host_writes = _fio_randwrite(target, "--io_size=16m")
+    subprocess.run(["sync", "-f", str(target)], check=True)  # parity stripes written out
     after = read_stats(members)
     periods = [member_period(name, parse_stat(before.lines[name]),
                              parse_stat(after.lines[name]), after.at - before.at)
@@ -68,6 +68,15 @@ def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: 
     penalty = write_penalty(periods, host_writes, level)
     print(f"{level}: {penalty.message}; members {[(p.name, p.writes) for p in periods]}")
     assert host_writes == 16 * MIB // 4096
+    return penalty, periods, host_writes
+
+
+@pytest.mark.parametrize(("level", "count", "textbook"),
+                         [("raid0", 2, 1.0), ("raid1", 2, 2.0), ("raid10", 4, 2.0)])
+def test_write_penalty_on_btrfs_is_the_levels(level: str, count: int, textbook: float,
+                                              loop_device: LoopFactory,
+                                              shm_dir: Path) -> None:
+    penalty, periods, host_writes = _random_write_penalty(level, count, loop_device, shm_dir)
     assert penalty.measured is not None and penalty.textbook == textbook
     assert abs(penalty.measured - textbook) <= 0.15 * textbook, penalty.message
     # every member took its share: striped and mirrored writes spread evenly
@@ -82,27 +91,9 @@ def test_write_penalty_of_btrfs_parity_levels_is_reported_beside_the_textbook(
     # some small writes into full-stripe writes, so it may cost less than the textbook's
     # 4 and 6 (measured here: about 2.4 and 3.5). Reported as measured, never hidden:
     # more than striping alone costs, and not more than the textbook's read-modify-write
-    require_tool("mkfs.btrfs", "btrfs-progs")
-    loops = [loop_device(320 * MIB) for _ in range(count)]
-    mount = shm_dir / "mnt"
-    make_btrfs(loops, level, mount)
-    target = mount / "ssdlab.test"
-    target.touch()
-    subprocess.run(["chattr", "+C", str(target)], check=True)
-    _fio_randwrite(target, "--rw=write", "--bs=1m")
-    subprocess.run(["sync", "-f", str(target)], check=True)
-    members = members_of_path(str(target))
-    before = read_stats(members)
-    host_writes = _fio_randwrite(target, "--io_size=16m")
-    subprocess.run(["sync", "-f", str(target)], check=True)
-    after = read_stats(members)
-    periods = [member_period(name, parse_stat(before.lines[name]),
-                             parse_stat(after.lines[name]), after.at - before.at)
-               for name in members]
-    penalty = write_penalty(periods, host_writes, level)
-    print(f"{level}: {penalty.message}")
-    assert penalty.textbook == textbook and f"(textbook {textbook:g} for {level})" in \
-        penalty.message
+    penalty, _, _ = _random_write_penalty(level, count, loop_device, shm_dir)
+    assert penalty.textbook == textbook
+    assert f"(textbook {textbook:g} for {level})" in penalty.message
     assert penalty.measured is not None and 1.5 < penalty.measured <= 1.15 * textbook
 
 
