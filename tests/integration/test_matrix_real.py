@@ -136,6 +136,12 @@ def test_matrix_killed_and_resumed_compares_levels(emu_run_dir: Path, shm_dir: P
     assert made.returncode == 0, made.stderr
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "RAID levels compared" in html and "Members per round" in html
+    # the drives' own loop devices go with them: nothing of the matrix is left attached
+    for e in emus:
+        assert emulator.stop(e.name)
+    for member in members:
+        backing = Path(f"/sys/block/{Path(member).name}/loop/backing_file")
+        assert not backing.exists() or str(emu_run_dir) not in backing.read_text()
     with Browser() as browser, browser.open_page(out / "report.html") as page:
         assert page.console_errors() == []
         headers = page.evaluate(
