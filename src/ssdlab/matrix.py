@@ -286,6 +286,7 @@ class MatrixRun:
 
     def execute(self, argv: list[str]) -> str:
         o = self.p.options
+        arrays.check_backend(o.backend)  # no kernel support: refused before anything runs
         arrays.clean_leftovers(say=self.say)
         self.run_id = self.store.new_run(
             suite=SUITE, profile=o.profile, quick=o.quick, target=_target_dict(self.p),
@@ -298,6 +299,7 @@ class MatrixRun:
 
     def resume(self, run: RunData, argv: list[str]) -> str:
         self.run_id = run.run_id
+        arrays.check_backend(self.p.options.backend)
         arrays.clean_leftovers(say=self.say)
         self.store.reopen_run(run.run_id, argv)
         self._process()

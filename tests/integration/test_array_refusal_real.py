@@ -124,6 +124,12 @@ def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
     assert out.count("filename=/dev/zvol/ssdlab-m-raid6/ssdlab") >= 1  # the suite's jobs
     assert {d: _edges(d) for d in m} == before
     assert not (shm_dir / "state").exists() or not list((shm_dir / "state").iterdir())
+    if not Path("/proc/mdstat").exists():  # here: md is refused before anything runs
+        real = _ssdlab("run", "matrix", "--members", ",".join(m), "--backend", "md",
+                       "--levels", "5", "--destroy-data", env=env)
+        assert real.returncode == 4 and "no md support" in real.stderr
+        assert "matrix" not in _ssdlab("runs", env=env).stdout
+        assert {d: _edges(d) for d in m} == before
 
 
 def test_create_status_destroy_a_btrfs_array(loop_device: LoopFactory, shm_dir: Path) -> None:

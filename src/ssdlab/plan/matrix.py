@@ -223,7 +223,8 @@ OPTIONS = (
         help=f"the suite run on every level (default {DEFAULT_CHILD})"),
     opt("--suite-options", group=_G, config=Kind.TEXT, default="", metavar="TEXT",
         help="that suite's options, as one quoted string, e.g. \"--profile quick --tests "
-        "iops\" (not --target, --dir, --destroy-data, --store, --fio)"),
+        "iops\"; a single option needs the = form: --suite-options=--no-precondition (not "
+        "--target, --dir, --destroy-data, --store, --fio)"),
     opt("--name", group=_G, config=Kind.TEXT, default="ssdlab-m", metavar="NAME",
         help="array name prefix; level L is NAME-raidL (default ssdlab-m)"),
     opt("--member-check-seconds", group=_G, config=Kind.FLOAT, type=float, default=5.0,
