@@ -76,8 +76,8 @@ def test_mdadm_raid0_clean() -> None:
     assert d.array_size == 200704 * KIB and d.used_dev_size is None
     assert (d.raid_devices, d.total_devices, d.active_devices, d.working_devices,
             d.failed_devices, d.spare_devices) == (2, 2, 2, 2, 0, 0)
-    assert d.members == (MdMember(0, "/dev/vda1", ("active", "sync")),
-                         MdMember(1, "/dev/vda2", ("active", "sync")))
+    assert d.members == (MdMember(0, "/dev/vdb1", ("active", "sync")),
+                         MdMember(1, "/dev/vdb2", ("active", "sync")))
     assert d.uuid == "7e81a856:abb9c1c2:4b71237a:9778cc66" and d.name == "sysrescue:0"
     assert d.progress is None and not d.degraded
     assert health(d) == "md0 raid0: ok, 2 of 2 members in sync"
@@ -90,9 +90,9 @@ def test_mdadm_raid1_degraded_with_a_faulty_and_a_removed_member() -> None:
     assert (d.active_devices, d.working_devices, d.failed_devices) == (1, 1, 1)
     removed, faulty = d.members[1], d.members[2]
     assert removed.removed and removed.role == 1 and removed.device is None
-    assert faulty.faulty and faulty.role is None and faulty.device == "/dev/vda2"
-    assert [m.device for m in d.members if m.in_sync] == ["/dev/vda1"]
-    assert health(d) == "md126 raid1: degraded, 1 of 2 members in sync, /dev/vda2 faulty, 1 removed"
+    assert faulty.faulty and faulty.role is None and faulty.device == "/dev/vdb2"
+    assert [m.device for m in d.members if m.in_sync] == ["/dev/vdb1"]
+    assert health(d) == "md126 raid1: degraded, 1 of 2 members in sync, /dev/vdb2 faulty, 1 removed"
 
 
 def test_mdadm_raid1_rebuilding_onto_a_spare() -> None:
@@ -102,10 +102,10 @@ def test_mdadm_raid1_rebuilding_onto_a_spare() -> None:
     assert (d.active_devices, d.working_devices, d.failed_devices, d.spare_devices) == (1, 2, 1, 1)
     rebuilding = d.members[1]
     assert (rebuilding.role, rebuilding.device, rebuilding.state) == (
-        1, "/dev/vda4", ("spare", "rebuilding"))
+        1, "/dev/vdb4", ("spare", "rebuilding"))
     assert rebuilding.spare and not rebuilding.in_sync
     assert d.members[2].state == ("faulty", "failfast") and d.members[2].faulty
-    assert health(d) == ("md127 raid1: degraded, 1 of 2 members in sync, /dev/vda2 faulty, "
+    assert health(d) == ("md127 raid1: degraded, 1 of 2 members in sync, /dev/vdb2 faulty, "
                          "rebuild 24%")
 
 
@@ -123,7 +123,7 @@ def test_mdadm_raid5_clean() -> None:
     assert d.used_dev_size == 202752 * KIB
     assert d.array_size == 2 * d.used_dev_size  # 3 members, one's worth of parity
     assert [(m.role, m.device) for m in d.members] == [
-        (0, "/dev/vda1"), (1, "/dev/vda2"), (2, "/dev/vda3")]
+        (0, "/dev/vdb1"), (1, "/dev/vdb2"), (2, "/dev/vdb3")]
     assert health(d) == "md0 raid5: ok, 3 of 3 members in sync"
 
 

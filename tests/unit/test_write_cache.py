@@ -93,7 +93,7 @@ def test_nvme_get_feature_human_readable_and_nvme_cli_1_formats() -> None:
 
 
 @pytest.mark.parametrize(("name", "state"), [
-    ("sysfs_write_cache_vda.txt", True),
+    ("sysfs_write_cache_write_back.txt", True),
     ("sysfs_write_cache_zram0.txt", False),
 ])
 def test_sysfs(name: str, state: bool) -> None:

@@ -569,7 +569,7 @@ def _error_count(word: str) -> int | None:
 def health(status: MdDetail | MdstatArray | ZpoolStatus) -> str:
     """A one-line verdict for ``ssdlab array status``.
 
-    ``md127 raid1: degraded, 1 of 2 members in sync, /dev/vda2 faulty, rebuild 24%``;
+    ``md127 raid1: degraded, 1 of 2 members in sync, /dev/vdb2 faulty, rebuild 24%``;
     ``pool local-zfs DEGRADED, 1 of 2 devices online: wwn-0x5000cca245c1984b FAULTED
     (1 read, 29 write, 4 cksum, too many errors)``.
     """
