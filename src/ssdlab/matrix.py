@@ -49,7 +49,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.suites import Suite, find
 from ssdlab.targets.health import HealthReading, read_health
-from ssdlab.targets.identity import TargetInfo, host_info, identify_block
+from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.safety import DestroyData
 
 #: a file-backed array's test file takes this share of the usable space, in whole MiB
@@ -110,15 +110,6 @@ def _held_by_leftovers(paths: list[str]) -> dict[str, str]:
     return {p: held[os.path.realpath(p)] for p in paths if os.path.realpath(p) in held}
 
 
-def _identify(paths: list[str]) -> list[TargetInfo]:
-    out = []
-    for path in paths:
-        if not os.path.exists(path):
-            raise TargetError(f"refusing the set: member {path} does not exist")
-        out.append(identify_block(os.path.abspath(path)))
-    return out
-
-
 def prepare(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
     """Every check before anything is written: options, the child suite and its options,
     fio, each member through every guardrail (members a killed run's array holds are
@@ -129,10 +120,10 @@ def prepare(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
     versions = checked_versions(request.fio)
     paths = [os.path.abspath(m) for m in o.members]
     held = _held_by_leftovers(paths)
-    free = [p for p in paths if p not in held]
+    infos = arrays.identify_members(paths)
+    free = [i for i in infos if i.path not in held]
     if free:
-        arrays.checked_members(free, request.destroy_data)
-    infos = _identify(paths)
+        arrays.guard_members(free, request.destroy_data)
     member_bytes = min(i.capacity_bytes for i in infos)
     plans = tuple(plan_array(o.backend, level, paths, name=o.array_name(level),
                              member_bytes=member_bytes,
@@ -363,14 +354,11 @@ class MatrixRun:
 
     def _stopped_child(self, plan: ArrayPlan, test: Any) -> RunData | None:
         """The level's own run a killed matrix left, if its suite can resume it."""
-        started = float(test.params.get("started_at", 0.0))
-        for summary in self.store.list_runs():
-            if (summary.suite == self.p.child.name and summary.created_at >= started
-                    and summary.status != "complete"
-                    and summary.target_path.startswith(_target_root(plan))):
-                run = self.store.load(summary.run_id)
-                return run if self.p.child.spec.resumable else None
-        return None
+        run_id = self._find_child(plan, float(test.params.get("started_at", 0.0)))
+        if run_id is None or not self.p.child.spec.resumable:
+            return None
+        run = self.store.load(run_id)
+        return run if run.status != "complete" else None
 
     def _level(self, plan: ArrayPlan, stopped: RunData | None) -> bool:
         """Build, run, tear down; the level's result stored. True when it succeeded."""
@@ -460,6 +448,8 @@ class MatrixRun:
             progress.close()
 
     def _find_child(self, plan: ArrayPlan, started: float) -> str | None:
+        """The level's own run: of its suite, on its array, since the level started (the
+        matrix holds the members, so there is one)."""
         for summary in self.store.list_runs():
             if (summary.suite == self.p.child.name and summary.created_at >= started
                     and summary.target_path.startswith(_target_root(plan))):
@@ -495,24 +485,10 @@ def _most_named(slow: dict[str, int], rounds: int) -> tuple[str | None, int]:
 
 def member_round_rows(run: RunData) -> list[MemberRoundRow]:
     """Each member over each measured round of ``run`` (its "members" events), in order."""
-    out = []
-    seq = 0
-    for event in run.events:
-        d = event.detail
-        if event.kind != "members" or not d:
-            continue
-        seq += 1
-        for m in d.get("members") or []:
-            seconds = float(m.get("seconds") or 0) or 1.0
-            ios = int(m.get("reads", 0)) + int(m.get("writes", 0))
-            waits = int(m.get("read_wait_ms", 0)) + int(m.get("write_wait_ms", 0))
-            out.append(MemberRoundRow(
-                seq, str(event.test or ""), int(d.get("round") or 0), str(m.get("name")),
-                ios / seconds,
-                (int(m.get("read_bytes", 0)) + int(m.get("write_bytes", 0))) / seconds / 1e6,
-                waits / ios if ios else None,
-                min(100.0, 100.0 * int(m.get("busy_ms", 0)) / (seconds * 1000.0))))
-    return out
+    rounds = [(test, r) for test, rs in member_rounds(run.events).items() for r in rs]
+    return [MemberRoundRow(seq, test, r.round_no, p.name, p.ios / p.seconds,
+                           p.read_mb_s + p.write_mb_s, p.mean_wait_ms, p.utilisation_pct)
+            for seq, (test, r) in enumerate(rounds, 1) for p in r.periods()]
 
 
 def _target_root(plan: ArrayPlan) -> str:

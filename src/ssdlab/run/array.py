@@ -108,6 +108,14 @@ def member_consent(infos: list[TargetInfo], destroy_data: DestroyData) -> list[D
 def checked_members(paths: list[str], destroy_data: DestroyData) -> list[TargetInfo]:
     """Identify every member and pass each through every guardrail, before anything is
     written to any: the first refusal refuses the set, naming the member."""
+    infos = identify_members(paths)
+    guard_members(infos, destroy_data)
+    return infos
+
+
+def identify_members(paths: list[str]) -> list[TargetInfo]:
+    """Each member's identity (a member that is missing, not a block device or named twice
+    refuses the set, in one line)."""
     if not paths:
         raise UserError("an array needs member devices: give them as arguments")
     infos = []
@@ -122,12 +130,16 @@ def checked_members(paths: list[str], destroy_data: DestroyData) -> list[TargetI
     devices = [os.stat(i.path).st_rdev for i in infos]
     if len(set(devices)) != len(devices):
         raise UserError(f"a member is named twice: {' '.join(paths)}")
+    return infos
+
+
+def guard_members(infos: list[TargetInfo], destroy_data: DestroyData) -> None:
+    """Every guardrail on every member, each with its own confirmation."""
     for info, consent in zip(infos, member_consent(infos, destroy_data), strict=True):
         try:
             check_block_target(info, destroy_data=consent, writes=True)
         except TargetError as err:
             raise TargetError(f"refusing the set: {err}") from None
-    return infos
 
 
 def member_identity(info: TargetInfo, *, sysfs: Path = SYSFS) -> dict[str, Any]:
@@ -331,7 +343,7 @@ def build(plan: ArrayPlan, members: list[TargetInfo], *, owner: str | None = Non
 
 def _fresh_mount_dir(path: str) -> None:
     mount = Path(path)
-    if any(e.mount_point == os.path.realpath(path) for e in read_mountinfo()):
+    if _mounted(path):
         raise UserError(f"{path} is mounted already; unmount it or name the array otherwise")
     mount.mkdir(parents=True, exist_ok=True)
     if any(mount.iterdir()):
