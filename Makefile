@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-venv python3-pip \
 	fuse3 libfuse3-dev pkg-config gcc make chromium chromium-headless-shell poppler-utils fonts-dejavu-core \
-	xfsprogs btrfs-progs fdisk lvm2 mdadm smartmontools hdparm
+	xfsprogs btrfs-progs fdisk lvm2 mdadm smartmontools hdparm \
+	openssh-server openssh-client sshfs nbdkit libnbd-bin iproute2
 STAMP := .make
 
 .PHONY: setup apt venv emulator demo test lint unit integration bench clean distclean help
@@ -31,6 +32,10 @@ $(STAMP)/apt: Makefile
 	if [ -n "$$missing" ]; then \
 	  echo "installing: $$missing"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "Error: run as root to install $$missing" >&2; exit 1; fi; \
+	  if printf "%s\n" $$missing | grep -qx openssh-server && [ ! -e /etc/ssh/sshd_not_to_be_run ]; then \
+	    mkdir -p /etc/ssh && touch /etc/ssh/sshd_not_to_be_run; \
+	    echo "note: openssh-server is for the multi-host tests (their own sshd per namespace); the machine's own sshd stays off: remove /etc/ssh/sshd_not_to_be_run to run it"; \
+	  fi; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi

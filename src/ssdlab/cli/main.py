@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ssdlab import __version__
 from ssdlab.cli import (
+    agent_cmd,
     array_cmd,
     demo_cmd,
     emulator_cmd,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume_cmd.register(sub)
     emulator_cmd.register(sub)
     array_cmd.register(sub)
+    agent_cmd.register(sub)
     reference_cmd.register(sub)
     return parser
 

@@ -72,6 +72,8 @@ def execute(suite: Suite, request: TargetRequest, suite_args: object, args: argp
             argv: list[str]) -> tuple[RunData, Path] | None:
     """Prepare (every check) and run ``suite`` into the store of ``args``: the stored run
     and the store's path; with ``--dry-run``, print the plan instead (None)."""
+    from ssdlab.run.remote import check_suite
+    check_suite(suite.spec.name, request.target)
     runner = suite.runner()
     prepared = runner.prepare(request, suite_args)
     if getattr(args, "dry_run", False):

@@ -43,6 +43,8 @@ class JobResult:
     sys_cpu_pct: float
     job_runtime_ms: int
     options: dict[str, str] = field(default_factory=dict)
+    #: the fio server that ran the job (fio --client output's "hostname"), else ""
+    host: str = ""
 
     @property
     def total_iops(self) -> float:

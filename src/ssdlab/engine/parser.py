@@ -184,7 +184,13 @@ def _parse_job(job: Mapping[str, Any], path: str, global_options: dict[str, str]
             else _integer(job, "job_runtime", path)
         ),
         options={**global_options, **_options(job, "job options", path)},
+        host=_host(job, path),
     )
+
+
+def _host(job: Mapping[str, Any], path: str) -> str:
+    """The fio server a client-mode job result came from ("" in local output)."""
+    return _text(job, "hostname", path) if "hostname" in job else ""
 
 
 def _options(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:

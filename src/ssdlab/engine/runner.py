@@ -13,13 +13,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ssdlab.children import die_with_parent
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
-from ssdlab.engine.model import FioOutput
+from ssdlab.engine.model import FioOutput, JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 
 #: called with the seconds elapsed while fio runs (for progress displays)
@@ -59,6 +59,9 @@ class FioRun:
     timed_out: bool
     output: FioOutput | None
     error: str | None  # one line: why this run did not produce a usable measurement
+    #: a run on several fio servers (engine/client.py): each host's own job results
+    #: (``output`` holds their aggregate)
+    per_host: tuple[JobResult, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -139,55 +142,89 @@ class FioExecutor:
         self, job_text: str, timeout_s: float, json_plus: bool, on_tick: TickFn | None
     ) -> FioRun:
         cmd = self.command(json_plus)
-        started = time.time()
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",  # fio may print bytes that are not UTF-8 (file names, garbage)
-            start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
-            preexec_fn=die_with_parent,
-        )
-        stdout, stderr, timed_out = self._wait(proc, job_text, started, timeout_s, on_tick)
-        ended = time.time()
-        output: FioOutput | None = None
-        parse_error: str | None = None
-        if not timed_out:
-            try:
-                output = parse_fio_output(stdout)
-            except FioOutputError as exc:
-                parse_error = exc.message
-        error = _error_of(proc.returncode, stderr, output, timed_out)
-        if error is None and parse_error is not None:
-            error = parse_error
-        return FioRun(
-            job_text, cmd, stdout, stderr, proc.returncode, started, ended, timed_out, output, error
-        )
+        return parsed(run_watched(cmd, job_text, timeout_s, on_tick))
 
-    def _wait(
-        self,
-        proc: subprocess.Popen[str],
-        job_text: str,
-        started: float,
-        timeout_s: float,
-        on_tick: TickFn | None,
-    ) -> tuple[str, str, bool]:
-        stdin: str | None = job_text
+
+#: called on every tick while fio runs: a one-line reason to stop it now, or None
+StopCheck = Callable[[], str | None]
+
+
+class FioStopped(Exception):
+    """A :data:`StopCheck` stopped fio (``reason``); its output was kept (``run``)."""
+
+    def __init__(self, reason: str, run: FioRun) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.run = run
+
+
+def run_watched(cmd: tuple[str, ...], job_text: str, timeout_s: float,
+                on_tick: TickFn | None, stop_check: StopCheck | None = None,
+                stdin: str | None = None) -> FioRun:
+    """Run fio (``cmd``; ``stdin``, by default ``job_text``, on its standard input) in its
+    own process group under the watchdog: what it printed, not parsed yet (:func:`parsed`).
+    Ctrl-C stops it (FioInterrupted); ``stop_check`` may stop it early (FioStopped)."""
+    started = time.time()
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",  # fio may print bytes that are not UTF-8 (file names, garbage)
+        start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
+        preexec_fn=die_with_parent,
+    )
+    text = job_text if stdin is None else stdin
+    out, err, timed_out, stopped = _wait(proc, text, started, timeout_s, on_tick, stop_check)
+    done = FioRun(job_text, cmd, out, err, proc.returncode, started, time.time(), timed_out,
+                  None, None)
+    if stopped is not None:
+        raise FioStopped(stopped, done)
+    return done
+
+
+def parsed(done: FioRun) -> FioRun:
+    """A finished fio run with its output parsed, and why it is not usable."""
+    output: FioOutput | None = None
+    parse_error: str | None = None
+    if not done.timed_out:
         try:
-            while True:
-                try:
-                    out, err = proc.communicate(stdin, timeout=TICK_S)
-                    return out, err, False
-                except subprocess.TimeoutExpired:
-                    stdin = None
-                elapsed = time.time() - started
-                if elapsed > timeout_s:
-                    out, err = _stop(proc)
-                    return out, err, True
-                if on_tick is not None:
-                    on_tick(elapsed)
-        except KeyboardInterrupt:
-            _stop(proc)
-            raise FioInterrupted() from None
+            output = parse_fio_output(done.stdout)
+        except FioOutputError as exc:
+            parse_error = exc.message
+    error = _error_of(done.returncode, done.stderr, output, done.timed_out)
+    if error is None and parse_error is not None:
+        error = parse_error
+    return replace(done, output=output, error=error)
+
+
+def _wait(
+    proc: subprocess.Popen[str],
+    job_text: str,
+    started: float,
+    timeout_s: float,
+    on_tick: TickFn | None,
+    stop_check: StopCheck | None,
+) -> tuple[str, str, bool, str | None]:
+    stdin: str | None = job_text
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(stdin, timeout=TICK_S)
+                return out, err, False, None
+            except subprocess.TimeoutExpired:
+                stdin = None
+            elapsed = time.time() - started
+            if elapsed > timeout_s:
+                out, err = _stop(proc)
+                return out, err, True, None
+            reason = stop_check() if stop_check is not None else None
+            if reason is not None:
+                out, err = _stop(proc)
+                return out, err, False, reason
+            if on_tick is not None:
+                on_tick(elapsed)
+    except KeyboardInterrupt:
+        _stop(proc)
+        raise FioInterrupted() from None

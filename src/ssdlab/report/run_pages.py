@@ -14,6 +14,7 @@ from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.figures import window_rounds
+from ssdlab.report.hosts_pages import hosts_page
 from ssdlab.report.html import (
     NOT_STEADY_TEXT,
     Page,
@@ -311,6 +312,9 @@ def run_pages(run: RunData, index: int) -> list[Page]:
         if members.get(test.name):
             pages.append(members_page(run, test, members[test.name], f"{anchor}-members",
                                       head_left(run)))
+        hosts = hosts_page(run, test, f"{anchor}-hosts", head_left(run))
+        if hosts is not None:
+            pages.append(hosts)
     return pages
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.units import format_bytes
+from ssdlab.report.hosts_pages import host_header
+from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
 from ssdlab.store.records import RunData, TestData
@@ -142,6 +144,7 @@ def header_lines(run: RunData) -> list[str]:
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",
     ]
+    lines += host_header(run)
     labels = t.get("labels")
     if isinstance(labels, dict) and labels:
         lines.append("labels: " + ", ".join(f"{k}={v}" for k, v in labels.items()))
@@ -220,6 +223,7 @@ def render_run(run: RunData) -> str:
             lines += [params_line(test), f"  verdict: {verdict_line(test)}"]
         if members.get(test.name):
             lines.append(members_line(members[test.name]))
+        lines += host_lines(run, test)
     if run.quick:
         lines += ["", f"*** {QUICK_BANNER} ***"]
     return "\n".join(lines) + "\n"

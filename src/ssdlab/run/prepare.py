@@ -9,7 +9,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
@@ -26,7 +26,11 @@ from ssdlab.targets.identity import (
     identify_block,
     identify_file,
 )
+from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.safety import DestroyData, check_block_target
+
+if TYPE_CHECKING:
+    from ssdlab.run.remote import RemoteSet
 
 MIN_ACTIVE_RANGE = 64 * 1024 * 1024
 
@@ -157,6 +161,8 @@ class PreparedTarget:
     create_file: bool  # the file target does not exist yet and will be created by the run
     host: dict[str, object]
     versions: dict[str, str]
+    #: targets on other hosts (run/remote.py): the hosts, checked by their own agents
+    remote: RemoteSet | None = dataclasses.field(default=None, kw_only=True)
 
     @property
     def cpus(self) -> int:
@@ -214,8 +220,25 @@ def prepare_target(
     """fio version, target identity and safety: UserError (one line) before any I/O. A
     target on an array ssdlab built records the array (``details["array"]``)."""
     versions = checked_versions(fio)
+    if is_remote(target.split(",")[0]):
+        return _prepare_remote(target, size_bytes, destroy_data, versions, read_only)
     info, create = resolve_target(target, size_bytes, destroy_data, read_only)
     return PreparedTarget(with_array(info), create, host_info(), versions)
+
+
+def _prepare_remote(spec: str, size_bytes: int | None, destroy_data: DestroyData,
+                    versions: dict[str, str], read_only: bool) -> PreparedTarget:
+    """Targets on other hosts, each checked by its host's agent (run/remote.py)."""
+    from ssdlab.run.remote import prepare_remote
+    if size_bytes is not None:
+        raise UserError("--size applies to a test file ssdlab makes here; a target on another "
+                        "host must exist")
+    info, hosts = prepare_remote(spec, destroy_data, read_only=read_only)
+    hosts.local_fio = versions["fio"]
+    first = hosts.hosts[0].hello.get("host")
+    host = dict(first) if isinstance(first, dict) else host_info()
+    host["coordinator"] = host_info().get("hostname")
+    return PreparedTarget(info, False, host, versions, remote=hosts)
 
 
 def with_array(info: TargetInfo) -> TargetInfo:

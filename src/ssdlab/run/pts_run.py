@@ -7,10 +7,13 @@ round 7 (Ctrl-C, crash, power loss) keeps rounds 1-6.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
+from ssdlab.engine.aggregate import by_host
+from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError
 from ssdlab.plan import pts as plan
@@ -26,6 +29,7 @@ from ssdlab.plan.pts import (
 from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
+from ssdlab.run.hosts import HOST_ROUND_KIND, HOST_VERDICT_KIND, host_series
 from ssdlab.run.prepare import (
     TargetRequest,
     check_file_purge,
@@ -163,6 +167,14 @@ class PtsRun(SessionRun[PreparedPts]):
         self, prepared: PreparedPts, store: Store, executor: Executor, progress: Progress
     ) -> None:
         super().__init__(prepared, store, executor, progress)
+        #: on several hosts: each test's host-round events (stored ones too, on resume)
+        self.host_rounds: dict[str, list[dict[str, Any]]] = {}
+
+    def resume(self, run: RunData, argv: list[str]) -> str:
+        for event in run.events:
+            if event.kind == HOST_ROUND_KIND and event.test and event.detail:
+                self.host_rounds.setdefault(event.test, []).append(dict(event.detail))
+        return super().resume(run, argv)
 
     def plan_dict(self) -> dict[str, Any]:
         return plan.plan_dict(self.p.options, self.p.tests)
@@ -227,15 +239,19 @@ class PtsRun(SessionRun[PreparedPts]):
         text = self.p.job_text(test.round_cells, f"{test.name} round {round_no}")
         self.progress.phase("round", round_no, test.round_seconds)
         run = self.session.run_fio(text, test.round_cells, json_plus=True)
-        cells: list[Cell] = []
-        if run.output is not None:
-            by_name = {job.name: job for job in run.output.jobs}
-            cells = [
-                cell_from_job(spec, by_name[spec.name])
-                for spec in test.round_cells
-                if spec.name in by_name
-            ]
+        cells = _cells(test, run.output.jobs) if run.output is not None else []
         return run, cells
+
+    def _host_parts(self, test: PtsTest, run: FioRun, variables: list[TrackingVar]
+                    ) -> dict[str, dict[str, Any]] | None:
+        """On several hosts: each host's cells and tracking variables of the round."""
+        if not run.per_host:
+            return None
+        parts: dict[str, dict[str, Any]] = {}
+        for host, jobs in by_host(run.per_host).items():
+            cells = _cells(test, jobs)
+            parts[host] = {"tracking": _tracking(variables, cells), "cells": cells}
+        return parts
 
     def _rounds(
         self, test: PtsTest, params: dict[str, Any], previous: list[RoundData] | None = None
@@ -254,9 +270,13 @@ class PtsRun(SessionRun[PreparedPts]):
             run, cells = self._round(test, round_no)
             tracking = _tracking(variables, cells)
             complete = run.ok and len(cells) == len(test.round_cells)
+            hosts = self._host_parts(test, run, variables) if complete else None
             self.session.fio_round(test.name, round_no, run, "round",
                                    status="ok" if complete else "failed", tracking=tracking,
-                                   cells=cells)
+                                   cells=cells, hosts=hosts)
+            if hosts is not None:
+                self.host_rounds.setdefault(test.name, []).append(
+                    {"round": round_no, "hosts": hosts})
             self.session.ground_truth(test.name, f"round {round_no}")
             if not complete:
                 raise TestFailed(f"round {round_no}: {run.error or 'fio reported fewer cells'}")
@@ -304,6 +324,29 @@ class PtsRun(SessionRun[PreparedPts]):
             result=result.to_json(),
         )
         self.progress.line(f"{test.name}: {primary.message}")
+        self._host_verdicts(test)
+
+    def _host_verdicts(self, test: PtsTest) -> None:
+        """On several hosts: each host's steady state, judged by the run's rule on its own
+        tracking variables (the run's verdict is the aggregate's)."""
+        events = self.host_rounds.get(test.name)
+        if not events:
+            return
+        names = [v.name for _, vs in test.tracking_sets for v in vs]
+        verdicts: dict[str, Any] = {}
+        for host, rounds in sorted(host_series(events, names).items()):
+            verdict = _verdicts(test, rounds, self.p.options.rule)[test.primary_set]
+            verdicts[host] = verdict_to_dict(verdict)
+            self.progress.line(f"{test.name} on {host}: {verdict.message}")
+        self.store.add_event(self.run_id, test.name, HOST_VERDICT_KIND,
+                             f"{test.name}: each host's own steady state",
+                             {"hosts": verdicts})
+
+
+def _cells(test: PtsTest, jobs: Sequence[JobResult]) -> list[Cell]:
+    by_name = {job.name: job for job in jobs}
+    return [cell_from_job(spec, by_name[spec.name]) for spec in test.round_cells
+            if spec.name in by_name]
 
 
 RUNNER = Runner(

@@ -21,14 +21,29 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
-from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, TickFn, watchdog_seconds
+from ssdlab.engine.runner import (
+    Executor,
+    FioExecutor,
+    FioInterrupted,
+    FioRun,
+    TickFn,
+    watchdog_seconds,
+)
 from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
+from ssdlab.run.hosts import (
+    HOST_ROUND_KIND,
+    HOST_TRUTH_KIND,
+    HOSTS_KIND,
+    host_summaries,
+    remote_purge,
+)
 from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target, prepare_stored
 from ssdlab.run.progress import Progress
+from ssdlab.run.remote import HostLost, RemoteSet
 from ssdlab.store.db import Store, StoreWriteError
 from ssdlab.store.records import FioRecord, RoundData, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
@@ -153,6 +168,37 @@ def finish_complete(store: Store, run_id: str, failed: list[str]) -> None:
     store.finish_run(run_id, "complete", message)
 
 
+def unreadable(path: str) -> str | None:
+    """None if ``path`` still reads, else why not (one line).
+
+    Reads 4 KiB at offset 0, with O_DIRECT where the target allows it so that the page
+    cache cannot answer for a device that is gone.
+    """
+    if not os.path.exists(path):
+        return f"{path} no longer exists"
+    buf = mmap.mmap(-1, 4096)
+    try:
+        for flags in (os.O_RDONLY | getattr(os, "O_DIRECT", 0), os.O_RDONLY):
+            try:
+                fd = os.open(path, flags)
+            except OSError as exc:
+                if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
+                    continue  # no O_DIRECT here (tmpfs): a plain read
+                return f"{path} cannot be opened: {exc.strerror}"
+            try:
+                os.preadv(fd, [buf], 0)
+                return None
+            except OSError as exc:
+                if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
+                    continue
+                return f"{path} does not answer: {exc.strerror} (errno {exc.errno})"
+            finally:
+                os.close(fd)
+        return None
+    finally:
+        buf.close()
+
+
 class RunSession:
     """One run of one suite on one target, journaled to ``store``."""
 
@@ -175,6 +221,8 @@ class RunSession:
         #: (found when the run opens: None when there are none, or they cannot be read)
         self.members: MemberSampler | None = None
         self._sampled: tuple[FioRun, Sample] | None = None  # the last fio run's readings
+        #: targets on other hosts (run/remote.py): requests go to their agents
+        self.remote: RemoteSet | None = None
 
     def open(
         self,
@@ -193,6 +241,7 @@ class RunSession:
         )
         self.announce()
         self._process_event()
+        self._hosts_event()
         self._find_members()
         self.ground_truth(None, "start")
         self.health("start")
@@ -204,6 +253,7 @@ class RunSession:
         self.store.reopen_run(run_id, argv)
         self.announce(resumed=True)
         self._process_event()
+        self._hosts_event()
         self._find_members()
         self.ground_truth(None, "resume")
         self.health("resume")
@@ -214,10 +264,30 @@ class RunSession:
                              {"pid": os.getpid(), "host": socket.gethostname(),
                               "boot_id": boot_id()})
 
+    def _hosts_event(self) -> None:
+        """On several hosts: each host's identity, versions and clock, and a warning for
+        each that differs from the coordinator."""
+        remote = self.remote
+        if remote is None:
+            return
+        remote.lost_hint = (f"; the completed rounds of every host are kept in "
+                            f"{self.store.path}: `ssdlab resume {self.run_id}` goes on when "
+                            "it is back")
+        self.store.add_event(self.run_id, None, HOSTS_KIND,
+                             f"{len(remote.hosts)} hosts: {remote.spec()}",
+                             {"hosts": remote.host_records()})
+        for warning in remote.warnings():
+            self.progress.line(f"warning: {warning}")
+            self.store.add_event(self.run_id, None, "warning", warning, None)
+
     def _find_members(self) -> None:
         """The target's member devices, found once: without any (tmpfs, FUSE), or when
         they cannot be read, the run is not sampled and one event says why."""
         info = self.info
+        if self.remote is not None:
+            self.store.add_event(self.run_id, None, OFF_KIND, "the targets are on other "
+                                 "hosts: their member devices are not sampled", None)
+            return
         self.members, why = find_sampler(info.path, info.kind, info.name, info.details)
         if self.members is None:
             self.store.add_event(self.run_id, None, OFF_KIND, why, None)
@@ -238,8 +308,24 @@ class RunSession:
         interrupted = (f"run {self.run_id} interrupted; completed rounds are kept in "
                        f"{self.store.path} (continue it with `ssdlab resume {self.run_id}`)")
         with recorded_ending(functools.partial(self.store.finish_run, self.run_id),
-                             interrupted), self._hold():
+                             interrupted), self._hold(), self.connected():
             yield
+
+    @contextlib.contextmanager
+    def connected(self) -> Iterator[None]:
+        """On several hosts: their fio servers reached for as long as the run runs, and
+        the executor the run uses is theirs."""
+        if self.remote is None:
+            yield
+            return
+        with self.remote.connected():
+            local = self.executor
+            fio = local.fio if isinstance(local, FioExecutor) else "fio"
+            self.executor = self.remote.executor(fio)
+            try:
+                yield
+            finally:
+                self.executor = local
 
     def finish(self, failed: list[str]) -> None:
         self.ground_truth(None, "end")
@@ -249,6 +335,8 @@ class RunSession:
     def health(self, when: str) -> None:
         """Keep the drive's own count of bytes written (its health log: NVMe, the emulated
         SSD) at the start, on resume and at the end: what the run wrote, by the drive."""
+        if self.remote is not None:
+            return  # each host's health log is in its ground truth (host-truth events)
         try:
             reading = read_health(self.info.path, self.info.details)
         except (TargetError, ValueError) as err:
@@ -263,35 +351,10 @@ class RunSession:
             f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
 
     def target_lost(self) -> str | None:
-        """After a failed test: None if the target still reads, else why not (one line).
-
-        Reads 4 KiB at offset 0, with O_DIRECT where the target allows it so that the page
-        cache cannot answer for a device that is gone.
-        """
-        path = self.info.path
-        if not os.path.exists(path):
-            return f"{path} no longer exists"
-        buf = mmap.mmap(-1, 4096)
-        try:
-            for flags in (os.O_RDONLY | getattr(os, "O_DIRECT", 0), os.O_RDONLY):
-                try:
-                    fd = os.open(path, flags)
-                except OSError as exc:
-                    if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
-                        continue  # no O_DIRECT here (tmpfs): a plain read
-                    return f"{path} cannot be opened: {exc.strerror}"
-                try:
-                    os.preadv(fd, [buf], 0)
-                    return None
-                except OSError as exc:
-                    if exc.errno == errno.EINVAL and flags != os.O_RDONLY:
-                        continue
-                    return f"{path} does not answer: {exc.strerror} (errno {exc.errno})"
-                finally:
-                    os.close(fd)
-            return None
-        finally:
-            buf.close()
+        """After a failed test: None if the target still reads, else why not (one line)."""
+        if self.remote is not None:
+            return self.remote.lost()
+        return unreadable(self.info.path)
 
     def after_failure(self, test: str, exc: TestFailed) -> None:
         """Policy: a failed test is recorded and the run goes on, unless the target is gone."""
@@ -306,7 +369,7 @@ class RunSession:
 
     @contextlib.contextmanager
     def _hold(self) -> Iterator[None]:
-        if self.info.kind == "block":
+        if self.info.kind == "block" and self.remote is None:  # agents hold their own
             with ExclusiveHold(self.info.path):
                 yield
         else:
@@ -315,8 +378,11 @@ class RunSession:
     def purge(self, test: str, method: str, offset_bytes: int, size_bytes: int) -> PurgeOutcome:
         """Return the target (its active range) to fresh-out-of-box; recorded as a step."""
         self.progress.phase("purge")
-        if self.info.kind == "file":
-            outcome: PurgeOutcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
+        outcome: PurgeOutcome
+        if self.remote is not None:
+            outcome = remote_purge(self.remote, method, offset_bytes, size_bytes)
+        elif self.info.kind == "file":
+            outcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
         else:
             outcome = purge_block(self.info, method, offset_bytes, size_bytes)
         self.store.add_step(self.run_id, test, "purge", outcome.to_dict(), None)
@@ -335,6 +401,9 @@ class RunSession:
 
     def ground_truth(self, test: str | None, when: str) -> dict[str, Any] | None:
         """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
+        if self.remote is not None:
+            self._hosts_truth(test, when)
+            return None
         if self.emulator is None:
             return None
         truth = emulator_stats(self.emulator)
@@ -345,6 +414,14 @@ class RunSession:
             f"emulator ground truth after {when}: write amplification {waf}", truth,
         )
         return truth
+
+    def _hosts_truth(self, test: str | None, when: str) -> None:
+        """On several hosts: each host's emulator ground truth and health log, one event."""
+        assert self.remote is not None
+        truths = self.remote.truth()
+        self.store.add_event(self.run_id, test, HOST_TRUTH_KIND,
+                             f"ground truth of {len(truths)} hosts after {when}",
+                             {"when": when, "hosts": truths})
 
     def run_fio(self, text: str, cells: tuple[CellSpec, ...], *, json_plus: bool,
                 on_tick: TickFn | None = None, timeout_s: float | None = None) -> FioRun:
@@ -357,20 +434,44 @@ class RunSession:
                 text, timeout_for(cells) if timeout_s is None else timeout_s,
                 json_plus=json_plus, on_tick=on_tick or self.progress.tick)
 
+        if self.remote is not None:
+            return self._remote_fio(fio)
         if self.members is None:
             return fio()
         run, sample = self.members.sample(fio)
         self._sampled = (run, sample) if sample is not None else None
         return run
 
+    def _remote_fio(self, fio: Callable[[], FioRun]) -> FioRun:
+        """A fio run on several hosts; a host that dropped (or stopped answering) stops the
+        run here with one line naming it: no test is marked failed, so ``resume`` goes on
+        after the last round every host completed."""
+        assert self.remote is not None
+        run = fio()
+        if run.ok:
+            return run
+        lost = self.remote.lost()
+        if lost is None:
+            return run
+        self.store.add_event(self.run_id, None, "error", f"stopping the run: {lost}",
+                             {"error": run.error})
+        raise HostLost(f"{lost} ({run.error}){self.remote.lost_hint}")
+
     def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
-                  tracking: dict[str, float], cells: list[dict[str, Any]]) -> None:
+                  tracking: dict[str, float], cells: list[dict[str, Any]],
+                  hosts: dict[str, dict[str, Any]] | None = None) -> None:
         """Store a round that is one fio invocation, with its record and its times, and
-        what the target's members did over it."""
+        what the target's members did over it; on several hosts, each host's own part
+        (``hosts``: what the suite made of it, else a summary of each host's jobs)."""
         self.store.add_round(self.run_id, test, round_no, status=status, tracking=tracking,
                              cells=cells, fio=fio_record(run, phase),
                              started_at=run.started_at, ended_at=run.ended_at)
         self.member_round(test, round_no, run, phase)
+        if run.per_host:
+            per_host = hosts if hosts is not None else host_summaries(run.per_host)
+            self.store.add_event(self.run_id, test, HOST_ROUND_KIND,
+                                 f"round {round_no} on {len(per_host)} hosts",
+                                 {"round": round_no, "phase": phase, "hosts": per_host})
 
     def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
                      last_round: int | None = None) -> None:
@@ -542,6 +643,7 @@ class SessionRun(Generic[PS]):
         self.progress = progress
         self.session = RunSession(prepared.target.info, store, executor, progress,
                                   setup_of(prepared))
+        self.session.remote = prepared.target.remote
 
     @property
     def run_id(self) -> str:

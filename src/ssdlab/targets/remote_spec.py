@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ssdlab.errors import UserError
 
-_REMOTE = re.compile(r"^(?P<host>[A-Za-z0-9_.@\[\]%-]+):(?P<path>/.*)$")
+_REMOTE = re.compile(r"^(?P<host>[A-Za-z0-9_.@\[\]%][A-Za-z0-9_.@\[\]%-]*):(?P<path>/.*)$")
 
 
 @dataclass(frozen=True)

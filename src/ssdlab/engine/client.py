@@ -1,0 +1,100 @@
+"""Run one job on several hosts at once through their fio servers (``fio --client``).
+
+Each host's fio server is reached through a local socket (an ssh-forwarded one: see
+``run/remote.py``); the job file is the run's, with the run's target name replaced by each
+host's own target path. The output is fio's per-client results: :class:`FioRun` keeps
+them per host (``per_host``, each job's ``host`` set to the host's name) and gives their
+aggregate (``output``, :mod:`ssdlab.engine.aggregate`) to the suite, which sees one
+target. Always json+, so latency percentiles merge from the histograms.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ssdlab.cpuidle import idle_policy
+from ssdlab.cpuidle import policy as idle_policy_env
+from ssdlab.engine.aggregate import aggregate_jobs, by_host
+from ssdlab.engine.runner import (
+    FioRun,
+    FioStopped,
+    StopCheck,
+    TickFn,
+    parsed,
+    run_watched,
+)
+
+__all__ = ["ClientExecutor", "ClientHost", "host_job_text"]
+
+
+@dataclass(frozen=True)
+class ClientHost:
+    """One host's fio server as the coordinator reaches it."""
+
+    name: str  # as the run names the host (its ssh name)
+    socket: str  # the local socket forwarded to its fio server
+    path: str  # the target's path on that host
+
+
+def host_job_text(job_text: str, placeholder: str, path: str) -> str:
+    """The run's job file for one host: ``filename=<placeholder>`` names its own path."""
+    return job_text.replace(f"filename={placeholder}\n", f"filename={path}\n")
+
+
+class ClientExecutor:
+    """An :class:`~ssdlab.engine.runner.Executor` on several fio servers at once."""
+
+    def __init__(self, hosts: Sequence[ClientHost], placeholder: str, *, fio: str = "fio",
+                 read_only: bool = False, stop_check: StopCheck | None = None,
+                 cpu_idle: str | None = None) -> None:
+        self.hosts = tuple(hosts)
+        self.placeholder = placeholder
+        self.fio = fio
+        self.read_only = read_only
+        self.stop_check = stop_check  # e.g. "host h2 dropped" while fio runs
+        self.cpu_idle = cpu_idle or idle_policy_env()
+
+    def command(self, job_files: Sequence[str]) -> tuple[str, ...]:
+        guard = ("--readonly",) if self.read_only else ()
+        clients: list[str] = []
+        for host, job_file in zip(self.hosts, job_files, strict=True):
+            clients += [f"--client=sock:{host.socket}", job_file]
+        return (self.fio, "--output-format=json+", "--eta=never", *guard, *clients)
+
+    def run(self, job_text: str, timeout_s: float, *, json_plus: bool = False,
+            on_tick: TickFn | None = None) -> FioRun:
+        with idle_policy(self.cpu_idle), tempfile.TemporaryDirectory(prefix="ssdlab-jobs-") as d:
+            files = []
+            for index, host in enumerate(self.hosts):
+                path = Path(d) / f"host{index + 1}.fio"
+                path.write_text(host_job_text(job_text, self.placeholder, host.path))
+                files.append(str(path))
+            cmd = self.command(files)
+            try:
+                done = run_watched(cmd, job_text, timeout_s, on_tick, self.stop_check, "")
+            except FioStopped as stopped:
+                return replace(stopped.run, error=stopped.reason)
+        return self._per_host(parsed(done))
+
+    def _per_host(self, run: FioRun) -> FioRun:
+        """The run with each job's host named, the aggregate as its output, and an error
+        naming a host that returned no results."""
+        if run.output is None:
+            return run
+        names = {host.socket: host.name for host in self.hosts}
+        jobs = tuple(replace(job, host=names.get(job.host, job.host))
+                     for job in run.output.jobs)
+        found = by_host(jobs)
+        missing = [host.name for host in self.hosts if host.name not in found]
+        error = run.error
+        if missing and error is None:
+            error = (f"host {missing[0]} returned no results: its fio server stopped or "
+                     "its connection dropped")
+        counts = {len(found_jobs) for found_jobs in found.values()}
+        if len(counts) > 1 and error is None:
+            error = "the hosts returned different numbers of job results"
+        output = aggregate_jobs(replace(run.output, jobs=jobs))
+        return replace(run, output=output, per_host=jobs, error=error)

@@ -1,0 +1,129 @@
+"""A run on several hosts (run/remote.py): which hosts, and each host's part of every test.
+The run's own pages show the aggregate; the hosts page of a test shows each host's
+tracking variables per round beside the aggregate's, and each host's own steady-state
+verdict (the ``host-round`` and ``host-verdicts`` events). ``ssdlab show`` prints
+:func:`host_header` and :func:`show_lines`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ssdlab.report import charts as ch
+from ssdlab.report.html import Page, charts, esc, note, table
+from ssdlab.report.scales import fmt_value
+from ssdlab.store.records import RunData, TestData
+
+__all__ = ["host_header", "hosts_page", "show_lines", "test_hosts"]
+
+FRAME = ch.Frame(width=470, height=250, left=58, right=104, top=28, bottom=40)
+HOSTS_NOTE = (
+    "Every host ran the same job on its own target at the same time. The run's figures "
+    "are the aggregate computed by ssdlab from each host's results: IOPS and MB/s summed, "
+    "latency percentiles read from the hosts' merged latency histograms. The run's "
+    "steady state is judged on the aggregate; each host's own verdict, on the same rule, "
+    "is below.")
+
+
+def _hosts_record(run: RunData) -> list[dict[str, Any]]:
+    details = run.target.get("details")
+    hosts = details.get("hosts") if isinstance(details, dict) else None
+    return [h for h in hosts if isinstance(h, dict)] if isinstance(hosts, list) else []
+
+
+def host_header(run: RunData) -> list[str]:
+    """``show``'s lines naming the hosts (none for a run on one host)."""
+    lines = []
+    for h in _hosts_record(run):
+        target = h.get("target") if isinstance(h.get("target"), dict) else {}
+        assert isinstance(target, dict)
+        lines.append(f"host {h.get('host')} ({h.get('hostname')}): {h.get('path')} model "
+                     f"{target.get('model') or '-'}, serial {target.get('serial') or '-'}, "
+                     f"{h.get('fio')}, ssdlab {h.get('ssdlab')}, clock "
+                     f"{float(h.get('clock_offset_s') or 0):+.2f} s")
+    return lines
+
+
+def test_hosts(run: RunData, test: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A test's host-round events (by round) and each host's verdict."""
+    rounds = [dict(e.detail) for e in run.events
+              if e.kind == "host-round" and e.test == test and e.detail]
+    rounds.sort(key=lambda d: int(d.get("round", 0)))
+    verdicts: dict[str, Any] = {}
+    for e in run.events:
+        if e.kind == "host-verdicts" and e.test == test and e.detail:
+            verdicts = dict(e.detail.get("hosts", {}))
+    return rounds, verdicts
+
+
+def _variables(rounds: Sequence[dict[str, Any]]) -> list[str]:
+    for r in rounds:
+        for part in dict(r.get("hosts", {})).values():
+            tracking = part.get("tracking") if isinstance(part, dict) else None
+            if isinstance(tracking, dict) and tracking:
+                return list(tracking)
+    return []
+
+
+def _value(part: object, name: str) -> float | None:
+    tracking = part.get("tracking") if isinstance(part, dict) else None
+    value = tracking.get(name) if isinstance(tracking, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def show_lines(run: RunData, test: TestData) -> list[str]:
+    """``show``'s lines of each host's part of ``test`` (none on one host)."""
+    rounds, verdicts = test_hosts(run, test.name)
+    if not rounds:
+        return []
+    names = _variables(rounds)
+    last = dict(rounds[-1].get("hosts", {}))
+    out = []
+    for host, part in last.items():
+        values = ", ".join(f"{n} {fmt_value(_value(part, n), 0)}" for n in names[:2])
+        verdict = verdicts.get(host, {})
+        message = verdict.get("message", "no verdict") if isinstance(verdict, dict) else ""
+        out.append(f"  host {host}: last round {values}; {message}")
+    return out
+
+
+def _series(run: RunData, test: TestData, rounds: Sequence[dict[str, Any]], name: str
+            ) -> list[ch.Series]:
+    hosts: list[str] = []
+    for r in rounds:
+        hosts += [h for h in dict(r.get("hosts", {})) if h not in hosts]
+    out = []
+    for k, host in enumerate(hosts):
+        xs = tuple(float(r.get("round", 0)) for r in rounds)
+        ys = tuple(_value(dict(r.get("hosts", {})).get(host), name) for r in rounds)
+        out.append(ch.Series(host, xs, ys, colour_index=k))
+    agg = [(float(r.round_no), r.tracking.get(name)) for r in test.rounds if r.status == "ok"]
+    if agg:
+        out.append(ch.Series("all hosts", tuple(x for x, _ in agg),
+                             tuple(float(y) if isinstance(y, int | float) else None
+                                   for _, y in agg), colour_index=len(hosts)))
+    return out
+
+
+def _verdict_rows(verdicts: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for host, verdict in verdicts.items():
+        v = verdict if isinstance(verdict, dict) else {}
+        rows.append([esc(host), "steady" if v.get("attained") else "NOT steady",
+                     esc(str(v.get("message", "-")))])
+    return rows
+
+
+def hosts_page(run: RunData, test: TestData, anchor: str, head: str) -> Page | None:
+    """The hosts page of ``test``, or None when it did not run on several hosts."""
+    rounds, verdicts = test_hosts(run, test.name)
+    if not rounds:
+        return None
+    body = note(HOSTS_NOTE)
+    body += charts(*(ch.line_chart(f"{anchor}-{i}", f"{name} per host", _series(
+        run, test, rounds, name), x_label="round", y_label=name, y_unit="", frame=FRAME,
+        y_log=False) for i, name in enumerate(_variables(rounds))), two=True)
+    body += "<h3>Each host's steady state</h3>" + table(("host", "verdict", "detail"),
+                                                         _verdict_rows(verdicts))
+    title = str(test.params.get("title", test.name))
+    return Page(anchor, f"Hosts: {title}", body, head, run.quick)

@@ -1,0 +1,268 @@
+"""``ssdlab agent``: what runs on a host under test when a coordinator drives it.
+
+The coordinator reaches an agent only through ssh (run/remote.py). Every request is one
+``ssdlab agent VERB ...`` command that prints one JSON object on stdout: what it found,
+or ``{"error": ..., "exit": N}`` with exit status N. The agent's own guardrails decide:
+a target this host refuses is refused whatever the coordinator asks, and ``serve``
+starts no fio server unless every target it is to serve passed them.
+
+``serve`` starts ``fio --server`` on a Unix socket in a directory only root may enter
+(never a TCP port: fio's server has no authentication and runs any job file it is sent,
+``exec_prerun`` included), holds every block target exclusively, prints
+``{"ready": true, ...}`` and stays until its standard input closes (the ssh connection
+ended) or the fio server exits; then it stops the server and removes the socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ssdlab import __version__
+from ssdlab.children import die_with_parent
+from ssdlab.errors import TargetError, UserError
+from ssdlab.run.prepare import PreparedTarget, prepare_target
+from ssdlab.run.session import boot_id, unreadable
+from ssdlab.targets import emulator
+from ssdlab.targets.health import read_health
+from ssdlab.targets.identity import fio_version, host_info, identify_block
+from ssdlab.targets.purge import purge_block
+from ssdlab.targets.safety import DestroyData, ExclusiveHold, RealDevices, check_block_target
+
+#: the request format; a coordinator refuses an agent that speaks another one
+PROTOCOL = 1
+#: where ``serve`` makes its private socket directories
+SOCKET_ROOT = Path("/run/ssdlab-agent")
+#: in a ``serve``'s directory: its pid and the targets it holds
+HELD_FILE = "held.json"
+
+
+def hello(fio: str) -> dict[str, Any]:
+    """Who this host is: versions, clock, identity (the coordinator compares them)."""
+    try:
+        fio_ver = fio_version(fio)
+    except UserError as err:
+        fio_ver = f"unusable: {err}"
+    return {"protocol": PROTOCOL, "ssdlab": __version__, "fio": fio_ver, "time": time.time(),
+            "hostname": socket.gethostname(), "boot_id": boot_id(), "host": host_info()}
+
+
+def check(target: str, destroy_data: DestroyData, fio: str, *, read_only: bool) -> PreparedTarget:
+    """Every guardrail of this host on ``target`` (nothing is written)."""
+    prepared = prepare_target(target, None, destroy_data, fio, read_only=read_only)
+    if prepared.create_file:
+        raise TargetError(f"{target} does not exist on {socket.gethostname()}: a target on "
+                          "another host must exist (a block device or an ssdlab test file)")
+    return prepared
+
+
+def check_json(target: str, destroy_data: DestroyData, fio: str, *,
+               read_only: bool) -> dict[str, Any]:
+    prepared = check(target, destroy_data, fio, read_only=read_only)
+    return {"info": prepared.info.to_dict(), "host": prepared.host,
+            "versions": prepared.versions, "hello": hello(fio)}
+
+
+class _HeldByServe(RealDevices):
+    """The devices as they are, but the exclusive hold on them is our own ``serve``'s."""
+
+    def exclusive_open_error(self, path: str) -> str | None:
+        return None
+
+
+def purge(target: str, destroy_data: DestroyData, method: str, offset: int, size: int,
+          token: str | None = None) -> dict[str, Any]:
+    """Purge ``target``'s range after this host's guardrails passed again (the exclusive
+    open excepted when the ``serve`` of ``token`` holds the target: that hold is ours)."""
+    path = os.path.abspath(target)
+    info = identify_block(path)
+    held = token is not None and path in _held(token)
+    check_block_target(info, destroy_data=destroy_data, writes=True,
+                       device=_HeldByServe() if held else None)
+    return purge_block(info, method, offset, size).to_dict()
+
+
+def _held(token: str) -> list[str]:
+    """The targets the live ``serve`` of ``token`` holds."""
+    try:
+        data = json.loads((socket_path(token).parent / HELD_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    pid = data.get("pid") if isinstance(data, dict) else None
+    if not isinstance(pid, int) or not Path(f"/proc/{pid}").exists():
+        return []
+    targets = data.get("targets")
+    return [str(t) for t in targets] if isinstance(targets, list) else []
+
+
+def truth(target: str) -> dict[str, Any]:
+    """The emulator's ground truth and the drive's health log (what each can give)."""
+    path = os.path.abspath(target)
+    emu = emulator.emulator_of(path, _details(path))
+    out: dict[str, Any] = {"emulator": emulator.stats(emu) if emu is not None else None}
+    try:
+        reading = read_health(path, _details(path))
+        out["health"] = dataclasses.asdict(reading) if reading is not None else None
+    except (TargetError, ValueError) as err:
+        out["health_error"] = str(err)
+    return out
+
+
+def control(target: str, command: str) -> dict[str, Any]:
+    """One control command to the emulated SSD behind ``target``."""
+    path = os.path.abspath(target)
+    emu = emulator.emulator_of(path, _details(path))
+    if emu is None:
+        raise TargetError(f"{target} is not an emulated SSD on {socket.gethostname()}")
+    emulator.control(emu, command)
+    return {"done": command}
+
+
+def probe(target: str) -> dict[str, Any]:
+    """Whether the target still answers a read (None) or why not."""
+    return {"lost": unreadable(os.path.abspath(target))}
+
+
+def _details(path: str) -> dict[str, object]:
+    """A loop device's backing file (how the emulator behind it is found)."""
+    name = os.path.basename(os.path.realpath(path))
+    backing = Path(f"/sys/block/{name}/loop/backing_file")
+    with contextlib.suppress(OSError):
+        return {"backing_file": backing.read_text().strip()}
+    return {}
+
+
+# -- serve ------------------------------------------------------------------------------
+
+
+def socket_path(token: str) -> Path:
+    """The fio server's socket of a coordinator's ``token`` (letters, digits, -)."""
+    if not token or not all(c.isalnum() or c == "-" for c in token) or len(token) > 64:
+        raise UserError(f"bad agent token {token!r}")
+    return SOCKET_ROOT / token / "fio.sock"
+
+
+def serve(token: str, targets: Sequence[str], destroy_data: DestroyData, fio: str, *,
+          read_only: bool) -> int:
+    """Check every target, hold them, run ``fio --server`` on a private socket until the
+    coordinator goes away. Prints the ready line; returns the exit status."""
+    infos = [check(t, destroy_data, fio, read_only=read_only).info for t in targets]
+    sock = socket_path(token)
+    with contextlib.ExitStack() as stack:
+        for info in infos:
+            if info.kind == "block":
+                stack.enter_context(ExclusiveHold(info.path))
+        stack.enter_context(_private_dir(sock.parent))
+        (sock.parent / HELD_FILE).write_text(json.dumps(
+            {"pid": os.getpid(), "targets": [i.path for i in infos]}))
+        server = subprocess.Popen((fio, f"--server=sock:{sock}"), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  start_new_session=True, preexec_fn=die_with_parent)
+        stack.callback(_stop, server)
+        if not _wait_for_socket(sock, server):
+            error = (server.stderr.read() if server.stderr else b"").decode(errors="replace")
+            error = error.strip()
+            raise UserError(f"fio --server did not start: {error or 'no socket'}")
+        _say({"ready": True, "socket": str(sock), "fio_pid": server.pid,
+              "targets": [i.path for i in infos]})
+        _wait_for_end(server, token, destroy_data)
+    return 0
+
+
+@contextlib.contextmanager
+def _private_dir(path: Path) -> Iterator[None]:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(mode=0o700)
+    try:
+        yield
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _wait_for_socket(sock: Path, server: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if sock.is_socket():
+            return True
+        if server.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _wait_for_end(server: subprocess.Popen[bytes], token: str, destroy_data: DestroyData
+                  ) -> None:
+    """Answer the coordinator's requests (one JSON object per line on standard input, one
+    answer per line on standard output) until standard input closes (the ssh connection
+    ended) or the fio server exits."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(0))
+    while server.poll() is None:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.2)
+        if not ready:
+            continue
+        line = sys.stdin.readline()
+        if line == "":
+            return
+        _say(answer(line, token, destroy_data))
+
+
+def answer(line: str, token: str, destroy_data: DestroyData) -> dict[str, Any]:
+    """One request of the coordinator to a serving agent, answered."""
+    try:
+        request = json.loads(line)
+        if not isinstance(request, dict):
+            raise ValueError("not an object")
+    except ValueError as err:
+        return {"error": f"bad request ({err})", "exit": 2}
+    try:
+        return _dispatch(request, token, destroy_data)
+    except UserError as err:
+        return {"error": err.message, "exit": int(err.exit_code)}
+    except (KeyError, TypeError, ValueError) as err:
+        return {"error": f"bad request ({err!r})", "exit": 2}
+
+
+def _dispatch(request: dict[str, Any], token: str, destroy_data: DestroyData
+              ) -> dict[str, Any]:
+    verb, target = request.get("verb"), str(request.get("target"))
+    if target not in _held(token):
+        raise TargetError(f"{target} is not a target this agent serves")
+    if verb == "truth":
+        return truth(target)
+    if verb == "probe":
+        return probe(target)
+    if verb == "control":
+        return control(target, str(request["command"]))
+    if verb == "purge":
+        return purge(target, destroy_data, str(request["method"]), int(request["offset"]),
+                     int(request["size"]), token)
+    raise UserError(f"unknown request {verb!r}")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, sig)
+        try:
+            server.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _say(data: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(data) + "\n")
+    sys.stdout.flush()

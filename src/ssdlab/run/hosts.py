@@ -1,0 +1,57 @@
+"""What a run on several hosts keeps of each host: its part of every round, its steady
+state, its purge (the run's target as a whole is their aggregate: run/remote.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ssdlab.engine.aggregate import by_host
+from ssdlab.engine.model import JobResult
+from ssdlab.run.remote import RemoteSet
+from ssdlab.targets.purge import PurgeOutcome
+
+#: the hosts of the run: identity, versions, clock offset (once, and on resume)
+HOSTS_KIND = "hosts"
+#: each host's part of one round
+HOST_ROUND_KIND = "host-round"
+#: each host's emulator ground truth and health log
+HOST_TRUTH_KIND = "host-truth"
+#: each host's own steady-state verdict of a test (judged on the same rule as the run's)
+HOST_VERDICT_KIND = "host-verdicts"
+
+
+def _job_summary(job: JobResult) -> dict[str, Any]:
+    pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
+    return {"iops": job.total_iops, "bw_bytes_per_s": job.total_bw_bytes_per_s,
+            "lat_p99_us": pct[99.0] / 1000 if 99.0 in pct else None,
+            "error": job.error}
+
+
+def host_summaries(per_host: Sequence[JobResult]) -> dict[str, dict[str, Any]]:
+    """Each host's jobs in a round, summarised (for suites that say nothing more)."""
+    return {host: {"jobs": {job.name: _job_summary(job) for job in jobs}}
+            for host, jobs in by_host(per_host).items()}
+
+
+def remote_purge(remote: RemoteSet, method: str, offset: int, size: int) -> PurgeOutcome:
+    """Every host's purge at once, as one outcome: ok when every host's was."""
+    outcomes = remote.purge(method, offset, size)
+    ok = all(bool(o.get("ok")) for o in outcomes)
+    detail = "; ".join(f"{o['host']}: {'ok' if o.get('ok') else 'FAILED'} "
+                       f"({o.get('detail', '')})" for o in outcomes)
+    seconds = max(float(o.get("seconds", 0.0)) for o in outcomes)
+    used = {str(o.get("method")) for o in outcomes}
+    return PurgeOutcome(used.pop() if len(used) == 1 else method, ok, seconds, None, detail)
+
+
+def host_series(events: Sequence[Mapping[str, Any]], names: Sequence[str]
+                ) -> dict[str, list[dict[str, float]]]:
+    """Each host's tracking variables round by round, from a test's host-round events."""
+    series: dict[str, list[dict[str, float]]] = {}
+    for data in sorted(events, key=lambda d: int(d.get("round", 0))):
+        for host, part in dict(data.get("hosts", {})).items():
+            tracking = part.get("tracking", {}) if isinstance(part, dict) else {}
+            series.setdefault(host, []).append({n: float(tracking[n]) for n in names
+                                                if n in tracking})
+    return series
