@@ -31,6 +31,7 @@ import pytest
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 from tests.integration.conftest import only_run_id
+from tests.support.browser import open_page
 from tests.support.cli import one_line_error, ssdlab
 from tests.support.netlab import NetLab
 
@@ -122,6 +123,7 @@ def _check_aggregate(cell: dict[str, Any], entries: list[dict[str, Any]]) -> Non
         assert cell[key] == pytest.approx(expected, rel=1e-12), (cell["cell"], key)
 
 
+@pytest.mark.browser
 def test_one_pts_run_on_three_hosts(three_hosts: Lab) -> None:
     lab = three_hosts
     before = [_written(f"host{i + 1}") for i in range(3)]
@@ -158,6 +160,28 @@ def test_one_pts_run_on_three_hosts(three_hosts: Lab) -> None:
     for host in ("h1", "h2", "h3"):
         assert f"host {host} (" in shown.stdout
         assert f"  host {host}: last round IOPS 4 KiB 0/100 " in shown.stdout
+    _check_report(lab, run_id)
+
+
+def _check_report(lab: Lab, run_id: str) -> None:
+    """The report's hosts page in Chromium: a chart per tracking variable with a line per
+    host and the aggregate, each host's verdict, no console error."""
+    out = lab.store.parent / "report"
+    report = ssdlab("report", run_id, "-o", str(out), "--no-pdf", "--store", str(lab.store),
+                    env=lab.env)
+    assert report.returncode == 0, report.stderr
+    with open_page(out / "report.html") as page:
+        assert page.console_errors() == []
+        found = page.evaluate("""(() => {
+            const page = [...document.querySelectorAll('h2')]
+                .find(h => h.textContent.startsWith('Hosts: '));
+            const section = page.closest('section') || page.parentElement;
+            return {charts: section.querySelectorAll('svg').length,
+                    text: section.textContent};
+        })()""")
+    assert found["charts"] >= 3
+    for name in ("h1", "h2", "h3", "all hosts", "Each host's steady state"):
+        assert name in found["text"]
 
 
 # -- security -----------------------------------------------------------------------------
