@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import struct
 import subprocess
@@ -557,3 +558,21 @@ def test_a_probe_error_is_not_blank() -> None:
     probe = DeviceProbe("nbd://h/x", (), errors=("reading nbd://h/x: boom",))
     assert not probe.blank
     assert DeviceProbe("x", (Signature("swap", 4086),)).describe() == "a Linux swap area"
+
+
+def test_fio_must_have_the_nbd_engine() -> None:
+    def fio(out: str, code: int = 0) -> Any:
+        return lambda argv, **_: subprocess.CompletedProcess(argv, code, out, "")
+
+    nbd.check_fio_engine("fio", runner=fio("uri                     : Name of NBD URI\n"))
+    with pytest.raises(EnvironmentProblem, match="fio has no nbd engine"):
+        nbd.check_fio_engine("fio", runner=fio("IO engine nbd not found\n", 1))
+
+
+def test_fio_errors_that_are_not_errnos_are_said_so() -> None:
+    from ssdlab.engine.runner import _strerror
+
+    assert _strerror(5) == os.strerror(5)
+    assert _strerror(4294967295) == "-1: the engine gave no errno"  # the nbd engine's -1
+    assert _strerror((1 << 32) - 5) == os.strerror(5)
+    assert _strerror(1 << 40) == "not an errno"

@@ -29,6 +29,7 @@ from ssdlab.targets.identity import (
 from ssdlab.targets.nbd import (
     NBD_ENGINE,
     NBD_KIND,
+    check_fio_engine,
     check_nbd_target,
     identify_nbd,
     is_nbd_target,
@@ -272,6 +273,8 @@ def prepare_target(
     target on an array ssdlab built records the array (``details["array"]``)."""
     versions = checked_versions(fio)
     info, create = resolve_target(target, size_bytes, destroy_data, read_only)
+    if info.kind == NBD_KIND:
+        check_fio_engine(fio)
     return PreparedTarget(with_array(info), create, host_info(), versions)
 
 

@@ -275,6 +275,19 @@ def network_facts(uri: NbdUri, facts: dict[str, object], export: dict[str, objec
     }
 
 
+def check_fio_engine(fio: str = "fio", *, runner: Runner = subprocess.run) -> None:
+    """fio must have its nbd engine (built in to Debian's; elsewhere fio is built with
+    libnbd, or packaged apart as fio-engine-nbd)."""
+    try:
+        done = runner([fio, f"--enghelp={NBD_ENGINE}"], capture_output=True, text=True,
+                      check=False, timeout=NBDINFO_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EnvironmentProblem(f"cannot run {fio} --enghelp={NBD_ENGINE}: {exc}") from None
+    if done.returncode != 0 or "uri" not in (done.stdout or ""):
+        raise EnvironmentProblem(f"{fio} has no nbd engine: install a fio built with libnbd "
+                                 "(Debian's fio has it; Fedora: fio-engine-nbd)")
+
+
 # -- safety ---------------------------------------------------------------------------------
 
 
