@@ -75,6 +75,7 @@ test: setup
 bench: setup
 	$(BIN)/python bench/harness_overhead.py
 	$(BIN)/python bench/emulator_ceiling.py
+	$(BIN)/python bench/multi_host.py
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache demo-results

@@ -50,6 +50,7 @@ from ssdlab.store.records import RunData
 from ssdlab.suites import Suite, find
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info
+from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.safety import DestroyData
 
 #: a file-backed array's test file takes this share of the usable space, in whole MiB
@@ -118,7 +119,7 @@ def prepare(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
     child = _child_suite(o.suite)
     child_parser(child.spec).parse_args([*o.suite_argv, *_placeholder_target(child.spec)])
     versions = checked_versions(request.fio)
-    paths = [os.path.abspath(m) for m in o.members]
+    paths = [m if is_nbd_target(m) else os.path.abspath(m) for m in o.members]
     held = _held_by_leftovers(paths)
     infos = arrays.identify_members(paths)
     free = [i for i in infos if i.path not in held]

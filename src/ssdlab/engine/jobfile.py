@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Pattern
+from ssdlab.plan.specs import NBD_ENGINE, CellSpec, FioJob, JobSection, Pattern, is_nbd_uri
 from ssdlab.plan.units import fio_time
 
 #: fio's jobs as threads of the one fio process, not forked processes: when ssdlab is
@@ -21,13 +21,15 @@ RANDOM_OFFSETS = ("randrepeat=0", "norandommap=1", "random_generator=tausworthe6
 
 def global_section(job: FioJob) -> list[str]:
     """The ``[global]`` section. A job without a target (a trace replay: its section says
-    what is read and where it goes) names no file and no random-offset generator."""
+    what is read and where it goes) names no file and no random-offset generator. An NBD
+    export is reached through fio's nbd engine: ``uri=`` instead of ``filename=``."""
     on_target = job.target_path is not None
+    nbd = is_nbd_uri(job.target_path)
     lines = ["[global]"]
     if on_target:
-        lines.append(f"filename={job.target_path}")
-    lines += [f"ioengine={job.ioengine}", f"direct={int(job.direct)}", "group_reporting=1",
-              THREAD]
+        lines.append(f"{'uri' if nbd else 'filename'}={job.target_path}")
+    lines += [f"ioengine={NBD_ENGINE if nbd else job.ioengine}", f"direct={int(job.direct)}",
+              "group_reporting=1", THREAD]
     if on_target:
         lines += RANDOM_OFFSETS
     lines += ["lat_percentiles=0", f"percentile_list={_percentile_list(job.percentiles)}"]

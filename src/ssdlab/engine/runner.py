@@ -93,6 +93,16 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return proc.communicate()
 
 
+def _strerror(code: int) -> str:
+    """The errno's text. An engine can report a negated errno as an unsigned int, and -1
+    (fio's nbd engine when the server went away) is no errno at all."""
+    signed = code - (1 << 32) if code >= 1 << 31 else code
+    if signed == -1:
+        return "-1: the engine gave no errno"
+    number = abs(signed)
+    return os.strerror(number) if 0 < number < 1 << 16 else "not an errno"
+
+
 def _error_of(
     returncode: int, stderr: str, output: FioOutput | None, timed_out: bool
 ) -> str | None:
@@ -102,7 +112,7 @@ def _error_of(
         failed = [job for job in output.jobs if job.error]
         if failed:
             job = failed[0]
-            return f"fio job {job.name} failed: error {job.error} ({os.strerror(job.error)})"
+            return f"fio job {job.name} failed: error {job.error} ({_strerror(job.error)})"
     if returncode != 0:
         first = stderr.strip().splitlines()[:1]
         return f"fio exited with status {returncode}" + (f": {first[0]}" if first else "")

@@ -20,12 +20,14 @@ DESTROY_DATA_HELP = (
     "swap or other signature needs the confirmation naming it: --destroy-data=SERIAL (its "
     "serial number) or --destroy-data=/dev/PATH (a path to that very device). Mounted, "
     "system and busy devices are refused whatever it says (docs/safety.md)"
+    "; an NBD export's confirmation is its URI: --destroy-data=nbd://... (docs/network.md)"
 )
 DRY_RUN_HELP = "print the plan and every fio job file; touch nothing"
 SIZE_HELP = ("size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decimal "
              "KB/MB/GB/TB)")
 TARGET_HELP = ("a block device (/dev/...) or a test file path; a new file is created and "
-               "fully allocated at --size")
+               "fully allocated at --size"
+               "; or an NBD export, nbd://HOST[:PORT][/EXPORT] (docs/network.md)")
 
 
 def size_arg(text: str) -> int:

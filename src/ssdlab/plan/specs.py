@@ -17,6 +17,15 @@ MIB = 1024 * KIB
 GIB = 1024 * MIB
 PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
 IOENGINES = ("libaio", "io_uring", "psync", "sync")
+#: a target named by one of these is an NBD export, which fio reaches through its ``nbd``
+#: engine with ``uri=`` (targets/nbd.py keeps the same schemes)
+NBD_URI_PREFIXES = ("nbd://", "nbd+unix://")
+NBD_ENGINE = "nbd"
+
+
+def is_nbd_uri(target: str | None) -> bool:
+    """Whether a job's target is an NBD export's URI (not a file or device path)."""
+    return target is not None and target.lower().startswith(NBD_URI_PREFIXES)
 
 
 class Pattern(enum.StrEnum):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.figures import window_rounds
@@ -73,6 +74,7 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
     return [
         ("target", t.get("path")),
         ("kind / class", f"{t.get('kind', '-')} / {t.get('device_class', '-')}"),
+        *([("network", transport)] if (transport := transport_text(t)) else []),
         ("model", t.get("model")),
         ("serial", t.get("serial")),
         ("firmware", t.get("firmware")),

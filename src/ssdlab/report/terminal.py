@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
 from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
@@ -140,6 +141,7 @@ def header_lines(run: RunData) -> list[str]:
     lines += [
         f"started {_when(run.created_at)}, finished {_when(run.finished_at)}",
         _target_line(t),
+        *([f"  {transport}"] if (transport := transport_text(t)) else []),
         f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",

@@ -38,6 +38,7 @@ from ssdlab.targets.identity import (
     read_int,
     read_mountinfo,
 )
+from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.safety import DestroyData, RealDevices, check_block_target
 from ssdlab.targets.write_cache import write_cache_state
 
@@ -121,6 +122,9 @@ def identify_members(paths: list[str]) -> list[TargetInfo]:
     infos = []
     for path in paths:
         full = os.path.abspath(path)
+        if is_nbd_target(path):
+            raise TargetError(f"refusing the set: member {path} is an NBD export; arrays are "
+                              "built of local block devices (docs/network.md)")
         if not os.path.exists(full):
             raise TargetError(f"refusing the set: member {path} does not exist")
         try:

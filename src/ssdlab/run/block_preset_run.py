@@ -40,12 +40,19 @@ from ssdlab.plan.block_presets import (
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
-from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
+from ssdlab.run.prepare import (
+    PreparedTarget,
+    TargetRequest,
+    checked_versions,
+    engine_for,
+    prepare_target,
+)
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, fio_record
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
+from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 
 #: free space kept beyond the test file in a --dir target
@@ -95,7 +102,7 @@ def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         return _dir_target(directory, plan, request.fio)
     assert target is not None
     path = os.path.abspath(target)
-    block = _is_block(path)
+    block = _is_block(path) or is_nbd_target(target)  # an NBD export is tested as a device
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
     plan = bp.plan_of(args, 512, existing)
     base = prepare_target(target, None if block else plan.size_bytes, request.destroy_data,
@@ -103,6 +110,7 @@ def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     info = base.info
     if info.logical_sector_bytes != 512:
         plan = bp.plan_of(args, info.logical_sector_bytes, existing)
+    plan = engine_for(info, plan)
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")

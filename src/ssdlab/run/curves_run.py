@@ -29,7 +29,7 @@ from ssdlab.plan.curves import (
 )
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.run.cells import Cell, cell_from_job
-from ssdlab.run.prepare import TargetRequest, check_file_purge
+from ssdlab.run.prepare import TargetRequest, check_file_purge, engine_for
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Runner, TestFailed
 from ssdlab.run.workload_target import (
@@ -62,6 +62,7 @@ def prepare_curves(request: TargetRequest, args: CurvesArgs) -> PreparedCurves:
     target = prepare_workload_target(
         request, cv.FILE_NAME, cv.DIR_FILE_QUICK if options.quick else cv.DIR_FILE_DEFAULT)
     info = target.info
+    options = engine_for(info, options)
     check_file_purge(info, options.purge)
     layout = cv.layout_on(options, info.path, info.capacity_bytes, info.logical_sector_bytes,
                           target.cpus)

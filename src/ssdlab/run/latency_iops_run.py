@@ -52,6 +52,7 @@ from ssdlab.run.prepare import (
     TargetRequest,
     check_capacity,
     check_file_purge,
+    engine_for,
     prepare_device,
 )
 from ssdlab.run.progress import Progress
@@ -86,7 +87,7 @@ def prepare_latency_iops(request: TargetRequest, args: LatencyIopsArgs) -> Laten
 
 
 def _prepared(base: PreparedTarget, args: LatencyIopsArgs) -> LatencyIopsPrepared:
-    options = build_options(args, base.cpus)
+    options = engine_for(base.info, build_options(args, base.cpus))
     ladders = build_plan(options, base.info.capacity_bytes, base.info.logical_sector_bytes)
     check_file_purge(base.info, options.purge)
     check_capacity(base.info, ladders.range.size_bytes)

@@ -23,6 +23,7 @@ from ssdlab.plan.member_rounds import EVENT_KIND, MemberRound
 from ssdlab.store.db import Store
 from ssdlab.targets.identity import PROC, SYSFS
 from ssdlab.targets.members import StatReading, members_of_target, read_stats
+from ssdlab.targets.nbd import NBD_KIND
 
 T = TypeVar("T")
 
@@ -111,6 +112,9 @@ def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object],
                  sysfs: Path = SYSFS, proc: Path = PROC) -> tuple[MemberSampler | None, str]:
     """The sampler of a target's members (a block device ``name``, else the file or
     directory ``path``), or None and why there is none (one line)."""
+    if kind == NBD_KIND:
+        return None, (f"member devices not sampled: {path} is an NBD export; its devices "
+                      "are the server's")
     try:
         names = members_of_target(path, kind, name, sysfs=sysfs, proc=proc)
     except (TargetError, OSError) as exc:

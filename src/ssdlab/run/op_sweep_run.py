@@ -52,7 +52,13 @@ from ssdlab.plan.options import default_load
 from ssdlab.plan.pts import PtsTest
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
-from ssdlab.run.prepare import MIN_ACTIVE_RANGE, TargetRequest, prepare_device
+from ssdlab.run.prepare import (
+    MIN_ACTIVE_RANGE,
+    TargetRequest,
+    check_nbd_purge,
+    engine_for,
+    prepare_device,
+)
 from ssdlab.run.progress import Progress, round_estimate
 from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
 from ssdlab.store.records import RunData
@@ -69,7 +75,8 @@ def prepare_op_sweep(request: TargetRequest, args: OpSweepArgs) -> PreparedOpSwe
     """Everything checked before the first byte is written: UserError (one line) otherwise."""
     base = prepare_device(request)
     info = base.info
-    options = build_options(args, default_load(info.device_class, base.cpus))
+    options = engine_for(info, build_options(args, default_load(info.device_class, base.cpus)))
+    check_nbd_purge(info, options.purge)
     if info.kind == "file" and options.purge != "auto":
         raise UserError(f"--purge {options.purge} applies to block devices; a file target is "
                         "purged by recreating it (--purge auto)")

@@ -26,6 +26,14 @@ from ssdlab.targets.identity import (
     identify_block,
     identify_file,
 )
+from ssdlab.targets.nbd import (
+    NBD_ENGINE,
+    NBD_KIND,
+    check_fio_engine,
+    check_nbd_target,
+    identify_nbd,
+    is_nbd_target,
+)
 from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.safety import DestroyData, check_block_target
 
@@ -95,8 +103,11 @@ def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyDat
 
     Block devices go through every guardrail of :mod:`ssdlab.targets.safety`; a
     --read-only run writes nothing, so it needs no --destroy-data and may read a device
-    that carries a filesystem (but not a mounted, system or busy one).
+    that carries a filesystem (but not a mounted, system or busy one). An NBD export
+    (``nbd://...``) is identified over the network and checked as a device is.
     """
+    if is_nbd_target(target):
+        return _resolve_nbd(target, size_bytes, destroy_data, read_only), False
     path = os.path.abspath(target)
     if _is_block(path):
         if size_bytes is not None:
@@ -124,6 +135,44 @@ def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyDat
             "leave out --size"
         )
     return info, create
+
+
+def _resolve_nbd(target: str, size_bytes: int | None, destroy_data: DestroyData,
+                 read_only: bool) -> TargetInfo:
+    """An NBD export (targets/nbd.py): identified reading only, refused for writing
+    without --destroy-data."""
+    if size_bytes is not None:
+        raise UserError("--size applies to file targets; an NBD export is tested whole "
+                        "(use --active-range to test part of it)")
+    found = identify_nbd(target)
+    check_nbd_target(found, destroy_data=destroy_data, writes=not read_only)
+    return found.info
+
+
+OptionsT = TypeVar("OptionsT")
+
+
+def engine_for(info: TargetInfo, options: OptionsT) -> OptionsT:
+    """``options`` with the ioengine fio will use on the target: on an NBD export, fio's
+    nbd engine (the job files say ``ioengine=nbd`` and ``uri=``, engine/jobfile.py), which
+    the stored plan then records too. Another ``--ioengine`` than the default is refused."""
+    engine = getattr(options, "ioengine", None)
+    if info.kind != NBD_KIND or engine is None or not dataclasses.is_dataclass(options):
+        return options
+    if engine not in ("libaio", NBD_ENGINE):
+        raise UserError(f"--ioengine {engine}: an NBD export is reached through fio's nbd "
+                        "engine only (leave --ioengine out)")
+    changes: dict[str, object] = {"ioengine": NBD_ENGINE}
+    settings = getattr(options, "settings", None)
+    if isinstance(settings, dict) and "ioengine" in settings:
+        changes["settings"] = {**settings, "ioengine": NBD_ENGINE}
+    return dataclasses.replace(options, **changes)  # type: ignore[type-var]
+
+
+def refuse_nbd(info: TargetInfo, suite: str, why: str) -> None:
+    """A suite that cannot run on an NBD export says so in one line."""
+    if info.kind == NBD_KIND:
+        raise TargetError(f"ssdlab run {suite} cannot use the NBD export {info.path}: {why}")
 
 
 def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
@@ -197,9 +246,18 @@ def checked_range(info: TargetInfo, pct: float) -> ActiveRange:
     return rng
 
 
+def check_nbd_purge(info: TargetInfo, purge: str) -> None:
+    """An NBD export is purged by trim (``auto``) or not at all: no device commands."""
+    if info.kind == NBD_KIND and purge not in ("auto", "none"):
+        raise UserError(f"--purge {purge} applies to local block devices; an NBD export is "
+                        "purged by trim through fio's nbd engine (--purge auto) or not at "
+                        "all (--purge none)")
+
+
 def check_file_purge(info: TargetInfo, purge: str, *, allow_none: bool = True) -> None:
     """A purge method other than recreating the file (or none) is for block devices; an
     NVMe purge for NVMe devices."""
+    check_nbd_purge(info, purge)
     if info.kind == "file" and purge not in (("auto", "none") if allow_none else ("auto",)):
         alternative = " or not at all (--purge none)" if allow_none else ""
         raise UserError(f"--purge {purge} applies to block devices; a file target is "
@@ -223,6 +281,8 @@ def prepare_target(
     if is_remote(target.split(",")[0]):
         return _prepare_remote(target, size_bytes, destroy_data, versions, read_only)
     info, create = resolve_target(target, size_bytes, destroy_data, read_only)
+    if info.kind == NBD_KIND:
+        check_fio_engine(fio)
     return PreparedTarget(with_array(info), create, host_info(), versions)
 
 

@@ -34,6 +34,7 @@ from ssdlab.run.prepare import (
     TargetRequest,
     check_file_purge,
     checked_range,
+    engine_for,
     prepare_device,
     prepare_resume_target,
 )
@@ -96,7 +97,7 @@ def prepare_pts(request: TargetRequest, args: PtsArgs) -> PreparedPts:
     """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
     base = prepare_device(request, read_only=args.read_only)
     info = base.info
-    options = build_options(args, info.device_class, base.cpus)
+    options = engine_for(info, build_options(args, info.device_class, base.cpus))
     check_file_purge(info, options.purge)
     checked_range(info, options.active_range_pct)
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)

@@ -27,7 +27,7 @@ from ssdlab.plan.replay import (
 )
 from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
-from ssdlab.run.prepare import TargetRequest
+from ssdlab.run.prepare import TargetRequest, refuse_nbd
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Runner, TestFailed
 from ssdlab.run.workload_target import (
@@ -55,6 +55,8 @@ def prepare_replay(request: TargetRequest, args: ReplayArgs) -> PreparedReplay:
     fit = max(MIB, -(-options.trace.extent_bytes // MIB) * MIB)
     target = prepare_workload_target(request, rp.FILE_NAME, fit)
     info = target.info
+    refuse_nbd(info, "replay", "fio replays a trace onto a file or device name "
+               "(replay_redirect), which its nbd engine does not take")
     rp.check_fits(options.trace, info.capacity_bytes, info.logical_sector_bytes, True,
                   info.path)
     return PreparedReplay(target, options, args)

@@ -58,6 +58,7 @@ from ssdlab.run.prepare import (
     TargetRequest,
     check_file_purge,
     checked_range,
+    engine_for,
     prepare_device,
 )
 from ssdlab.run.progress import Progress
@@ -84,8 +85,8 @@ def prepare_saturation(request: TargetRequest, args: SaturationArgs) -> Prepared
 
 def _prepared(base: PreparedTarget, args: SaturationArgs) -> PreparedSaturation:
     load = DEFAULT_LOADS.get(base.info.device_class, DEFAULT_LOADS["file"])
-    options = build_options(args, load, base.cpus)
-    if base.info.kind == "file":
+    options = engine_for(base.info, build_options(args, load, base.cpus))
+    if base.info.kind != "block":
         check_file_purge(base.info, options.purge)
     rng = checked_range(base.info, options.active_range_pct)
     return PreparedSaturation(base, options, args, rng)

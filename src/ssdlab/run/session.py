@@ -32,6 +32,7 @@ from ssdlab.engine.runner import (
 from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
+from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.hosts import (
     HOST_ROUND_KIND,
@@ -41,6 +42,7 @@ from ssdlab.run.hosts import (
     remote_purge,
 )
 from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
+from ssdlab.run.nbd import purge_nbd
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target, prepare_stored
 from ssdlab.run.progress import Progress
 from ssdlab.run.remote import HostLost, RemoteSet
@@ -51,6 +53,7 @@ from ssdlab.targets.emulator import stats as emulator_stats
 from ssdlab.targets.filetarget import create_file_target, recreate_file_target
 from ssdlab.targets.health import read_health
 from ssdlab.targets.identity import TargetInfo
+from ssdlab.targets.nbd import NBD_KIND, unreachable
 from ssdlab.targets.purge import PurgeOutcome, purge_block
 from ssdlab.targets.safety import ExclusiveHold
 
@@ -354,6 +357,8 @@ class RunSession:
         """After a failed test: None if the target still reads, else why not (one line)."""
         if self.remote is not None:
             return self.remote.lost()
+        if self.info.kind == NBD_KIND:  # an NBD export: a read over the network
+            return unreachable(self.info.path)
         return unreadable(self.info.path)
 
     def after_failure(self, test: str, exc: TestFailed) -> None:
@@ -383,6 +388,9 @@ class RunSession:
             outcome = remote_purge(self.remote, method, offset_bytes, size_bytes)
         elif self.info.kind == "file":
             outcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
+        elif self.info.kind == NBD_KIND:  # an export has no erase: trim through fio, if it can
+            outcome = purge_nbd(self.info, method, offset_bytes, size_bytes, self.executor,
+                                self.fio.ssdlab_version)
         else:
             outcome = purge_block(self.info, method, offset_bytes, size_bytes)
         self.store.add_step(self.run_id, test, "purge", outcome.to_dict(), None)
@@ -706,11 +714,14 @@ class SessionRun(Generic[PS]):
 
 
 def dry_run_head(t: PreparedTarget, *, sectors: bool = True) -> str:
-    """The first line of every ``--dry-run``."""
+    """The first line of every ``--dry-run`` (and, for a target reached over the network,
+    a second saying how)."""
     info = t.info
     sector = f", {info.logical_sector_bytes}-byte sectors" if sectors else ""
+    transport = transport_text(info.to_dict())
     return (f"DRY RUN: nothing will be written. Plan for {info.path} ({info.device_class}, "
-            f"{format_bytes(info.capacity_bytes)}{sector})")
+            f"{format_bytes(info.capacity_bytes)}{sector})"
+            + (f"\n{transport}" if transport else ""))
 
 
 def dry_run(p: PreparedSuite[Any], plan: Iterable[str], jobs: Iterable[str], *,

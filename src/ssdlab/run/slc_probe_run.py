@@ -41,7 +41,14 @@ from ssdlab.plan.slc_probe import (
     build_slc_options,
 )
 from ssdlab.plan.units import format_bytes, format_duration
-from ssdlab.run.prepare import MIN_ACTIVE_RANGE, TargetRequest, check_capacity, prepare_device
+from ssdlab.run.prepare import (
+    MIN_ACTIVE_RANGE,
+    TargetRequest,
+    check_capacity,
+    check_nbd_purge,
+    engine_for,
+    prepare_device,
+)
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run, fio_record
 from ssdlab.store.db import Store
@@ -57,8 +64,10 @@ def prepare_slc_probe(request: TargetRequest, args: SlcProbeArgs) -> PreparedSlc
     """Everything checked before the first byte is written: UserError (one line) otherwise."""
     base = prepare_device(request)
     info = base.info
-    options = build_slc_options(args, info.capacity_bytes, info.logical_sector_bytes,
-                                file_target=info.kind == "file")
+    options = engine_for(info, build_slc_options(args, info.capacity_bytes,
+                                                 info.logical_sector_bytes,
+                                                 file_target=info.kind == "file"))
+    check_nbd_purge(info, options.purge)
     check_capacity(info, info.capacity_bytes, MIN_ACTIVE_RANGE, what="")
     return PreparedSlcProbe(base, options, args)
 

@@ -21,7 +21,7 @@ from ssdlab.plan.verify import (
     checked_bytes,
     verify_cell,
 )
-from ssdlab.run.prepare import TargetRequest, checked_range, prepare_device
+from ssdlab.run.prepare import TargetRequest, checked_range, engine_for, prepare_device
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import PreparedRange, Runner, SessionRun, TestFailed, timeout_for
 from ssdlab.store.records import RunData
@@ -33,7 +33,7 @@ PreparedVerify = PreparedRange[VerifyOptions, VerifyArgs]
 def prepare_verify(request: TargetRequest, args: VerifyArgs) -> PreparedVerify:
     """Everything checked before the first byte is written: UserError (one line) otherwise."""
     base = prepare_device(request)
-    options = build_options(args, base.info.logical_sector_bytes)
+    options = engine_for(base.info, build_options(args, base.info.logical_sector_bytes))
     rng = checked_range(base.info, options.active_range_pct)
     if options.block_bytes > rng.size_bytes:
         raise UserError(f"--block-size {args.block_size!r} is larger than the "

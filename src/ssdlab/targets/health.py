@@ -268,6 +268,8 @@ def read_health(path: str, details: dict[str, object], *,
     such count). NVMe through nvme-cli, or smartctl where nvme-cli is missing; SATA and
     SAS (``/dev/sd*``) through smartctl. TargetError (one line) when the tool is missing
     or cannot read the device."""
+    if "://" in path:  # an NBD export: the drive is the server's
+        return None
     emu = emulator_of(path, details)
     if emu is not None:
         return emulator_health(stats(emu))

@@ -15,7 +15,7 @@ import socket
 import stat
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ssdlab.cpuidle import idle_facts
@@ -75,6 +75,10 @@ class MountEntry:
     mount_point: str
     fs_type: str
     source: str
+    #: the per-mount options (rw,nosuid,relatime ...) and the file system's own (NFS:
+    #: vers=4.2,rsize=...,addr=...); not part of a mount's identity
+    options: str = field(default="", compare=False)
+    super_options: str = field(default="", compare=False)
 
 
 # --------------------------------------------------------------------------- sysfs reading
@@ -228,7 +232,8 @@ def _parse_mountinfo_line(line: str) -> MountEntry | None:
     if not sep or len(fields) < 5 or len(tail) < 2 or ":" not in fields[2]:
         return None
     major, minor = fields[2].split(":", 1)
-    return MountEntry(int(major), int(minor), _unescape(fields[4]), tail[0], _unescape(tail[1]))
+    return MountEntry(int(major), int(minor), _unescape(fields[4]), tail[0], _unescape(tail[1]),
+                      fields[5] if len(fields) > 5 else "", tail[2] if len(tail) > 2 else "")
 
 
 def mount_containing(path: str, mounts: list[MountEntry]) -> MountEntry | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from ssdlab.errors import TargetError
 from ssdlab.plan.units import format_bytes
 from ssdlab.targets.identity import mount_containing, read_mountinfo
+from ssdlab.targets.network import share_facts
 
 WORK_PREFIX = "ssdlab-work-"
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "fuse.sshfs")
@@ -33,11 +34,14 @@ class DirInfo:
     mount_point: str
     network: bool
     free_bytes: int
+    #: on a network file system: transport, server, export, options, link (network.py)
+    network_facts: dict[str, object] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, object]:
+        facts = {"network": self.network_facts} if self.network_facts is not None else {}
         return {"path": self.path, "kind": "directory", "fs_type": self.fs_type,
                 "source": self.source, "mount_point": self.mount_point,
-                "network_share": self.network, "free_bytes": self.free_bytes}
+                "network_share": self.network, "free_bytes": self.free_bytes, **facts}
 
 
 def describe_dir(path: str) -> DirInfo:
@@ -50,9 +54,10 @@ def describe_dir(path: str) -> DirInfo:
     entry = mount_containing(real, read_mountinfo())
     st = os.statvfs(real)
     fs_type = entry.fs_type if entry else "unknown"
+    facts = share_facts(entry) if entry else None
     return DirInfo(real, fs_type, entry.source if entry else "", entry.mount_point if entry
-                   else "/", fs_type in NETWORK_FS or fs_type.startswith("nfs"),
-                   st.f_bavail * st.f_frsize)
+                   else "/", fs_type in NETWORK_FS or fs_type.startswith("nfs") or
+                   facts is not None, st.f_bavail * st.f_frsize, facts)
 
 
 class WorkDir:
