@@ -65,7 +65,7 @@ from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import FioInterrupted, FioRun
 from ssdlab.errors import UserError
 from ssdlab.plan.units import parse_size
-from ssdlab.run.remote import RemoteSet, Ssh
+from ssdlab.run.remote import HostError, RemoteSet, Ssh
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -83,10 +83,14 @@ JOB_NAME = "randread-4k"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: fio's client run ends this long at most after the job's own time (connection, results)
 TIMEOUT_MARGIN_S = 60.0
+CONNECT_ATTEMPTS = 3
+CONNECT_RETRY_S = 2.0
 PERCENTILES = (50.0, 99.0)
 #: a run is disturbed when processes of no part of this benchmark used more than this
 #: share of one CPU meanwhile (other people's tests on a shared machine), or another fio ran
 DISTURBED_CPU_PCT = 10.0
+#: a rate-limited fio job using more than this share of a CPU busy-waits between I/Os
+SPIN_CPU_PCT = 50.0
 
 
 class Interrupted(Exception):
@@ -217,32 +221,54 @@ class CpuWindow:
             "coordinator_fio_client_sys": kids.ru_stime - k0.ru_stime,
             "coordinator_python": me.ru_utime + me.ru_stime - s0.ru_utime - s0.ru_stime,
         }
+        for role, value in role_seconds(self._procs0, procs, self.ours).items():
+            seconds[role] = seconds.get(role, 0.0) + value
         tree = _descendants(procs, os.getpid())
-        for pid, proc in procs.items():
-            if pid == os.getpid():
-                continue
-            role = self.ours.role(pid, proc, tree)
-            # the hosts' processes with the children they reaped meanwhile (fio's job
-            # processes); of any other process only its own time: a parent that reaps a
-            # long-lived child would add the child's whole life
-            with_children = role.startswith("hosts_")
-            before = self._procs0.get(pid)
-            total = proc.own_ticks + (proc.child_ticks if with_children else 0)
-            if before is not None:
-                total -= before.own_ticks + (before.child_ticks if with_children else 0)
-            seconds[role] = seconds.get(role, 0.0) + total / CLK_TCK
-            if proc.comm == "fio" and role == "other_processes":
-                self.foreign_fio.append(pid)
+        self.foreign_fio = sorted(
+            pid for pid, proc in procs.items()
+            if proc.comm == "fio" and self.ours.role(pid, proc, tree) == "other_processes")
+        processes = sum(seconds.values())
         busy = (_busy(ticks) - _busy(self._ticks0)) / CLK_TCK
-        seconds["unattributed"] = busy - sum(seconds.values())
+        seconds["proc_stat_minus_processes"] = busy - processes
         self.seconds = {k: round(v, 3) for k, v in sorted(seconds.items())}
         capacity = self.wall_s * (os.cpu_count() or 1)
         self.machine = {
             "busy_pct": 100 * busy / capacity,
+            "processes_pct": 100 * processes / capacity,
             "busy_cpu_s": busy,
+            "processes_cpu_s": processes,
             **{f"{k}_pct": 100 * (ticks[k] - self._ticks0[k]) / CLK_TCK / capacity
                for k in ("user", "system", "softirq", "iowait", "steal")},
         }
+
+
+def role_seconds(before: dict[int, Proc], after: dict[int, Proc], ours: Ours
+                 ) -> dict[str, float]:
+    """CPU seconds of every process between two snapshots, by role (this process left out:
+    getrusage counts it). The run times the kernel keeps per process are exact (it scales
+    the tick-sampled user/system split to the scheduler's run time)."""
+    tree = _descendants(after, os.getpid())
+    out: dict[str, float] = {}
+    for pid, proc in after.items():
+        if pid == os.getpid():
+            continue
+        role = ours.role(pid, proc, tree)
+        # the hosts' processes with the children they reaped meanwhile (fio's job
+        # processes); of any other process only its own time: a parent that reaps a
+        # long-lived child would add the child's whole life
+        children = role.startswith("hosts_")
+        was = before.get(pid)
+        ticks = proc.own_ticks + (proc.child_ticks if children else 0)
+        if was is not None:
+            ticks -= was.own_ticks + (was.child_ticks if children else 0)
+        out[role] = out.get(role, 0.0) + ticks / CLK_TCK
+    for pid, was in before.items():
+        role = ours.role(pid, was, set())
+        if pid not in after and role.startswith("hosts_"):
+            # gone: its parent on the host reaped it, and that parent's children's time
+            # now holds all of it, the part counted in an earlier window too
+            out[role] = out.get(role, 0.0) - (was.own_ticks + was.child_ticks) / CLK_TCK
+    return out
 
 
 # --------------------------------------------------------------------------- emulated SSDs
@@ -364,13 +390,46 @@ def fio_run(remote: RemoteSet, ours: Ours, text: str, runtime_s: float,
     }
 
 
+def _diagnose(remote: RemoteSet) -> list[str]:
+    """What each host's agent says of its target right now (after a failed connect)."""
+    said = []
+    for host in remote.hosts:
+        try:
+            remote.ssh.call(host.name, "check", "--target", host.target.path, "--read-only",
+                            timeout=30)
+            said.append(f"{host.name}: check passes now")
+        except HostError as err:
+            said.append(str(err))
+    return said
+
+
+def connect(remote: RemoteSet, failures: list[dict[str, Any]]) -> contextlib.ExitStack:
+    """``remote`` connected (its agents serving, their fio servers forwarded), retried
+    after a failure: each failure is recorded with what the agents say just after it."""
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(remote.connected())
+            return stack
+        except (HostError, ValueError) as exc:  # ValueError: see the README's note
+            stack.close()
+            failures.append({"hosts": remote.spec(), "attempt": attempt,
+                             "error": f"{type(exc).__name__}: {exc}",
+                             "agents_after": _diagnose(remote)})
+            say(f"connecting {remote.spec()} failed ({failures[-1]['error']}); "
+                f"agents say: {'; '.join(failures[-1]['agents_after'])}")
+            time.sleep(CONNECT_RETRY_S)
+    raise RuntimeError(f"could not connect {remote.spec()} in {CONNECT_ATTEMPTS} attempts")
+
+
 def phase(name: str, sets: dict[str, RemoteSet], ours: Ours, rate_iops: int,
-          args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+          args: argparse.Namespace, failures: list[dict[str, Any]]
+          ) -> dict[str, dict[str, Any]]:
     """One phase (a host alone, or all together): the rate-limited job, then the
     unlimited one, on one connection of its hosts."""
     remote = sets[name]
     started = time.monotonic()
-    with remote.connected():
+    with connect(remote, failures):
         connect_s = time.monotonic() - started
         out = {
             LIMITED: fio_run(remote, ours, job_text(remote.spec(), args, rate_iops,
@@ -384,10 +443,10 @@ def phase(name: str, sets: dict[str, RemoteSet], ours: Ours, rate_iops: int,
     return out
 
 
-def ceiling(sets: dict[str, RemoteSet], ours: Ours, args: argparse.Namespace
-            ) -> dict[str, Any]:
+def ceiling(sets: dict[str, RemoteSet], ours: Ours, args: argparse.Namespace,
+            failures: list[dict[str, Any]]) -> dict[str, Any]:
     remote = sets[HOSTS[0]]
-    with remote.connected():
+    with connect(remote, failures):
         text = job_text(remote.spec(), args, None, args.unlimited_runtime)
         return fio_run(remote, ours, text, args.unlimited_runtime, args)
 
@@ -410,6 +469,7 @@ def _row(rep: dict[str, Any], load: str) -> dict[str, Any]:
     together = rep[TOGETHER][load]
     alone_sum = sum(alone.values())
     busy_alone = [rep[h][load]["machine_cpu"]["busy_pct"] for h in HOSTS]
+    procs_alone = [rep[h][load]["machine_cpu"]["processes_pct"] for h in HOSTS]
     client_alone = [rep[h][load]["coordinator_fio_client_cpu_pct"] for h in HOSTS]
     return {
         "alone": alone,
@@ -419,6 +479,8 @@ def _row(rep: dict[str, Any], load: str) -> dict[str, Any]:
         "ratio": together["iops"] / alone_sum,
         "machine_busy_pct_alone_mean": statistics.fmean(busy_alone),
         "machine_busy_pct_together": together["machine_cpu"]["busy_pct"],
+        "processes_cpu_pct_alone_mean": statistics.fmean(procs_alone),
+        "processes_cpu_pct_together": together["machine_cpu"]["processes_pct"],
         "fio_client_cpu_pct_alone_mean": statistics.fmean(client_alone),
         "fio_client_cpu_pct_together": together["coordinator_fio_client_cpu_pct"],
         "fio_job_cpu_pct_per_host_alone_mean": statistics.fmean(
@@ -495,6 +557,7 @@ def summarise(reps: list[dict[str, Any]], ceil: dict[str, Any], rate_iops: int,
         "verdict": "FAIL" if failures else "PASS",
         "failures": failures,
         "disturbed": disturbed,
+        "fio_spins": spins(reps),
     })
     return out
 
@@ -505,9 +568,10 @@ def summarise(reps: list[dict[str, Any]], ceil: dict[str, Any], rate_iops: int,
 def _table(s: dict[str, Any], load: str) -> list[str]:
     lines = [
         "| repetition | h1 alone | h2 alone | h3 alone | sum alone | all three at once "
-        "| together / sum | machine CPU busy alone / together | fio client CPU alone / "
-        "together | p99 alone / together |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| together / sum | machine CPU: processes, alone / together | machine CPU: "
+        "/proc/stat, alone / together | fio client CPU alone / together "
+        "| p99 alone / together |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     rows = s[load]["repetitions"]
     for label, row in [*((str(i + 1), r) for i, r in enumerate(rows)),
@@ -515,7 +579,9 @@ def _table(s: dict[str, Any], load: str) -> list[str]:
         alone = " | ".join(f"{row['alone'][h]:,.0f}" for h in HOSTS)
         lines.append(
             f"| {label} | {alone} | {row['alone_sum']:,.0f} | {row['together']:,.0f} | "
-            f"{row['ratio']:.3f} | {row['machine_busy_pct_alone_mean']:.0f} % / "
+            f"{row['ratio']:.3f} | {row['processes_cpu_pct_alone_mean']:.0f} % / "
+            f"{row['processes_cpu_pct_together']:.0f} % | "
+            f"{row['machine_busy_pct_alone_mean']:.0f} % / "
             f"{row['machine_busy_pct_together']:.0f} % | "
             f"{row['fio_client_cpu_pct_alone_mean']:.1f} % / "
             f"{row['fio_client_cpu_pct_together']:.1f} % | "
@@ -568,6 +634,12 @@ def markdown(doc: dict[str, Any]) -> str:
                   f"{DISTURBED_CPU_PCT:.0f} % of a CPU, or another fio): the rate-limited "
                   "figures hold regardless, the unlimited ones (CPU-bound) do not.", ""]
         lines += [f"* {d}" for d in s["disturbed"]]
+    if s["connect_failures"]:
+        lines += ["", f"**Connecting a phase's hosts failed {len(s['connect_failures'])} "
+                  "time(s) and was retried** (what the agents said right after is in the "
+                  "JSON):", ""]
+        lines += [f"* {f['hosts']}, attempt {f['attempt']}: {f['error']}"
+                  for f in s["connect_failures"]]
     lines += ["", f"## Rate-limited ({s['rate_iops_per_host']:,} IOPS per host, "
               f"{a['runtime']:g} s)", "", "IOPS:", "", *_table(s, LIMITED), "",
               "CPU use over the runs (% of one CPU; the machine has "
@@ -575,16 +647,44 @@ def markdown(doc: dict[str, Any]) -> str:
     unl = s[UNLIMITED]["median"]
     lines += ["## Unlimited (information only: CPU-bound)", "",
               f"The same job without `rate_iops` ({a['unlimited_runtime']:g} s). On "
-              f"{m['cpu_count']} CPUs this is CPU-bound: one host alone keeps the machine "
-              f"{unl['machine_busy_pct_alone_mean']:.0f} % busy (its fio job, the loop "
-              "device, the FUSE emulator daemon), so three hosts would need about "
-              f"{3 * unl['machine_busy_pct_alone_mean']:.0f} % of the same "
+              f"{m['cpu_count']} CPUs this is CPU-bound: one host alone keeps "
+              f"{unl['processes_cpu_pct_alone_mean']:.0f} % of the machine busy (its fio "
+              "job, the loop device's worker, the FUSE emulator daemon: the processes' run "
+              "times), so three hosts would need about "
+              f"{3 * unl['processes_cpu_pct_alone_mean']:.0f} % of the same "
               f"{m['cpu_count']} CPUs; together they got "
-              f"{unl['machine_busy_pct_together']:.0f} %. The ratio here measures the "
+              f"{unl['processes_cpu_pct_together']:.0f} %. The ratio here measures the "
               "CPUs, not the coordinator.", "",
               *_table(s, UNLIMITED), "", *_roles(s, UNLIMITED), ""]
     lines += notes(doc)
     return "\n".join(lines) + "\n"
+
+
+def spins(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rate-limited runs in which a host's fio job used more than SPIN_CPU_PCT of a CPU:
+    it busy-waited between I/Os instead of sleeping (see spin_note)."""
+    return [{"repetition": i + 1, "phase": name, "host": host,
+             "fio_cpu_pct": _fio_cpu(figures)}
+            for i, rep in enumerate(reps) for name in PHASES
+            for host, figures in rep[name][LIMITED]["per_host"].items()
+            if _fio_cpu(figures) > SPIN_CPU_PCT]
+
+
+def spin_note(s: dict[str, Any]) -> list[str]:
+    if not s["fio_spins"]:
+        return []
+    where = "; ".join(f"repetition {x['repetition']}, {x['phase']}: {x['host']} "
+                      f"{x['fio_cpu_pct']:.0f} %" for x in s["fio_spins"])
+    return [
+        "* **fio busy-waited in some rate-limited runs** (its own usr+sys CPU: "
+        f"{where}), which is what raises the CPU of those runs, not the coordinator. fio "
+        "sleeps between rate-limited I/Os with nanosleep, except for waits shorter than "
+        "the longest 1 us nanosleep it has timed (ten at each job start), which it spins "
+        "through. When the three hosts' jobs start at once on the same 2 CPUs, one of "
+        "them can time a long nanosleep and then spin for its whole run (reproduced with "
+        "a plain local fio server: a rate-limited job started while the CPUs were busy "
+        "used 89 % of a CPU in 1 of 4 tries, 0-8 % otherwise). The rate is held either "
+        "way."]
 
 
 def notes(doc: dict[str, Any]) -> list[str]:
@@ -592,18 +692,26 @@ def notes(doc: dict[str, Any]) -> list[str]:
     lim, unl = s[LIMITED]["median"], s[UNLIMITED]["median"]
     return [
         "## Notes", "",
-        "* *machine CPU busy*: /proc/stat (user + nice + system + irq + softirq) over the "
-        "fio client's run, as a share of all CPUs; the hosts are network namespaces, so "
-        "they share this machine's CPUs. *fio client CPU*: the coordinator's `fio "
-        "--client` process (getrusage(RUSAGE_CHILDREN) around the run), % of one CPU.",
+        "* *machine CPU*, as a share of all CPUs over the fio client's run (the hosts are "
+        "network namespaces: they share this machine's CPUs), measured two ways. "
+        "*processes*: the run time of every process on the machine (the kernel keeps it "
+        "exactly per process), the sum of the roles below. */proc/stat*: user + nice + "
+        "system + irq + softirq, which this kernel samples at its timer tick (tick-based "
+        "accounting, the tick stopped on idle CPUs): it misses short bursts that begin "
+        "after an idle CPU wakes and end before its next tick, most of this load's work "
+        "on a quiet machine, where it reads lower than the processes' sum "
+        "(*proc_stat_minus_processes* negative). *fio client CPU*: the coordinator's "
+        "`fio --client` process "
+        "(getrusage(RUSAGE_CHILDREN) around the run), % of one CPU.",
         "* Roles: *coordinator_fio_client_** the `fio --client`; *coordinator_python* this "
         "script (ssdlab's executor, the watchdog, the JSON parsing); *coordinator_ssh* the "
         "ssh connections forwarding the fio servers' sockets; *hosts_fio* the hosts' fio "
         "servers and their jobs; *hosts_sshd_agent* their sshd and ssdlab agents; "
         "*emulators* the three emulator daemons; *kernel_threads* loop workers, softirq "
         "threads and other kernel threads (of the whole machine); *other_processes* "
-        "anything else on the machine; *unattributed* what /proc/stat counts as busy but "
-        "no process does (interrupts, processes that came and went).",
+        "anything else on the machine (processes that came and went within a run are "
+        "missed).",
+        *spin_note(s),
         "* Wall clock of one `fio --client` run beyond its ramp + runtime (starting the "
         "client, sending the job, starting the job on each server, collecting results): "
         f"rate-limited {lim['client_overhead_s_alone_mean']:.2f} s alone, "
@@ -664,7 +772,8 @@ def measure(args: argparse.Namespace, lab: NetLab, devices: list[str], run_dir: 
             for name, spec in specs.items()}
     ours = Ours({_netns_inode(h.netns) for h in lab.hosts}, emulator_pids(run_dir))
     say(f"ceiling: {HOSTS[0]} alone, no rate limit, {args.unlimited_runtime:g} s")
-    ceil = ceiling(sets, ours, args)
+    failures: list[dict[str, Any]] = []
+    ceil = ceiling(sets, ours, args, failures)
     rate = choose_rate(ceil["iops"], args)
     say(f"ceiling {ceil['iops']:,.0f} IOPS: rate limit {rate:,} IOPS per host")
     reps = []
@@ -672,13 +781,14 @@ def measure(args: argparse.Namespace, lab: NetLab, devices: list[str], run_dir: 
         order = PHASES[rep % len(PHASES):] + PHASES[: rep % len(PHASES)]
         results = {}
         for name in order:
-            results[name] = phase(name, sets, ours, rate, args)
+            results[name] = phase(name, sets, ours, rate, args, failures)
             say(f"repetition {rep + 1}/{args.repetitions} {name}: " + ", ".join(
                 f"{load} {r['iops']:,.0f} IOPS" for load, r in results[name].items()))
         reps.append({name: results[name] for name in PHASES})
     summary = summarise(reps, ceil, rate, args)
     summary["connect_s_median"] = statistics.median(
         rep[name][LIMITED]["connect_s"] for rep in reps for name in PHASES)
+    summary["connect_failures"] = failures
     return {
         "hosts": host_records(sets[TOGETHER]),
         "ceiling": ceil,

@@ -194,7 +194,8 @@ def _has(words: list[str], flag: str) -> bool:
 def _child_request(p: PreparedMatrix, argv: list[str]) -> tuple[TargetRequest, object]:
     values = vars(child_parser(p.child.spec).parse_args(argv[3:]))
     size = values.get("size")
-    request = TargetRequest(values.get("target"), values.get("dir"),
+    targets = values.get("target") or [None]  # --target may be repeated; here it is once
+    request = TargetRequest(targets[-1], values.get("dir"),
                             size if isinstance(size, int) else None,
                             values.get("destroy_data", False), p.fio)
     return request, p.child.spec.args(values)

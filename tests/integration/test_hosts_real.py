@@ -53,6 +53,10 @@ class Lab:
     def targets(self) -> str:
         return ",".join(f"h{i + 1}:{d}" for i, d in enumerate(self.devices))
 
+    def target_options(self) -> list[str]:
+        """``--target h1:/dev/... --target h2:/dev/...``."""
+        return [a for i, d in enumerate(self.devices) for a in ("--target", f"h{i + 1}:{d}")]
+
 
 def _lab(net: NetLab, emu_run_dir: Path, shm_dir: Path) -> Lab:
     env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
@@ -127,7 +131,7 @@ def _check_aggregate(cell: dict[str, Any], entries: list[dict[str, Any]]) -> Non
 def test_one_pts_run_on_three_hosts(three_hosts: Lab) -> None:
     lab = three_hosts
     before = [_written(f"host{i + 1}") for i in range(3)]
-    done = ssdlab(*QUICK_IOPS, "--max-rounds", "5", "--target", lab.targets(),
+    done = ssdlab(*QUICK_IOPS, "--max-rounds", "5", *lab.target_options(),
                   "--store", str(lab.store), env=lab.env)
     assert done.returncode == 0, done.stderr
     run_id = only_run_id(lab.store)

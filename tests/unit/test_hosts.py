@@ -26,7 +26,7 @@ from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.remote_spec import RemoteTarget, is_remote, parse_remote, parse_remote_set
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "fio" / "3.33"
-CLIENT_OUTPUT = (FIXTURE / "i_client_sockets_jsonplus.json").read_text()
+CLIENT_OUTPUT = (FIXTURE / "j_client_sockets_jsonplus.json").read_text()
 
 
 def _percentile(samples: list[int], pct: float) -> int:

@@ -471,6 +471,55 @@ def test_hand_made_version_1_fixture_is_accepted(tmp_path: Path) -> None:
     assert rnd.tracking == {"iops": 5.0} and rnd.job_text is None and rnd.fio_returncode is None
 
 
+def test_a_version_1_store_migrates_to_sets_and_its_runs_are_in_none(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in schema.SCHEMA_V1:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(
+        "INSERT INTO runs (id, created_at, suite, profile, quick, status, target_path,"
+        " target_json, host_json, plan_json, versions_json, argv_json)"
+        " VALUES ('20230101-120000-beef', 1672574400.0, 'pts', 'quick', 1, 'complete',"
+        " '/dev/sdz', '{\"path\": \"/dev/sdz\"}', '{}', '{}', '{}', '[\"ssdlab\"]')"
+    )
+    conn.close()
+    with Store.open(path) as store:
+        old = store.load("20230101-120000-beef")
+        assert old.set_id is None and store.run_sets() == {}
+        set_id = store.new_set(suite="pts", argv=["run", "pts"], targets=["/dev/a", "/dev/b"])
+        store.set_member = (set_id, 1)
+        second = _new_run(store)
+        assert store.set_member is None  # one run per place
+        store.set_member = (set_id, 0)
+        first = _new_run(store)
+        third = _new_run(store)  # not in the set
+        store.finish_set(set_id, {"fio_runs": 7})
+        data = store.load_set(set_id)
+        assert data.runs == [(0, first), (1, second)] and data.targets == ["/dev/a", "/dev/b"]
+        assert data.detail == {"fio_runs": 7} and data.finished_at is not None
+        assert store.run_sets() == {first: set_id, second: set_id}
+        assert store.load(first).set_id == set_id and store.load(third).set_id is None
+        assert store.expand(set_id[:12]) == [first, second]  # a unique prefix
+        assert store.expand(third) == [third] and store.find_set(third) is None
+    with sqlite3.connect(path) as check:
+        assert schema.user_version(check) == schema.SCHEMA_VERSION == 2
+    check.close()
+
+
+def test_a_set_prefix_must_name_one_set(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.sqlite") as store:
+        ids = [store.new_set(suite="pts", argv=[], targets=[]) for _ in range(2)]
+        with pytest.raises(UserError, match="matches 2 sets"):
+            store.find_set("set-")
+        with pytest.raises(RunNotFound, match="no set matches"):
+            store.find_set("set-1999")
+        assert store.find_set(ids[0]) == ids[0]
+        with pytest.raises(RunNotFound, match="recorded no run"):
+            store.expand(ids[0])
+
+
 def test_failed_migration_leaves_store_untouched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -478,17 +527,18 @@ def test_failed_migration_leaves_store_untouched(
     with Store.open(path) as store:
         run_id = _new_run(store)
 
-    def _migrate_to_2(conn: sqlite3.Connection) -> None:
+    def _migrate_to_next(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN half_done TEXT")
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, _migrate_to_2))
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    current = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, _migrate_to_next))
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", current + 1)
     with pytest.raises(RuntimeError, match="boom"):
         Store.open(path)
     monkeypatch.undo()
     with sqlite3.connect(path) as conn:
-        assert schema.user_version(conn) == 1
+        assert schema.user_version(conn) == current
         columns = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
     conn.close()
     assert "half_done" not in columns

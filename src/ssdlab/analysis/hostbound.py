@@ -117,3 +117,63 @@ def host_bound(
             f"rising < {rule.max_rise_pct:g} %"
         )
     return HostBoundVerdict(bool(findings), rule, findings, peak, message, list(curves))
+
+
+# -- a set of targets run at once (docs/sets.md) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """One fio run a set's targets shared: how long it ran, the host's CPU use over it
+    (``/proc/stat``) and the CPU time fio's jobs used (usr + sys, as fio reports them)."""
+
+    wall_s: float
+    host_busy_pct: float | None  # None: not measured
+    fio_cpu_s: float
+
+
+@dataclass(frozen=True)
+class SetHostVerdict:
+    """Did the host, not the drives, limit a set? Its CPUs' busy share over all the set's
+    shared fio runs (weighted by their time) against ``cpu_pct``."""
+
+    host_bound: bool
+    cpu_pct: float  # the rule's threshold
+    busy_pct: float | None  # over every measured run (None: none measured)
+    fio_pct: float | None  # fio's jobs' share of the host's CPU time over them
+    peak_pct: float | None  # the busiest run
+    runs: int
+    saturated_runs: int  # runs at or above the threshold
+    seconds: float
+    cpus: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def set_host_bound(runs: Sequence[SharedRun], cpus: int,
+                   rule: HostBoundRule = HostBoundRule()) -> SetHostVerdict:
+    """The verdict on a set's shared fio runs, on a host of ``cpus`` CPUs fio may use."""
+    measured = [r for r in runs if r.host_busy_pct is not None]
+    if not measured:
+        return SetHostVerdict(False, rule.cpu_pct, None, None, None, len(runs), 0, 0.0, cpus,
+                              "host CPU was not measured: whether the host limited the set "
+                              "cannot be judged")
+    seconds = sum(r.wall_s for r in measured)
+    weights = [r.wall_s if seconds > 0 else 1.0 for r in measured]
+    busy = sum((r.host_busy_pct or 0.0) * w for r, w in zip(measured, weights, strict=True)
+               ) / sum(weights)
+    fio = sum(r.fio_cpu_s for r in measured) / (seconds * max(cpus, 1)) * 100 if seconds else 0.0
+    peak = max(r.host_busy_pct or 0.0 for r in measured)
+    saturated = sum(1 for r in measured if (r.host_busy_pct or 0.0) >= rule.cpu_pct)
+    where = (f"the host's {cpus} CPUs were {busy:.1f} % busy over the set's "
+             f"{len(measured)} fio runs ({seconds:,.1f} s), fio's own jobs {fio:.1f} % of "
+             f"them; {saturated} of {len(measured)} runs at >= {rule.cpu_pct:g} %, the "
+             f"busiest {peak:.1f} %")
+    bound = busy >= rule.cpu_pct
+    message = (f"HOST-BOUND: {where}: the host, not the drives, may have limited the set"
+               if bound else f"not host-bound: {where} (the rule needs >= {rule.cpu_pct:g} "
+               "% over the set's fio runs)")
+    return SetHostVerdict(bound, rule.cpu_pct, busy, fio, peak, len(measured), saturated,
+                          seconds, cpus, message)

@@ -17,8 +17,12 @@ def register(sub: Any) -> None:
     runs = add_command(sub, "runs", runs_command, help="list the runs in the results store")
     add_store_option(runs)
 
-    show = add_command(sub, "show", show_command, help="verdicts and result tables of a run")
-    show.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
+    show = add_command(sub, "show", show_command, help="verdicts and result tables of a run",
+                       description="""A run's verdicts and result tables; for a set (several
+                       targets run at once, docs/sets.md), each run's target, status and
+                       verdicts.""")
+    show.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'; or a set "
+                      "id (set-...)")
     add_store_option(show)
 
     export = add_command(
@@ -45,20 +49,24 @@ def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
         return int(ExitCode.OK)
     with open_existing_store(args) as store:
         runs = store.list_runs()
+        sets = store.run_sets()
     if not runs:
         print(f"no runs yet in {store.path}")
         return int(ExitCode.OK)
     suite_w = max(6, *(len(r.suite) for r in runs))  # "published" is longer than "pts"
     profile_w = max(8, *(len(r.profile) + r.quick for r in runs))
+    set_w = 26 if sets else 0  # the SET column only where runs ran in sets (docs/sets.md)
     print(
         f"{'RUN':22} {'STARTED (UTC)':16} {'SUITE':{suite_w}} {'PROFILE':{profile_w}} "
-        f"{'STATUS':11} {'TESTS':28} TARGET"
+        f"{'STATUS':11} {'TESTS':28} {'SET' if sets else '':{set_w}}{' ' if sets else ''}"
+        "TARGET"
     )
     for r in runs:
+        in_set = f"{sets.get(r.run_id, '-'):{set_w}} " if sets else ""
         print(
             f"{r.run_id:22} {_when(r.created_at):16} {r.suite:{suite_w}} "
             f"{r.profile + ('*' if r.quick else ''):{profile_w}} {r.status:11} "
-            f"{','.join(r.tests)[:28]:28} {_target(r)}"
+            f"{','.join(r.tests)[:28]:28} {in_set}{_target(r)}"
         )
     if any(r.quick for r in runs):
         print("* quick profile: not a valid PTS result")
@@ -75,6 +83,11 @@ def _target(run: RunSummary) -> str:
 def show_command(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.report.terminal import render_run
     with open_existing_store(args) as store:
+        set_id = store.find_set(args.run)
+        if set_id is not None:
+            from ssdlab.cli.set_cmd import show_set
+            sys.stdout.write(show_set(store, set_id))
+            return int(ExitCode.OK)
         run = store.load(store.resolve(args.run))
     sys.stdout.write(render_run(run))
     return int(ExitCode.OK)

@@ -25,7 +25,8 @@ def register(sub: Any) -> None:
         ($SSDLAB_PRINT_JOBS sets how many; $SSDLAB_CHROMIUM names the Chromium binary).""",
     )
     report.add_argument(
-        "runs", nargs="+", metavar="RUN", help="run ids, unique prefixes, or 'last'"
+        "runs", nargs="+", metavar="RUN", help="run ids, unique prefixes, or 'last'; a set "
+        "id (set-...) stands for its runs, compared (docs/sets.md)"
     )
     report.add_argument(
         "-o", "--output-dir", type=Path, required=True, metavar="DIR",

@@ -36,7 +36,8 @@ def register(sub: Any) -> None:
         run as planned. The target must be the same one (path, model, serial, size). Works
         for the {_resumable()} suites.""",
     )
-    p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'")
+    p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'; or a set "
+                   "id (set-...): its stopped runs go on at once again (docs/sets.md)")
     add_destroy_data_option(p, "; needed again to resume on a block device (put it after "
                             "RUN, or use the = form)")
     p.add_argument("--fio", default="fio", metavar="PATH", help="fio binary (default: fio)")
@@ -92,7 +93,12 @@ def _resume_registered(suite: Suite, run: RunData, args: argparse.Namespace,
 
 def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
     with open_existing_store(args) as store:
-        run = store.load(store.resolve(args.run))
+        set_id = store.find_set(args.run)
+        if set_id is None:
+            run = store.load(store.resolve(args.run))
+    if set_id is not None:
+        from ssdlab.cli.set_cmd import resume_set
+        return resume_set(set_id, args, argv)
     check_resumable(run)
     suite = find(run.suite)
     if suite is None:

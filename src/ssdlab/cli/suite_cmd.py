@@ -50,10 +50,16 @@ class SuiteCommand:
         self.suite = suite
 
     def __call__(self, args: argparse.Namespace, argv: list[str]) -> int:
+        from ssdlab.cli.set_cmd import run_set, targets_of
         from ssdlab.run.prepare import TargetRequest
+        from ssdlab.targets.remote_spec import is_remote
         values = vars(args)
+        targets = targets_of(values)
+        if len(targets) > 1 and not any(is_remote(t) for t in targets):
+            return run_set(self.suite, targets, args, argv)  # a set: docs/sets.md
         size = values.get("size")
-        request = TargetRequest(values.get("target"), values.get("dir"),
+        # targets of other hosts go to the one run that drives them all
+        request = TargetRequest(",".join(targets) if targets else None, values.get("dir"),
                                 size if isinstance(size, int) else None,
                                 values.get("destroy_data", False), values["fio"])
         ran = execute(self.suite, request, self.suite.spec.args(values), args, argv)

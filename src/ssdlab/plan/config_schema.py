@@ -58,6 +58,8 @@ Value = int | float | str | bool
 COMMAND_LINE_ONLY = {
     "target": "a config file never chooses what is overwritten: give --target on the "
     "command line",
+    "targets-file": "a config file never chooses what is overwritten: give --targets-file "
+    "on the command line",
     "destroy-data": "a config file never authorises destroying data: give --destroy-data "
     "on the command line",
     "dry-run": "it is a way of running the command, not a setting: give --dry-run on the "

@@ -24,8 +24,8 @@ MEMBER_CHECK = "member-check"
 DEFAULT_LEVELS = "0,5,10"  # the NAS review's
 DEFAULT_CHILD = "pts"
 #: options of the child suite the matrix sets itself
-RESERVED = ("--target", "--dir", "--destroy-data", "--store", "--fio", "--dry-run",
-            "--config", "--print-config")
+RESERVED = ("--target", "--targets-file", "--dir", "--destroy-data", "--store", "--fio",
+            "--dry-run", "--config", "--print-config")
 MAX_MEMBER_CHECK_S = 600.0
 
 _G = "matrix"

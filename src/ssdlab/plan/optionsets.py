@@ -28,6 +28,10 @@ SIZE_HELP = ("size of a new test file, e.g. 1GiB (binary K/M/G/T or KiB..; decim
 TARGET_HELP = ("a block device (/dev/...) or a test file path; a new file is created and "
                "fully allocated at --size"
                "; or an NBD export, nbd://HOST[:PORT][/EXPORT] (docs/network.md)")
+SET_HELP = ("; may be repeated (or use --targets-file): several targets run at once, each "
+            "in a run of its own, one fio run per round for all (a set, docs/sets.md)")
+TARGETS_FILE_HELP = ("a file naming targets, one per line (# starts a comment): with "
+                     "--target or alone, several targets run at once as a set (docs/sets.md)")
 
 
 def size_arg(text: str) -> int:
@@ -100,11 +104,23 @@ def destroy_data_opt(group: str | None, extra_help: str = "") -> Opt:
                help=DESTROY_DATA_HELP + extra_help)
 
 
+def target_opt(group: str, help: str) -> Opt:
+    """--target PATH, which may be repeated (a set of targets run at once)."""
+    return opt("--target", group=group, field=None, action="append", metavar="PATH",
+               help=help + SET_HELP)
+
+
+def targets_file_opt(group: str) -> Opt:
+    return opt("--targets-file", group=group, field=None, type=Path, metavar="FILE",
+               help=TARGETS_FILE_HELP)
+
+
 def device_target() -> tuple[Opt, ...]:
-    """--target (required), --size, --destroy-data, --dry-run, --store, --fio."""
+    """--target (required: once or more, or --targets-file), --targets-file, --size,
+    --destroy-data, --dry-run, --store, --fio."""
     g = "target"
     return (
-        opt("--target", group=g, field=None, required=True, metavar="PATH", help=TARGET_HELP),
+        target_opt(g, TARGET_HELP + " (required)"), targets_file_opt(g),
         opt("--size", group=g, config=Kind.SIZE, field=None, type=size_arg, metavar="SIZE",
             help=SIZE_HELP),
         destroy_data_opt(g), dry_run_opt(g), store_opt(), fio_opt(g),
@@ -115,9 +131,9 @@ def preset_target(size_help: str) -> tuple[Opt, ...]:
     """The block-level presets: --target a device or test file, or --dir; --size."""
     g = "target (give --target or --dir)"
     return (
-        opt("--target", group=g, field=None, metavar="PATH",
-            help="a block device (/dev/...; the test file is its first --size bytes) "
-            "or an ssdlab test file path (created and fully allocated at --size)"),
+        target_opt(g, "a block device (/dev/...; the test file is its first --size bytes) "
+                   "or an ssdlab test file path (created and fully allocated at --size)"),
+        targets_file_opt(g),
         opt("--dir", group=g, config=Kind.TEXT, field=None, metavar="DIR",
             help="a directory (local volume or network share): the test file is "
             "made in a new subdirectory of it, removed afterwards"),
@@ -131,7 +147,7 @@ def workload_target(file_name: str, dir_size: str) -> tuple[Opt, ...]:
     """The workload suites (curves, replay): --target or --dir, --size."""
     g = "target"
     return (
-        opt("--target", group=g, field=None, metavar="PATH", help=TARGET_HELP),
+        target_opt(g, TARGET_HELP), targets_file_opt(g),
         opt("--dir", group=g, config=Kind.TEXT, field=None, metavar="DIR",
             help=f"instead of --target: a directory (local volume or network share) to "
             f"make a --size test file in ({file_name} in a work directory of its own, "

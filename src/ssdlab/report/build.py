@@ -133,7 +133,8 @@ def _render_pages(
 
 
 def load_runs(store: Store, refs: Sequence[str]) -> list[RunData]:
-    ids = [store.resolve(ref) for ref in refs]
+    """The runs ``refs`` name, in order (a set's id names its runs, docs/sets.md)."""
+    ids = [run_id for ref in refs for run_id in store.expand(ref)]
     seen = set()
     for run_id in ids:
         if run_id in seen:

@@ -13,7 +13,7 @@ from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
-from ssdlab.store.records import RunData, TestData
+from ssdlab.store.records import RunData, SetData, TestData
 
 QUICK_BANNER = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
 
@@ -138,8 +138,11 @@ def header_lines(run: RunData) -> list[str]:
         lines.append(f"*** {QUICK_BANNER} ***")
     if run.message:
         lines.append(f"note: {run.message}")
+    lines.append(f"started {_when(run.created_at)}, finished {_when(run.finished_at)}")
+    if run.set_id is not None:
+        lines.append(f"one run of set {run.set_id} (several targets at once: ssdlab show "
+                     f"{run.set_id})")
     lines += [
-        f"started {_when(run.created_at)}, finished {_when(run.finished_at)}",
         _target_line(t),
         *([f"  {transport}"] if (transport := transport_text(t)) else []),
         f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
@@ -253,3 +256,59 @@ def failed_tests_error(run: RunData) -> str | None:
     if not failed:
         return None
     return f"test(s) failed: {', '.join(failed)} (see `ssdlab show {run.run_id}`)"
+
+
+# -- a set of runs (several targets at once, docs/sets.md) ----------------------------------
+
+
+def render_set(data: SetData, runs: dict[str, RunData]) -> str:
+    """``ssdlab show SET``: the set, then one block per target: its run's status and each
+    test's primary verdict."""
+    detail = data.detail if isinstance(data.detail, dict) else {}
+    names = _listed(detail, "names")
+    by_place = dict(data.runs)
+    lines = [f"set {data.set_id}  suite {data.suite}  {len(data.targets)} targets  "
+             f"{len(data.runs)} runs",
+             f"started {_when(data.created_at)}, ended {_when(data.finished_at)}",
+             "command: " + " ".join(["ssdlab", *data.argv] if data.argv[:1] != ["ssdlab"]
+                                    else data.argv)]
+    if detail.get("resumed"):
+        lines.append(f"resumed {detail['resumed']} time(s)")
+    if isinstance(detail.get("fio_runs"), int):
+        lines.append(f"fio runs: {detail['fio_runs']}, each shared by the targets still "
+                     "running")
+    host = detail.get("host")
+    if isinstance(host, dict) and host.get("message"):
+        lines.append(f"host: {host['message']}")
+    numa = _mapping(detail, "numa")
+    lines += [f"WARNING: NUMA: {name}: {c.get('message')}" for name, c in numa.items()
+              if isinstance(c, dict) and c.get("mismatch")]
+    errors = _mapping(detail, "errors")
+    for place, target in enumerate(data.targets):
+        name = str(names[place]) if place < len(names) else target
+        lines += ["", *_set_block(place, name, target, runs.get(by_place.get(place, "")),
+                                  errors.get(name))]
+    return "\n".join(lines) + "\n"
+
+
+def _listed(d: dict[str, Any], key: str) -> list[Any]:
+    value = d.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
+    value = d.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _set_block(place: int, name: str, target: str, run: RunData | None, error: object
+               ) -> list[str]:
+    head = f"[{place + 1}] {name} ({target})"
+    if run is None:
+        return [f"{head}: no run recorded" + (f": {error}" if error else "")]
+    quick = " (QUICK)" if run.quick else ""
+    lines = [f"{head}: run {run.run_id} {run.status_text}{quick}"]
+    for test in run.tests:
+        state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
+        lines.append(f"  {test.params.get('title', test.name)} [{state}]: {verdict_line(test)}")
+    return lines

@@ -89,9 +89,10 @@ def _names(item: str, info: TargetInfo) -> bool:
     return info.serial is not None and item == info.serial
 
 
-def member_consent(infos: list[TargetInfo], destroy_data: DestroyData) -> list[DestroyData]:
+def member_consent(infos: list[TargetInfo], destroy_data: DestroyData,
+                   what: str = "members") -> list[DestroyData]:
     """Each member's own ``--destroy-data``: the item naming it, else the bare flag when
-    any was given; an item naming no member is refused (one line)."""
+    any was given; an item naming no member is refused (one line; ``what`` they are)."""
     items = confirmations(destroy_data)
     consent: list[DestroyData] = []
     used: set[str] = set()
@@ -101,7 +102,7 @@ def member_consent(infos: list[TargetInfo], destroy_data: DestroyData) -> list[D
         consent.append(named[0] if named else bool(destroy_data))
     stray = [item for item in items if item not in used]
     if stray:
-        raise UserError(f"--destroy-data names {stray[0]}, which is not one of the members "
+        raise UserError(f"--destroy-data names {stray[0]}, which is not one of the {what} "
                         f"({', '.join(i.path for i in infos)})")
     return consent
 

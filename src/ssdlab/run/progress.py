@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -30,6 +31,9 @@ def tracking_text(name: str, value: float) -> str:
         return f"{value:,.2f} us"
     return f"{value:,.0f}"
 
+
+#: one writer at a time: the runs of a set print from threads of their own (run/set_run.py)
+OUTPUT_LOCK = threading.RLock()
 
 #: fio's pause between stonewalled cells, measured at about 0.3 s (docs/architecture.md)
 FIO_CELL_GAP_S = 0.3
@@ -59,6 +63,15 @@ class Progress:
         self.max_rounds = max_rounds
         self.state = _State()
         self._last_draw = 0.0
+        #: a run in a set: its lines start with its target's short name, and the set draws
+        #: the one live line of all its runs (:meth:`in_set`)
+        self.prefix = ""
+        self.draws = True
+
+    def in_set(self, name: str) -> None:
+        """This run is one of a set's: its lines say ``name``; it draws no live line."""
+        self.prefix = f"{name}: "
+        self.draws = False
 
     # -- what the runner calls -------------------------------------------------------
     def start(self, tests: tuple[PtsTest, ...]) -> None:
@@ -68,10 +81,11 @@ class Progress:
     def line(self, message: str) -> None:
         """A log line (kept on screen above the live status line)."""
         prefix = "[QUICK] " if self.quick else ""
-        if self.live:
-            self.stream.write("\r\x1b[K")
-        self.stream.write(f"{time.strftime('%H:%M:%S')} {prefix}{message}\n")
-        self.stream.flush()
+        with OUTPUT_LOCK:
+            if self.live:
+                self.stream.write("\r\x1b[K")
+            self.stream.write(f"{time.strftime('%H:%M:%S')} {self.prefix}{prefix}{message}\n")
+            self.stream.flush()
 
     def test_started(self, test: PtsTest) -> None:
         self.state = _State(
@@ -98,7 +112,7 @@ class Progress:
         self.line(f"{self.state.test.name} round {round_no}: {values}; {verdict}")
 
     def close(self) -> None:
-        if self.live:
+        if self.live and self.draws:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
 
@@ -128,7 +142,7 @@ class Progress:
 
     def _draw(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not self.live or (not force and now - self._last_draw < 0.5):
+        if not self.live or not self.draws or (not force and now - self._last_draw < 0.5):
             return
         self._last_draw = now
         state = self.state
@@ -142,5 +156,13 @@ class Progress:
             f"{quick}{name} {where}{self._cell_text()} · "
             f"{format_duration(state.elapsed_s)}{steady} · ETA {self._eta()}"
         )
-        self.stream.write("\r\x1b[K" + text[:160])
-        self.stream.flush()
+        with OUTPUT_LOCK:
+            self.stream.write("\r\x1b[K" + text[:160])
+            self.stream.flush()
+
+    def status(self) -> str:
+        """Where the run is, in a few words (a set's live line shows each run's)."""
+        state = self.state
+        name = state.test.name if state.test else ""
+        where = f"round {state.round_no}" if state.phase == "round" else state.phase
+        return f"{name} {where}".strip() or "starting"

@@ -15,7 +15,7 @@ from typing import Any
 
 from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError
 from ssdlab.store import records as rec
-from ssdlab.store.records import FioRecord, RunData, RunSummary
+from ssdlab.store.records import FioRecord, RunData, RunSummary, SetData
 from ssdlab.store.schema import connect
 
 DEFAULT_STORE_ENV = "SSDLAB_STORE"
@@ -23,6 +23,8 @@ DEFAULT_STORE_ENV = "SSDLAB_STORE"
 ROUND_STATUSES = ("ok", "failed")
 FINAL_RUN_STATUSES = ("complete", "interrupted", "failed")
 _LAST_REFS = ("last", "latest")
+#: a set's id: "set-" and the form of a run id
+SET_PREFIX = "set-"
 _SUMMARY_COLS = (
     "id, created_at, finished_at, suite, profile, quick, status, target_path,"
     " target_model, message, read_only"
@@ -72,6 +74,9 @@ class Store:
         #: labels the command gave (``--label``): stored with every run it records, in its
         #: target (``target["labels"]``)
         self.run_labels: dict[str, str] = {}
+        #: the set the next run it records belongs to, and its place there (set id,
+        #: position): recorded with the run, in the same transaction
+        self.set_member: tuple[str, int] | None = None
 
     @classmethod
     def open(cls, path: Path) -> Store:
@@ -148,6 +153,10 @@ class Store:
                         " ?, ?, ?, ?, ?, ?)",
                         (*values, model if isinstance(model, str) else None, *blobs),
                     )
+                    if self.set_member is not None:
+                        c.execute("INSERT INTO set_runs (set_id, position, run_id)"
+                                  " VALUES (?, ?, ?)", (*self.set_member, run_id))
+                self.set_member = None  # one run per place in the set
                 return run_id
             except sqlite3.IntegrityError:  # the same id in the same second: draw again
                 continue
@@ -338,6 +347,28 @@ class Store:
                  rec.dumps({"argv": list(argv), "previous_status": row[0]}), time.time()),
             )
 
+    def new_set(self, *, suite: str, argv: list[str], targets: list[str]) -> str:
+        """Record a new set of runs (its runs join it as they are recorded, see
+        :attr:`set_member`); its id ``set-YYYYMMDD-HHMMSS-xxxx``."""
+        blobs = (rec.dumps(list(argv)), rec.dumps(list(targets)))
+        now = time.time()
+        for _attempt in range(50):
+            set_id = SET_PREFIX + _new_run_id(now)
+            try:
+                with self._tx() as c:
+                    c.execute("INSERT INTO sets (id, created_at, suite, argv_json, targets_json)"
+                              " VALUES (?, ?, ?, ?, ?)", (set_id, now, suite, *blobs))
+                return set_id
+            except sqlite3.IntegrityError:  # the same id in the same second: draw again
+                continue
+        raise RuntimeError("could not allocate a unique set id")
+
+    def finish_set(self, set_id: str, detail: dict[str, Any]) -> None:
+        """The set has ended (each run records how it ended); what it recorded."""
+        with self._tx() as c:
+            c.execute("UPDATE sets SET finished_at = ?, detail_json = ? WHERE id = ?",
+                      (time.time(), rec.dumps(detail), set_id))
+
     def _writable(self, c: sqlite3.Connection, run_id: str) -> None:
         row = c.execute("SELECT read_only FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
@@ -366,9 +397,59 @@ class Store:
         ).fetchall()
         return [rec.summary_from_row(row, tuple(tests.get(row[0], ()))) for row in rows]
 
+    def run_sets(self) -> dict[str, str]:
+        """Run id -> the id of the set it ran in, for every run in a set."""
+        return {str(r): str(s) for r, s in
+                self._conn.execute("SELECT run_id, set_id FROM set_runs")}
+
+    def find_set(self, ref: str) -> str | None:
+        """The set ``ref`` names (its id, or a unique prefix of one that says ``set-``),
+        or None when it names no set."""
+        ref = ref.strip()
+        if not ref.startswith(SET_PREFIX):
+            return None
+        rows = self._conn.execute(
+            "SELECT id FROM sets WHERE substr(id, 1, ?) = ? ORDER BY created_at DESC, id DESC",
+            (len(ref), ref)).fetchall()
+        ids = [str(r[0]) for r in rows]
+        if ref in ids:
+            return ref
+        if not ids:
+            raise RunNotFound(f"no set matches {ref!r} in {self.path} (see `ssdlab runs`)")
+        if len(ids) > 1:
+            raise UserError(f"{ref!r} matches {len(ids)} sets ({', '.join(ids[:5])}); give "
+                            "more of the id")
+        return ids[0]
+
+    def load_set(self, set_id: str) -> SetData:
+        row = self._conn.execute(
+            "SELECT id, created_at, finished_at, suite, argv_json, targets_json, detail_json"
+            " FROM sets WHERE id = ?", (set_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(f"no set {set_id} in {self.path} (see `ssdlab runs`)")
+        runs = [(int(p), str(r)) for p, r in self._conn.execute(
+            "SELECT position, run_id FROM set_runs WHERE set_id = ? ORDER BY position",
+            (set_id,))]
+        return SetData(str(row[0]), row[1], row[2], str(row[3]), rec.loads(row[4]),
+                       rec.loads(row[5]), rec.loads(row[6]), runs)
+
+    def expand(self, ref: str) -> list[str]:
+        """The run ids ``ref`` names: a set's runs in order, else the one run."""
+        set_id = self.find_set(ref)
+        if set_id is None:
+            return [self.resolve(ref)]
+        runs = [run_id for _, run_id in self.load_set(set_id).runs]
+        if not runs:
+            raise RunNotFound(f"set {set_id} recorded no run")
+        return runs
+
     def resolve(self, ref: str) -> str:
         """An exact run id, a unique prefix of one, or "last"/"latest" -> the run id."""
         ref = ref.strip()
+        if ref.startswith(SET_PREFIX):
+            set_id = self.find_set(ref)
+            raise UserError(f"{set_id} is a set of runs, not one run (see `ssdlab show "
+                            f"{set_id}`)")
         if ref.lower() in _LAST_REFS:
             return self._newest()
         if ref and self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():

@@ -137,6 +137,7 @@ class RunData:
     tests: list[TestData] = field(default_factory=list)
     events: list[EventData] = field(default_factory=list)
     steps: list[StepData] = field(default_factory=list)  # all tests' steps, in order
+    set_id: str | None = None  # the set it ran in (several targets at once), if any
 
     @property
     def status_text(self) -> str:
@@ -148,6 +149,20 @@ class RunData:
             if test.name == name:
                 return test
         raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class SetData:
+    """A set: several targets run at once by one command, each in a run of its own."""
+
+    set_id: str
+    created_at: float
+    finished_at: float | None
+    suite: str
+    argv: list[str]
+    targets: list[str]  # as given, in order
+    detail: JSONDict  # what the set recorded when it ended (fio runs, host check, errors)
+    runs: list[tuple[int, str]]  # (position among the targets, run id), in order
 
 
 # -- encoding helpers (used by db.py) ------------------------------------------------
@@ -315,7 +330,13 @@ def load_run(conn: sqlite3.Connection, row: Sequence[Any], *, with_raw: bool) ->
         tests=tests,
         events=_events(conn, summary.run_id),
         steps=steps,
+        set_id=_set_of(conn, summary.run_id),
     )
+
+
+def _set_of(conn: sqlite3.Connection, run_id: str) -> str | None:
+    row = conn.execute("SELECT set_id FROM set_runs WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def insert_fio(c: sqlite3.Connection, run_id: str, fio: FioRecord | None) -> int | None:

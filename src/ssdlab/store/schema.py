@@ -108,10 +108,36 @@ def _migrate_to_1(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")  # a constant, not a value
 
 
+#: Version 2: sets of runs (several targets run at once, docs/sets.md) and their runs.
+SCHEMA_V2: tuple[str, ...] = (
+    """CREATE TABLE sets (
+        id           TEXT PRIMARY KEY,
+        created_at   REAL NOT NULL,
+        finished_at  REAL,
+        suite        TEXT NOT NULL,
+        argv_json    TEXT NOT NULL,
+        targets_json TEXT NOT NULL,
+        detail_json  TEXT NOT NULL DEFAULT '{}'
+    )""",
+    """CREATE TABLE set_runs (
+        set_id   TEXT NOT NULL REFERENCES sets (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        run_id   TEXT NOT NULL UNIQUE REFERENCES runs (id) ON DELETE CASCADE,
+        PRIMARY KEY (set_id, position)
+    )""",
+)
+
+
+def _migrate_to_2(conn: sqlite3.Connection) -> None:
+    """Version 1 -> 2: the tables of sets; every stored run stays as it is (in no set)."""
+    for statement in SCHEMA_V2:
+        conn.execute(statement)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
 #: ``MIGRATIONS[i]`` migrates version ``i`` to ``i + 1``. Append only.
-MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1,)
+MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2)
 
 #: The schema version this ssdlab writes and understands.
 SCHEMA_VERSION = len(MIGRATIONS)
