@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,3 +125,33 @@ def test_the_dry_run_of_a_set_shows_each_plan_and_the_merged_first_job(
     assert "[t2.wipc_seq128k_write]\nnew_group\n" in merged
     assert "[global]" not in merged
     _untouched(tmp_path, "a.img", "b.img")
+
+
+def test_targets_of_other_hosts_go_to_the_one_run_that_drives_them(
+        tmp_path: Path, fio: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ssdlab.cli import suite_cmd
+    asked: list[str | None] = []
+
+    def execute(suite: object, request: Any, *rest: object) -> None:
+        asked.append(request.target)
+
+    monkeypatch.setattr(suite_cmd, "execute", execute)
+    listing = tmp_path / "targets.txt"
+    listing.write_text("node2:/dev/nvme0n1\n")
+    result = ssdlab_in_process("run", "pts", "--target", "node1:/dev/nvme0n1",
+                               "--targets-file", str(listing), "--fio", fio)
+    assert result.returncode == 0, result.stderr
+    assert asked == ["node1:/dev/nvme0n1,node2:/dev/nvme0n1"]
+
+
+def test_one_target_from_a_file_is_a_run_not_a_set(
+        tmp_path: Path, fio: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ssdlab.cli import suite_cmd
+    asked: list[str | None] = []
+    monkeypatch.setattr(suite_cmd, "execute",
+                        lambda suite, request, *rest: asked.append(request.target))
+    listing = tmp_path / "targets.txt"
+    listing.write_text(f"# one\n{tmp_path}/a.img\n")
+    result = ssdlab_in_process("run", "pts", "--targets-file", str(listing), "--fio", fio)
+    assert result.returncode == 0, result.stderr
+    assert asked == [f"{tmp_path}/a.img"]
