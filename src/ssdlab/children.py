@@ -8,13 +8,24 @@ import signal
 PR_SET_PDEATHSIG = 1
 
 
+def _find_prctl() -> object | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+#: resolved once, here: the child (forked while other threads may hold the dynamic
+#: loader's lock, as in a set's threads) only calls it, and opens no library
+_PRCTL = _find_prctl()
+
+
 def die_with_parent() -> None:
     """In the child, before exec: let the kernel SIGKILL it if ssdlab itself dies (Linux).
+    (The signal comes when the *thread* that started the child ends: start children that
+    must outlive a worker thread from the main thread.)
 
     Elsewhere this does nothing; the callers' watchdogs and timeouts still bound a child.
     """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
+    if callable(_PRCTL):
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
