@@ -411,7 +411,7 @@ def connect(remote: RemoteSet, failures: list[dict[str, Any]]) -> contextlib.Exi
         try:
             stack.enter_context(remote.connected())
             return stack
-        except (HostError, ValueError) as exc:  # ValueError: see the README's note
+        except (HostError, ValueError) as exc:  # ValueError: a lost reason (bench/README.md)
             stack.close()
             failures.append({"hosts": remote.spec(), "attempt": attempt,
                              "error": f"{type(exc).__name__}: {exc}",
@@ -680,8 +680,9 @@ def spin_note(s: dict[str, Any]) -> list[str]:
         f"{where}), which is what raises the CPU of those runs, not the coordinator. fio "
         "sleeps between rate-limited I/Os with nanosleep, except for waits shorter than "
         "the longest 1 us nanosleep it has timed (ten at each job start), which it spins "
-        "through. When the three hosts' jobs start at once on the same 2 CPUs, one of "
-        "them can time a long nanosleep and then spin for its whole run (reproduced with "
+        "through. A job that starts while the 2 CPUs are busy (the three hosts' jobs "
+        "starting at once, or other work on the machine) can time a long nanosleep and "
+        "then spin for its whole run (reproduced with "
         "a plain local fio server: a rate-limited job started while the CPUs were busy "
         "used 89 % of a CPU in 1 of 4 tries, 0-8 % otherwise). The rate is held either "
         "way."]

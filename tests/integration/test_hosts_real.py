@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.root, pytest.mark.fio]
 
 #: the PTS IOPS test cut to 9 cells (the three v2.0 tracking cells among them)
 QUICK_IOPS = ("run", "pts", "--profile", "quick", "--tests", "iops", "--block-sizes",
-              "4,64,1024", "--mixes", "100/0,65/35,0/100", "--round-seconds", "0.2",
+              "4,64,1024", "--mixes", "100/0,65/35,0/100", "--round-seconds", "0.1",
               "--qd", "8", "--destroy-data")
 
 

@@ -195,15 +195,16 @@ def test_ctrl_c_while_the_shared_fio_runs_then_resume(shm_dir: Path) -> None:
     targets = [str(shm_dir / "a.img"), str(shm_dir / "b.img")]
     store_path = shm_dir / "r.sqlite"
     slow = ("--profile", "quick", "--tests", "iops", "--block-sizes", "4", "--mixes",
-            "0/100,100/0", "--round-seconds", "2", "--max-rounds", "5", "--qd", "4",
+            "0/100,100/0", "--round-seconds", "1", "--max-rounds", "5", "--qd", "4",
             "--no-precondition", "--purge", "none")
     proc = subprocess.Popen(
         [sys.executable, "-m", "ssdlab", "run", "pts", "--target", targets[0], "--target",
          targets[1], "--size", "64MiB", *slow, "--store", str(store_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for("the set's first fio run", lambda: any(
+        _wait_for("the set's first fio run", lambda: proc.poll() is not None or any(
             _parent(pid) == proc.pid for pid in fio_processes()))
+        assert proc.poll() is None, proc.communicate()  # it ended before its first fio run
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:

@@ -86,8 +86,9 @@ def processes_using(path: str | Path) -> list[str]:
 
 def fio_processes(*, orphaned: bool = False) -> set[int]:
     """PIDs of the fio processes ssdlab runs (``fio --output-format=json... -``);
-    ``orphaned``: only those whose parent is not an ssdlab process (left behind by one
-    that died), so that other ssdlab runs on the machine do not count."""
+    ``orphaned``: only those whose parent is neither an ssdlab process nor another Python
+    program (a benchmark driving ssdlab's engine): left behind by one that died, so that
+    other ssdlab runs on the machine do not count."""
     pids = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -96,7 +97,8 @@ def fio_processes(*, orphaned: bool = False) -> set[int]:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
             if not (argv and os.path.basename(argv[0]) == b"fio" and b"--eta=never" in argv):
                 continue
-            if orphaned and b"ssdlab" in _parent_cmdline(entry):
+            parent = _parent_cmdline(entry)
+            if orphaned and (b"ssdlab" in parent or b"python" in parent):
                 continue
         except OSError:
             continue

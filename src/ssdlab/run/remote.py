@@ -372,8 +372,9 @@ def _await_ready(started: tuple[RemoteHost, list[str]]) -> None:
     ready = _read_line(tunnel, READY_TIMEOUT_S)
     answer = _last_json(ready) if ready else None
     if answer is None or not answer.get("ready"):
-        _disconnect(host)
+        _disconnect(host, close_streams=False)  # what it said is read first
         err = tunnel.stderr.read() if tunnel.stderr else ""
+        _close_streams(tunnel)
         done = subprocess.CompletedProcess(argv, tunnel.returncode or 1, ready, err)
         raise _refusal(host.name, "serve", done, answer)
 
@@ -398,7 +399,7 @@ def _request(host: RemoteHost, request: dict[str, Any], timeout: float) -> dict[
     return answer
 
 
-def _disconnect(host: RemoteHost) -> None:
+def _disconnect(host: RemoteHost, *, close_streams: bool = True) -> None:
     """End the host's connection: its agent stops its fio server when stdin closes."""
     tunnel = host.tunnel
     if tunnel is None:
@@ -414,6 +415,12 @@ def _disconnect(host: RemoteHost) -> None:
             tunnel.wait(timeout=5)
         if tunnel.poll() is None:
             tunnel.kill()
+            tunnel.wait()
+    if close_streams:
+        _close_streams(tunnel)
+
+
+def _close_streams(tunnel: subprocess.Popen[str]) -> None:
     for stream in (tunnel.stdout, tunnel.stderr):
         if stream is not None:
             with contextlib.suppress(OSError):
