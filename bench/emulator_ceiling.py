@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_overhead import Watch, fio_version, mean_stdev
-from recording import recorded_args
+from recording import recorded_args, write_results
 from ssdlab.targets import emulator
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -352,11 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "repetitions": reps,
         "summary": summarise(reps, args),
     }
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{RESULT_NAME}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    text = markdown(doc)
-    (args.results_dir / f"{RESULT_NAME}.md").write_text(text)
-    print(text)
+    write_results(args.results_dir, RESULT_NAME, doc, markdown(doc))
     return 1 if doc["summary"]["failures"] else 0
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recording import command_as_typed, program_name
+from recording import command_as_typed, cpu_model, program_name
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.plan.units import parse_size
@@ -484,12 +484,7 @@ def _run_by_hand(rep: int, fio: str, ssd: SsdlabRun, workdir: Path) -> SideResul
 
 
 def machine_facts(fio: str, dev: Zram) -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     mem_kib = 0
     with contextlib.suppress(OSError, ValueError, IndexError):
         mem_kib = int(Path("/proc/meminfo").read_text().splitlines()[0].split()[1])

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from recording import recorded_args
+from recording import cpu_model, recorded_args, write_results
 from ssdlab import __version__
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.engine.model import JobResult
@@ -736,12 +736,7 @@ def notes(doc: dict[str, Any]) -> list[str]:
 
 
 def machine_facts() -> dict[str, Any]:
-    model = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     fio = subprocess.run(["fio", "--version"], capture_output=True, text=True, check=False)
     ssh = subprocess.run(["ssh", "-V"], capture_output=True, text=True, check=False)
     return {
@@ -903,11 +898,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "duration_s": round(time.monotonic() - started, 1),
         **measured,
     }
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{RESULT_NAME}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    text = markdown(doc)
-    (args.results_dir / f"{RESULT_NAME}.md").write_text(text)
-    print(text)
+    write_results(args.results_dir, RESULT_NAME, doc, markdown(doc))
     return 1 if doc["summary"]["failures"] else 0
 
 

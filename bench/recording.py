@@ -9,6 +9,7 @@ a placeholder (``STORE``). tests/unit/test_bench_results.py checks every recorde
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,3 +43,22 @@ def command_as_typed(command: Sequence[str], placeholders: Mapping[str, str]) ->
     "/usr/bin/fio": "fio"}``)."""
     program, *rest = command
     return [program_name(program), *(placeholders.get(arg, arg) for arg in rest)]
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("" when it says none)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines
+                 if line.startswith("model name")), "")
+
+
+def write_results(results_dir: Path, name: str, doc: Mapping[str, Any], text: str) -> None:
+    """A benchmark's recorded result: ``NAME.json`` (``doc``) and ``NAME.md`` (``text``,
+    also printed)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (results_dir / f"{name}.md").write_text(text)
+    print(text)

@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import datetime as dt
 import io
-import json
 import math
 import os
 import platform
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 from unittest import mock
 
-from recording import program_name, recorded_args
+from recording import cpu_model, program_name, recorded_args, write_results
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -247,16 +246,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_reps = reps["ssdlab"]
     totals = [r["total_s"] for r in main_reps]
     median = statistics.median(totals)
-    cpu_model = next((line.split(":", 1)[1].strip() for line in
-                      Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), platform.processor())
+    model = cpu_model() or platform.processor()
     versions = {name: os.popen(f"{path} --version 2>/dev/null").read().strip()
                 for name, path in binaries.items()}
     doc: dict[str, Any] = {
         "benchmark": RESULT_NAME,
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "args": recorded_args(args),  # results_dir relative to the repository
-        "machine": {"cpu_count": os.cpu_count(), "cpu_model": cpu_model,
+        "machine": {"cpu_count": os.cpu_count(), "cpu_model": model,
                     "kernel": platform.release(), "chromium": versions["ssdlab"]},
         "configurations": {
             name: {"environment": CONFIGS[name], "chromium": program_name(binaries[name]),
@@ -283,11 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "pdf_bytes": main_reps[0]["pdf_bytes"],
         },
     }
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{RESULT_NAME}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    text = markdown(doc)
-    (args.results_dir / f"{RESULT_NAME}.md").write_text(text)
-    print(text)
+    write_results(args.results_dir, RESULT_NAME, doc, markdown(doc))
     return 0 if doc["summary"]["pass"] else 1
 
 
