@@ -61,7 +61,8 @@ def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
     with open_store(args) as store:
         store.run_labels = run_labels(args)
         try:
-            executor = FioExecutor(fio or args.fio, read_only=read_only)
+            executor = FioExecutor(fio or getattr(args, "fio", None) or "fio",
+                                   read_only=read_only)
             run_id = make(store, executor, progress).execute(argv)
         finally:
             progress.close()

@@ -55,13 +55,17 @@ class SuiteCommand:
         from ssdlab.targets.remote_spec import is_remote
         values = vars(args)
         targets = targets_of(values)
+        if len(targets) > 1 and not self.suite.spec.many_targets:
+            raise UserError(f"ssdlab run {self.suite.name} takes one --target; run it once "
+                            "per target")
         if len(targets) > 1 and not any(is_remote(t) for t in targets):
             return run_set(self.suite, targets, args, argv)  # a set: docs/sets.md
         size = values.get("size")
         # targets of other hosts go to the one run that drives them all
         request = TargetRequest(",".join(targets) if targets else None, values.get("dir"),
                                 size if isinstance(size, int) else None,
-                                values.get("destroy_data", False), values["fio"])
+                                values.get("destroy_data", False), values.get("fio") or "fio",
+                                bool(values.get("dry_run")))
         ran = execute(self.suite, request, self.suite.spec.args(values), args, argv)
         if ran is None:
             return int(ExitCode.OK)

@@ -89,6 +89,8 @@ class SuiteSpec(Generic[A]):
     runnable: bool = True  # False: runs are only imported (published reference runs)
     #: config keys listed first (the options every suite shares), then the others in order
     config_first: tuple[str, ...] = field(default=("size", "store", "fio"))
+    #: several --target run at once as a set (docs/sets.md); False: one target only
+    many_targets: bool = True
 
     def args(self, values: Mapping[str, Any]) -> A:
         """The suite's arguments from parsed option values (by ``dest``)."""

@@ -53,6 +53,7 @@ class TargetRequest:
     size_bytes: int | None = None
     destroy_data: DestroyData = False  # False, True (the bare flag) or SERIAL|PATH
     fio: str = "fio"
+    dry_run: bool = False  # --dry-run: preparing touches nothing at all
 
     def device(self) -> str:
         """``--target``, which a suite of devices and files requires."""
