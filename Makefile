@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-venv python3-pip \
 	fuse3 libfuse3-dev pkg-config gcc make chromium chromium-headless-shell poppler-utils fonts-dejavu-core \
 	xfsprogs btrfs-progs fdisk lvm2 mdadm smartmontools hdparm \
-	openssh-server openssh-client sshfs nbdkit libnbd-bin iproute2
+	openssh-server openssh-client sshfs nbdkit libnbd-bin iproute2 \
+	mariadb-server mariadb-client sysbench postgresql
 STAMP := .make
 
 .PHONY: setup apt venv emulator demo test lint unit integration bench clean distclean help
@@ -36,8 +37,14 @@ $(STAMP)/apt: Makefile
 	    mkdir -p /etc/ssh && touch /etc/ssh/sshd_not_to_be_run; \
 	    echo "note: openssh-server is for the multi-host tests (their own sshd per namespace); the machine's own sshd stays off: remove /etc/ssh/sshd_not_to_be_run to run it"; \
 	  fi; \
+	  made_policy=; \
+	  if printf "%s\n" $$missing | grep -qxE 'mariadb-server|postgresql' && [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && made_policy=1; \
+	    echo "note: the database packages are for ssdlab run db's private servers; their own services are not started"; \
+	  fi; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  status=$$?; [ -z "$$made_policy" ] || rm -f /usr/sbin/policy-rc.d; [ $$status = 0 ] || exit $$status; \
 	fi
 	@touch $@
 

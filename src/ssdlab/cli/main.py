@@ -12,6 +12,7 @@ from ssdlab import __version__
 from ssdlab.cli import (
     agent_cmd,
     array_cmd,
+    db_cmd,
     demo_cmd,
     emulator_cmd,
     query_cmd,
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume_cmd.register(sub)
     emulator_cmd.register(sub)
     array_cmd.register(sub)
+    db_cmd.register(sub)
     agent_cmd.register(sub)
     reference_cmd.register(sub)
     return parser

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssdlab.errors import UserError
+from ssdlab.errors import TargetError, UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
@@ -288,7 +288,7 @@ def fit(o: DbOptions, fs_bytes: int, where: str) -> Fitted:
         if need <= fs_bytes:
             continue
         if not o.scale:
-            raise UserError(
+            raise TargetError(
                 f"the {workload} dataset, {sizes.describe(workload)}, needs about "
                 f"{format_bytes(need)} with the server's log and room to grow, and {where} "
                 f"holds about {format_bytes(fs_bytes)}: give --scale to fit it to the "
@@ -296,7 +296,7 @@ def fit(o: DbOptions, fs_bytes: int, where: str) -> Fitted:
         before = sizes.describe(workload)
         sizes = _scaled(workload, sizes, fs_bytes)
         if needed_bytes(workload, sizes, fs_bytes) > fs_bytes:
-            raise UserError(f"{where} is too small for a {workload} server: about "
+            raise TargetError(f"{where} is too small for a {workload} server: about "
                             f"{format_bytes(fs_bytes)} holds not even its log and one row")
         changes.append(f"{workload} {before} -> {sizes.describe(workload)}")
     scaled = ("--scale: the dataset was fitted to the target's "
@@ -343,7 +343,7 @@ class DatasetRecord(Record):
     table_rows: int = 0
     pgbench_scale: int = 0
     estimated_bytes: int = 0
-    bytes: int = 0  # the data directory after loading (du)
+    bytes: int = 0  # the loaded database on disk: its tables and indexes (not the logs)
     buffer_bytes: int = 0  # buffer pool / shared_buffers
     buffer_ratio: float = 0.0  # buffer / dataset
     memory_limit_bytes: int | None = None  # the server's cgroup limit (None: none)
