@@ -25,6 +25,7 @@ from ssdlab.errors import UserError
 from ssdlab.plan import (
     block_presets,
     curves,
+    db,
     file_presets,
     latency_iops,
     matrix,
@@ -84,6 +85,7 @@ SUITES: tuple[Suite, ...] = (
     Suite(block_presets.ATTO, "block_preset_run", "block_preset_pages"),
     Suite(block_presets.CDM, "block_preset_run", "block_preset_pages"),
     Suite(curves.SPEC, "curves_run", "curves_pages"),
+    Suite(db.SPEC, "db_run", "db_pages"),
     Suite(file_presets.AJA, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.DISKFILL, "file_presets_run", "file_presets_pages"),
     Suite(file_presets.SMALLFILES, "file_presets_run", "file_presets_pages"),
