@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.root, pytest.mark.fio]
 GIB = 1024**3
 #: short phases: the tools' numbers are exact for any length, and the ranking below holds
 #: with a margin far from what noise moves
-TIMES = ("--warmup-seconds", "2", "--seconds", "5")
+TIMES = ("--warmup-seconds", "1", "--seconds", "3")
 WRITE_HEAVY = ("sysbench-oltp_write_only", "pgbench-simple-update")
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -88,7 +88,7 @@ def lab() -> Iterator[Lab]:
     """Two emulated 1 GiB SSDs, the second with every latency 4x: the fast one runs every
     workload's read/write and write-heavy tests, the slow one the write-heavy ones."""
     _need_tools()
-    workdir = Path(tempfile.mkdtemp(prefix="ssdlab-db-", dir="/dev/shm"))
+    workdir = Path(tempfile.mkdtemp(prefix="ssdlab-dbtest-", dir="/dev/shm"))
     env = {"SSDLAB_EMU_RUN_DIR": str(workdir / "emus"), "SSDLAB_STORE":
            str(workdir / "r.sqlite"), "SSDLAB_STATE_DIR": str(workdir / "state")}
     store = workdir / "r.sqlite"
@@ -121,14 +121,15 @@ def _server_processes() -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "ssdlab-db" in cmdline and ("mariadbd" in cmdline or "postgres" in cmdline):
+        if "/ssdlab-db/" in cmdline and ("mariadbd" in cmdline or "postgres" in cmdline):
             found.append(f"{proc.name}: {cmdline}")
     return found
 
 
 def _mounts_of(device: str) -> list[str]:
     text = Path("/proc/mounts").read_text(encoding="ascii")
-    return [ln for ln in text.splitlines() if ln.split()[0] == device or "ssdlab-db" in ln]
+    return [ln for ln in text.splitlines()
+            if ln.split()[0] == device or "/ssdlab-db/" in ln.split()[1]]
 
 
 def test_each_workload_stores_tps_latency_and_series(lab: Lab) -> None:
@@ -146,7 +147,7 @@ def test_each_workload_stores_tps_latency_and_series(lab: Lab) -> None:
         assert r["latency_p95_ms"] <= r["latency_p99_ms"] <= r["latency_max_ms"]
         # one point per second of the measured phase, and they add up to the transactions
         series = r["series"]
-        assert 4 <= len(series) <= 6, (test.name, len(series))
+        assert 2 <= len(series) <= 4, (test.name, len(series))
         counted = sum(p["tps"] for p in series)
         assert abs(counted - r["transactions"]) <= 0.2 * r["transactions"], test.name
         assert abs(r["tps"] * r["seconds"] - r["transactions"]) <= 0.02 * r["transactions"] + 2
@@ -154,11 +155,13 @@ def test_each_workload_stores_tps_latency_and_series(lab: Lab) -> None:
         assert d["bytes"] > 0 and d["buffer_bytes"] > 0
         assert d["buffer_ratio"] == pytest.approx(d["buffer_bytes"] / d["bytes"], rel=1e-3)
         # the measured phase is stored as a round with the tool's output verbatim
-        [rnd] = [x for x in run.rounds if x.test == test.name]
+        [rnd] = test.rounds
         assert rnd.status == "ok" and rnd.cells[0]["tps"] == r["tps"]
+        assert rnd.command[0].endswith(("sysbench", "pgbench")) and rnd.stdout
     maria = run.test("sysbench-oltp_read_write").result
     assert maria["settings"]["innodb_flush_log_at_trx_commit"] == "1"  # the safe default
     assert maria["settings"]["innodb_flush_method"] == "O_DIRECT"
+    assert maria["settings"]["skip_networking"] == "ON"  # a socket of its own, no TCP port
     assert maria["dataset"]["direct_io"] is True and maria["qps"] > maria["tps"]
     assert maria["tool"].startswith("sysbench 1.") and maria["server"].startswith("MariaDB 10")
     pg = run.test("pgbench-tpcb-like").result
@@ -168,8 +171,9 @@ def test_each_workload_stores_tps_latency_and_series(lab: Lab) -> None:
     assert pg["dataset"]["fits_in_memory"] is True and "fits in" in pg["warning"]
     assert run.versions["mariadb"] and run.versions["postgresql"]
     # the emulated drive counted the databases' writes
-    truths = [e for e in run.events if e.kind == "emulator-stats"]
-    start, end = truths[0].detail["counters"], truths[-1].detail["counters"]
+    truths = [e.detail for e in run.events if e.kind == "emulator-stats"]
+    assert truths[0] is not None and truths[-1] is not None
+    start, end = truths[0]["counters"], truths[-1]["counters"]
     assert end["host_write_bytes"] - start["host_write_bytes"] > 4 * 2**20
 
 
@@ -257,8 +261,11 @@ def _wait_for(what: str, done: object, timeout: float = 180) -> None:
 def _steps(store: Path) -> list[str]:
     if not store.exists():
         return []
-    with sqlite3.connect(store) as db:
-        return [str(r[0]) for r in db.execute("SELECT kind FROM steps ORDER BY id")]
+    try:
+        with sqlite3.connect(store) as db:
+            return [str(r[0]) for r in db.execute("SELECT kind FROM steps ORDER BY id")]
+    except sqlite3.OperationalError:  # the store is being made: no table yet, or locked
+        return []
 
 
 def test_sigkill_mid_run_then_cleanup(loop: str, shm_dir: Path) -> None:
@@ -300,17 +307,25 @@ def test_sigkill_mid_run_then_cleanup(loop: str, shm_dir: Path) -> None:
     assert "nothing to clean up" in again.stdout
 
 
-def test_beside_the_machines_own_postgresql(loop: str, shm_dir: Path) -> None:
+def test_beside_the_machines_own_postgresql_in_a_dir(loop: str, shm_dir: Path) -> None:
     """A PostgreSQL of the machine's own on its usual socket (/var/run/postgresql, port
-    5432) keeps running, answering and holding its data while the suite runs beside it."""
+    5432) keeps running, answering and holding its data while the suite runs beside it,
+    here with --dir: the servers' data in a work directory on a mounted file system,
+    removed afterwards with nothing else there touched."""
     sockets = Path("/var/run/postgresql")
     if (sockets / ".s.PGSQL.5432").exists():
         pytest.skip("a PostgreSQL already listens on the usual socket; not touched")
+    os.chmod(shm_dir, 0o711)  # the servers' users pass through to their directories
     data = shm_dir / "own"
     data.mkdir()
     subprocess.run(["chown", "postgres:postgres", str(data)], check=True)
     sockets.mkdir(exist_ok=True)
     subprocess.run(["chown", "postgres:postgres", str(sockets)], check=True)
+    scratch = shm_dir / "scratch"
+    scratch.mkdir()
+    subprocess.run(["mkfs.ext4", "-q", "-F", loop], check=True)
+    subprocess.run(["mount", loop, str(scratch)], check=True)
+    (scratch / "kept.txt").write_text("not ssdlab's")
 
     def as_postgres(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True,
@@ -322,25 +337,63 @@ def test_beside_the_machines_own_postgresql(loop: str, shm_dir: Path) -> None:
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
-    assert as_postgres(str(PG_BIN / "initdb"), "-D", str(data / "d")).returncode == 0
-    started = as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data / "d"), "-l",
-                          str(data / "log"), "-w", "-o",
-                          f"-c listen_addresses='' -c unix_socket_directories={sockets}",
-                          "start")
-    assert started.returncode == 0, started.stdout + started.stderr
     try:
+        assert as_postgres(str(PG_BIN / "initdb"), "-D", str(data / "d")).returncode == 0
+        started = as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data / "d"), "-l",
+                              str(data / "log"), "-w", "-o",
+                              f"-c listen_addresses='' -c unix_socket_directories={sockets}",
+                              "start")
+        assert started.returncode == 0, started.stdout + started.stderr
         query("CREATE TABLE kept (n int); INSERT INTO kept SELECT generate_series(1, 1000)")
-        pid = query("SELECT pg_backend_pid()")  # a connection works
         postmaster = (data / "d" / "postmaster.pid").read_text().split()[0]
-        done = ssdlab("run", "db", "--target", loop, "--destroy-data", "--profile", "quick",
+        done = ssdlab("run", "db", "--dir", str(scratch), "--profile", "quick",
                       "--workloads", "pgbench", *TIMES, env=_env(shm_dir))
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        # the machine's own server: the same process, answering, its data whole
         assert query("SELECT count(*), sum(n) FROM kept") == "1000|500500"
         assert (data / "d" / "postmaster.pid").read_text().split()[0] == postmaster
-        assert pid and (sockets / ".s.PGSQL.5432").exists()
+        assert (sockets / ".s.PGSQL.5432").exists()
+        # the run's own: gone, and nothing else in the directory touched
         assert _server_processes() == []
+        assert sorted(p.name for p in scratch.iterdir()) == ["kept.txt", "lost+found"]
+        with Store.open(shm_dir / "r.sqlite") as store:
+            run = store.load(store.list_runs()[0].run_id)
+        result = run.test("pgbench-tpcb-like").result
+        assert run.status == "complete" and result["tps"] > 0
+        assert run.target["kind"] == "directory"
     finally:
         as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(data / "d"), "-m", "fast", "stop")
+        subprocess.run(["umount", str(scratch)], check=False)
+
+
+def test_sigterm_stops_the_run_and_removes_everything(loop: str, shm_dir: Path) -> None:
+    """SIGTERM (as Ctrl-C): the run is recorded as interrupted with its completed phases,
+    and its servers, mount and file system are gone without a cleanup command."""
+    env = _env(shm_dir)
+    store = shm_dir / "r.sqlite"
+    argv = [sys.executable, "-m", "ssdlab", "run", "db", "--target", loop, "--destroy-data",
+            "--profile", "quick", "--workloads", "sysbench-oltp", "--warmup-seconds", "60"]
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, **env})
+    try:
+        _wait_for("the cold restart to be stored", lambda: "cache-drop" in _steps(store))
+        time.sleep(1.0)  # in the warm-up
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, out[-2000:] + err
+    assert "interrupted" in err and len(err.strip().splitlines()) == 1, err
+    with Store.open(store) as s:
+        stopped = s.load(s.list_runs()[0].run_id)
+    assert stopped.status == "interrupted"
+    assert _steps(store)[:3] == ["server", "load", "cache-drop"]
+    assert _server_processes() == [] and _mounts_of(loop) == []
+    assert not list((shm_dir / "st" / "db").glob("*.json"))
+    probe = subprocess.run(["wipefs", "--no-act", loop], capture_output=True, text=True,
+                           check=True)
+    assert probe.stdout.strip() == ""
 
 
 def test_refusals_change_nothing(loop: str, shm_dir: Path) -> None:
@@ -359,9 +412,9 @@ def test_refusals_change_nothing(loop: str, shm_dir: Path) -> None:
         subprocess.run(["umount", str(mnt)], check=True)
     checks = [
         (("--tables", "100", "--table-rows", "10000000"), 3, "--scale"),
-        (("--pg-bindir", "/nonexistent"), 4, "postgres not found in /nonexistent"),
-        (("--mariadb-bindir", "/nonexistent"), 4, "mariadbd not found in /nonexistent"),
-        (("--sysbench", "/nonexistent/sysbench"), 4, "/nonexistent/sysbench not found"),
+        (("--pg-bindir", str(shm_dir)), 2, f"--pg-bindir {shm_dir}: no postgres there"),
+        (("--mariadb-bindir", str(shm_dir)), 2, "no mariadbd there"),
+        (("--sysbench", "/nonexistent/sysbench"), 2, "/nonexistent/sysbench: not found"),
         (("--target", loop), 2, "takes one --target"),
     ]
     for extra, code, words in checks:

@@ -63,7 +63,7 @@ def test_bad_options_are_one_line_errors(args: DbArgs, words: str) -> None:
 
 def test_server_options_win_and_are_kept_per_server() -> None:
     o = build_options(DbArgs(profile="quick", server_options=(
-        "mariadb:innodb-flush-log-at-trx-commit=2", "postgresql:synchronous_commit=off")))
+        "mariadb:innodb-flush-log-at-trx-commit=2,postgresql:synchronous_commit=off",)))
     f = fit(o, GIB, "x")
     maria = cmd.mariadb_settings(o, f.sizes, f.fs_bytes)
     pg = cmd.postgres_settings(o, f.sizes, f.fs_bytes)

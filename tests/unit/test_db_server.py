@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.errors import EnvironmentProblem, UserError
-from ssdlab.plan.db import DbArgs, build_options
+from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
+from ssdlab.plan.db import DbArgs, buffer_bytes, build_options
 from ssdlab.run import db_run, dbserver
 from ssdlab.run.dbserver import DbState, ServerRecord
 
@@ -99,19 +99,29 @@ def _check_unreachable(top: Path) -> None:
     assert dbserver.unreachable_by(closed / "inner" / "x", root_owned_user) is None
 
 
-def test_missing_programs_are_named(tmp_path: Path) -> None:
+def test_missing_programs_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                    ) -> None:
     o = build_options(DbArgs(profile="quick", workloads="pgbench"))
-    with pytest.raises(EnvironmentProblem) as err:
+    with pytest.raises(UserError) as err:  # the option names a directory without it
         db_run.find_binaries(o, DbArgs(pg_bindir=str(tmp_path)))
-    assert f"postgres not found in {tmp_path}" in str(err.value)
-    o = build_options(DbArgs(profile="quick", workloads="sysbench-oltp"))
+    assert str(err.value) == f"--pg-bindir {tmp_path}: no postgres there"
+    assert err.value.exit_code == ExitCode.USAGE
+    monkeypatch.setattr("ssdlab.run.db_run.glob.glob", lambda _p: [])  # no PostgreSQL installed
     with pytest.raises(EnvironmentProblem) as err:
+        db_run.find_binaries(o, DbArgs())
+    assert "install postgresql" in str(err.value)
+    o = build_options(DbArgs(profile="quick", workloads="sysbench-oltp"))
+    with pytest.raises(UserError, match="no mariadbd there"):
         db_run.find_binaries(o, DbArgs(mariadb_bindir=str(tmp_path)))
+    monkeypatch.setattr("ssdlab.run.db_run.shutil.which", lambda *_a, **_k: None)  # none installed
+    with pytest.raises(EnvironmentProblem) as err:
+        db_run.find_binaries(o, DbArgs())
     assert "mariadbd not found" in str(err.value) and "mariadb-server" in str(err.value)
+    assert err.value.exit_code == ExitCode.ENVIRONMENT
 
 
 def test_pg_bindir_picks_the_newest(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(db_run.glob, "glob", lambda _p: [
+    monkeypatch.setattr("ssdlab.run.db_run.glob.glob", lambda _p: [
         "/usr/lib/postgresql/9/bin", "/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/13/bin"])
     assert db_run.pg_bindir(None) == "/usr/lib/postgresql/15/bin"
     assert db_run.pg_bindir("/opt/pg/bin") == "/opt/pg/bin"
@@ -120,7 +130,7 @@ def test_pg_bindir_picks_the_newest(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_memory_limit_bytes() -> None:
     o = build_options(DbArgs(profile="quick"))
     limit = db_run.memory_limit_bytes(o, "pgbench", o.sizes)
-    assert limit == db_run.buffer_bytes(o, "pgbench", o.sizes) + 256 * 2**20
+    assert limit == buffer_bytes(o, "pgbench", o.sizes) + 256 * 2**20
     off = build_options(DbArgs(profile="quick", memory_limit="off"))
     assert db_run.memory_limit_bytes(off, "pgbench", off.sizes) is None
     fixed = build_options(DbArgs(profile="quick", memory_limit="1GiB"))

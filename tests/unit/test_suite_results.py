@@ -29,8 +29,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "store"
 
 
 #: the stores: every suite recorded by record.sh; the RAID matrix (btrfs on emulated SSDs,
-#: recorded later: record.sh's note) with its levels' own runs
-STORES = ("suites.sqlite", "matrix.sqlite")
+#: recorded later: record.sh's note) with its levels' own runs; the database suite (by
+#: hand too: record.sh's note)
+STORES = ("suites.sqlite", "matrix.sqlite", "db.sqlite")
 
 
 @pytest.fixture(scope="module")

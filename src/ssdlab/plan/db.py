@@ -115,6 +115,18 @@ class DbArgs:
     mariadb_bindir: str | None = None
     sysbench: str = "sysbench"
 
+    def __post_init__(self) -> None:
+        """Lists as the command line and config files give them: ``--workloads a,b`` or a
+        config array; ``--server-option`` repeated, or a config list."""
+        for name in ("workloads", "sysbench_tests", "pgbench_modes"):
+            value = getattr(self, name)
+            if isinstance(value, list | tuple):
+                object.__setattr__(self, name, ",".join(str(v) for v in value))
+        given: Any = self.server_options
+        items = given.split(",") if isinstance(given, str) else list(given or ())
+        object.__setattr__(self, "server_options",
+                           tuple(i for item in items for i in str(item).split(",") if i))
+
 
 @dataclass(frozen=True)
 class DbOptions(Profiled):
@@ -426,10 +438,10 @@ OPTIONS = (
     opt("--scale", group="database", config=Kind.BOOL, action="store_true",
         help="make the dataset smaller until it fits the target, and say so (without it, "
         "a dataset that does not fit is refused)"),
-    opt("--server-option", group="database", config=None, dest="server_options",
-        action="append", default=[], metavar="SERVER:KEY=VALUE",
-        help="a server setting, e.g. mariadb:innodb_flush_log_at_trx_commit=2 or "
-        "postgresql:synchronous_commit=off (may be repeated; durability settings are the "
+    opt("--server-option", group="database", config=Kind.LIST, dest="server_options",
+        default="", metavar="SERVER:KEY=VALUE,...",
+        help="server settings, e.g. mariadb:innodb_flush_log_at_trx_commit=2 or "
+        "postgresql:synchronous_commit=off, comma-separated (durability settings are the "
         "servers' safe defaults unless changed here; every setting is recorded)"),
     opt("--pg-bindir", group="database", config=Kind.TEXT, default=None, metavar="DIR",
         help="PostgreSQL's programs (default: the newest /usr/lib/postgresql/*/bin)"),
@@ -438,14 +450,6 @@ OPTIONS = (
     opt("--sysbench", group="database", config=Kind.TEXT, default="sysbench",
         metavar="PATH", help="the sysbench binary (default: sysbench)"),
 )
-
-
-def _args(**values: Any) -> DbArgs:
-    values["server_options"] = tuple(values.get("server_options") or ())
-    for name in ("workloads", "sysbench_tests", "pgbench_modes"):
-        if isinstance(values.get(name), list | tuple):
-            values[name] = ",".join(str(v) for v in values[name])
-    return DbArgs(**values)
 
 
 SPEC: SuiteSpec[DbArgs] = SuiteSpec(
@@ -460,7 +464,7 @@ SPEC: SuiteSpec[DbArgs] = SuiteSpec(
     tools' per-second reports (docs/db.md).""",
     target=TargetKind.DEVICE_OR_DIR,
     options=OPTIONS,
-    args_type=_args,
+    args_type=DbArgs,
     results={t: DbResult for t in
              [test_name(SYSBENCH, m) for m in SYSBENCH_MODES]
              + [test_name(PGBENCH, m) for m in PGBENCH_MODES]},

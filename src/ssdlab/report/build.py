@@ -125,9 +125,11 @@ def _render_pages(
         pages += compare_pages.ratio_pages(compared)
         pages.append(compare_pages.leaderboard_page(compared))
         pages += compare_pages.label_pages(compared)
+    kind = ("database benchmark report" if all(r.suite == "db" for r in runs)
+            else "SNIA PTS report")
     name = title or (
-        f"{compared.labels[0]}: SNIA PTS report" if len(runs) == 1
-        else f"{len(runs)} runs compared: SNIA PTS report"
+        f"{compared.labels[0]}: {kind}" if len(runs) == 1
+        else f"{len(runs)} runs compared: {kind}"
     )
     return name, pages, _cover(runs, name, compared.labels)
 

@@ -92,35 +92,53 @@ def pg_bindir(given: str | None) -> str | None:
 
 
 def find_binaries(o: DbOptions, args: DbArgs) -> Binaries:
-    """Every program the chosen workloads need; a one-line EnvironmentProblem naming the
-    first one missing and the package it comes from."""
+    """Every program the chosen workloads need: a one-line error naming the first one
+    missing (a usage error when an option names where it should be, else the package it
+    comes from)."""
     found: dict[str, str] = {}
     if SYSBENCH in o.workloads:
-        mdirs = [args.mariadb_bindir] if args.mariadb_bindir else None
-        for key, name, package in (("mariadbd", "mariadbd", "mariadb-server"),
-                                   ("install_db", "mariadb-install-db", "mariadb-server"),
-                                   ("mariadb", "mariadb", "mariadb-client")):
-            path = _which(name, mdirs)
-            if path is None:
-                where = f"in {args.mariadb_bindir}" if mdirs else "on the PATH or in /usr/sbin"
-                raise EnvironmentProblem(f"{name} not found {where}: install {package} "
-                                         "(Debian) or give --mariadb-bindir")
-            found[key] = path
-        sysbench = shutil.which(args.sysbench)
-        if sysbench is None:
-            raise EnvironmentProblem(f"{args.sysbench} not found: install sysbench (Debian) "
-                                     "or give --sysbench PATH")
-        found["sysbench"] = sysbench
+        found.update(_mariadb_binaries(args))
     if PGBENCH in o.workloads:
-        bindir = pg_bindir(args.pg_bindir)
-        for name in ("postgres", "initdb", "psql", "pgbench"):
-            path = _which(name, [bindir]) if bindir else None
-            if path is None:
-                where = f"in {bindir}" if bindir else "(no /usr/lib/postgresql/*/bin)"
-                raise EnvironmentProblem(f"PostgreSQL's {name} not found {where}: install "
-                                         "postgresql (Debian) or give --pg-bindir")
-            found[name] = path
+        found.update(_postgres_binaries(args))
     return Binaries(**found)
+
+
+def _mariadb_binaries(args: DbArgs) -> dict[str, str]:
+    found = {}
+    mdirs = [args.mariadb_bindir] if args.mariadb_bindir else None
+    for key, name, package in (("mariadbd", "mariadbd", "mariadb-server"),
+                               ("install_db", "mariadb-install-db", "mariadb-server"),
+                               ("mariadb", "mariadb", "mariadb-client")):
+        path = _which(name, mdirs)
+        if path is None and mdirs:  # the option names a directory without it
+            raise UserError(f"--mariadb-bindir {args.mariadb_bindir}: no {name} there")
+        if path is None:
+            raise EnvironmentProblem(f"{name} not found on the PATH or in /usr/sbin: "
+                                     f"install {package} (Debian) or give --mariadb-bindir")
+        found[key] = path
+    sysbench = shutil.which(args.sysbench)
+    if sysbench is None and args.sysbench != DbArgs.sysbench:
+        raise UserError(f"--sysbench {args.sysbench}: not found, or not a program")
+    if sysbench is None:
+        raise EnvironmentProblem("sysbench not found: install sysbench (Debian) or give "
+                                 "--sysbench PATH")
+    found["sysbench"] = sysbench
+    return found
+
+
+def _postgres_binaries(args: DbArgs) -> dict[str, str]:
+    found = {}
+    bindir = pg_bindir(args.pg_bindir)
+    for name in ("postgres", "initdb", "psql", "pgbench"):
+        path = _which(name, [bindir]) if bindir else None
+        if path is None and args.pg_bindir is not None:
+            raise UserError(f"--pg-bindir {args.pg_bindir}: no {name} there")
+        if path is None:
+            where = f"in {bindir}" if bindir else "(no /usr/lib/postgresql/*/bin)"
+            raise EnvironmentProblem(f"PostgreSQL's {name} not found {where}: install "
+                                     "postgresql (Debian) or give --pg-bindir")
+        found[name] = path
+    return found
 
 
 def _version(argv: list[str], pattern: str) -> str:
@@ -630,6 +648,7 @@ class WorkloadRun:
         """Every setting that matters, as the running server reports it."""
         if self.workload == SYSBENCH:
             names = sorted({*self.settings, "version", "innodb_page_size", "log_bin",
+                            "skip_networking", "port", "socket",
                             "sync_binlog", "innodb_io_capacity", "innodb_log_buffer_size",
                             "innodb_flush_neighbors"} - {"skip_name_resolve"})
             quoted = ",".join(f"'{n}'" for n in names)
@@ -637,6 +656,7 @@ class WorkloadRun:
             pairs = [ln.split("\t", 1) for ln in text.splitlines() if "\t" in ln]
         else:
             names = sorted({*self.settings, "server_version", "wal_sync_method", "wal_level",
+                            "listen_addresses", "unix_socket_directories", "port",
                             "checkpoint_timeout", "data_checksums", "effective_io_concurrency"})
             quoted = ",".join(f"'{n}'" for n in names)
             text = self._sql("SELECT name, setting || coalesce(' ' || unit, '') FROM "
