@@ -20,12 +20,13 @@ def _find_prctl() -> object | None:
 _PRCTL = _find_prctl()
 
 
-def die_with_parent() -> None:
-    """In the child, before exec: let the kernel SIGKILL it if ssdlab itself dies (Linux).
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """In the child, before exec: let the kernel SIGKILL it (or send ``sig``) if ssdlab
+    itself dies (Linux).
     (The signal comes when the *thread* that started the child ends: start children that
     must outlive a worker thread from the main thread.)
 
     Elsewhere this does nothing; the callers' watchdogs and timeouts still bound a child.
     """
     if callable(_PRCTL):
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _PRCTL(PR_SET_PDEATHSIG, sig)

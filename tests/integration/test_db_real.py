@@ -271,6 +271,7 @@ def _steps(store: Path) -> list[str]:
 def test_sigkill_mid_run_then_cleanup(loop: str, shm_dir: Path) -> None:
     env = _env(shm_dir)
     store = shm_dir / "r.sqlite"
+    shared = set(Path("/dev/shm").glob("PostgreSQL.*"))  # PostgreSQL's shared memory
     argv = [sys.executable, "-m", "ssdlab", "run", "db", "--target", loop, "--destroy-data",
             "--profile", "quick", "--workloads", "pgbench", "--warmup-seconds", "1",
             "--seconds", "60"]
@@ -301,6 +302,8 @@ def test_sigkill_mid_run_then_cleanup(loop: str, shm_dir: Path) -> None:
     probe = subprocess.run(["wipefs", "--no-act", loop], capture_output=True, text=True,
                            check=True)
     assert probe.stdout.strip() == ""
+    # the server, stopped its own quick way when ssdlab died, left no shared memory
+    assert set(Path("/dev/shm").glob("PostgreSQL.*")) <= shared
     # the completed phases are kept; a new run on the same target goes ahead
     assert _steps(store)[:4] == kept[:4]
     again = ssdlab("db", "cleanup", env=env)

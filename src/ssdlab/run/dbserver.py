@@ -144,11 +144,17 @@ def remove_cgroup(path: str) -> None:
 # -- processes as another user -------------------------------------------------------------
 
 
+#: what a server gets when ssdlab dies: PostgreSQL's immediate shutdown (SIGQUIT) still
+#: removes its shared memory segments in /dev/shm, which SIGKILL would leave behind
+DEATH_SIGNALS = {"postgres": signal.SIGQUIT}
+
+
 def as_user(user: str, cgroup: Path | None = None) -> Callable[[], None]:
     """A child's setup before exec: into ``cgroup`` (while still root), then ``user``'s
-    groups and ids, then killed with ssdlab (set after the ids change: that clears it)."""
+    groups and ids, then stopped with ssdlab (set after the ids change: that clears it)."""
     entry = pwd.getpwnam(user)
     procs = None if cgroup is None else str(cgroup / "cgroup.procs")
+    death = DEATH_SIGNALS.get(user, signal.SIGKILL)
 
     def setup() -> None:
         if procs is not None:
@@ -157,7 +163,7 @@ def as_user(user: str, cgroup: Path | None = None) -> Callable[[], None]:
         os.setgroups([])
         os.setgid(entry.pw_gid)
         os.setuid(entry.pw_uid)
-        die_with_parent()
+        die_with_parent(death)
     return setup
 
 
@@ -310,9 +316,18 @@ def kill_server(pid: int, say: Say, *, wait_s: float = 30.0) -> None:
     pid reused by another program is left alone)."""
     if _process_name(pid) not in SERVER_PROGRAMS:
         return
-    say(f"stopping server process {pid} ({_process_name(pid)})")
+    name = _process_name(pid)
+    say(f"stopping server process {pid} ({name})")
+    first = DEATH_SIGNALS.get(name, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, first)
+    if first != signal.SIGKILL:  # its own quick way out first, then no more waiting
+        end = time.monotonic() + wait_s / 3
+        while time.monotonic() < end and _process_name(pid) in SERVER_PROGRAMS:
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError):
+            if _process_name(pid) in SERVER_PROGRAMS:
+                os.kill(pid, signal.SIGKILL)
     end = time.monotonic() + wait_s
     while time.monotonic() < end and _process_name(pid) in SERVER_PROGRAMS:
         with contextlib.suppress(ChildProcessError):
