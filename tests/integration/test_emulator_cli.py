@@ -142,6 +142,10 @@ def test_a_run_on_the_emulator_records_its_ground_truth(
         "quick",
         "--tests",
         "latency",
+        "--latency-block-sizes",  # two cells a round: the rounds, not the cells, are checked
+        "4",
+        "--latency-mixes",
+        "100/0,0/100",
         "--round-seconds",
         "0.2",
         "--max-rounds",

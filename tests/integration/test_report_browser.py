@@ -40,7 +40,8 @@ def report(quick_pts: QuickPts) -> Iterator[tuple[Path, dict[str, str]]]:
     device = next(line.split()[-1] for line in started.stdout.splitlines() if "target:" in line)
     second = ssdlab("run", "pts", "--target", device, "--destroy-data", "--profile", "quick",
                     "--tests", "iops", "--block-sizes", "4,64", "--mixes",
-                    "100/0,65/35,0/100", "--max-rounds", "5", "--store", store, env=env)
+                    "100/0,65/35,0/100", "--max-rounds", "5", "--round-seconds", "0.2",
+                    "--store", store, env=env)
     ssdlab("emulator", "stop", "--name", "maxop", env=env)
     assert second.returncode == 0, second.stderr
     imported = ssdlab("import", "published", str(PUBLISHED), "--store", store)
