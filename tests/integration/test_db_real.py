@@ -24,7 +24,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from tests.integration.conftest import emulator_available
 from tests.support.browser import Browser, require_chromium
-from tests.support.cli import one_line_error, ssdlab
+from tests.support.cli import one_line_error, ssdlab, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -249,15 +249,6 @@ def _env(shm_dir: Path) -> dict[str, str]:
     return {"SSDLAB_STORE": str(shm_dir / "r.sqlite"), "SSDLAB_STATE_DIR": str(shm_dir / "st")}
 
 
-def _wait_for(what: str, done: object, timeout: float = 180) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if callable(done) and done():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _steps(store: Path) -> list[str]:
     if not store.exists():
         return []
@@ -279,7 +270,7 @@ def test_sigkill_mid_run_then_cleanup(loop: str, shm_dir: Path) -> None:
     first = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                              env={**os.environ, **env})
     try:  # killed in the measured phase: the load and the warm-up are stored
-        _wait_for("the warm-up to be stored", lambda: "warmup" in _steps(store))
+        wait_for("the warm-up to be stored", lambda: "warmup" in _steps(store), 180)
         time.sleep(1.0)
         first.send_signal(signal.SIGKILL)
         first.wait(30)
@@ -379,7 +370,8 @@ def test_sigterm_stops_the_run_and_removes_everything(loop: str, shm_dir: Path) 
     run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**os.environ, **env})
     try:
-        _wait_for("the cold restart to be stored", lambda: "cache-drop" in _steps(store))
+        wait_for("the cold restart to be stored", lambda: "cache-drop" in _steps(store),
+                 180)
         time.sleep(1.0)  # in the warm-up
         run.send_signal(signal.SIGTERM)
         out, err = run.communicate(timeout=120)

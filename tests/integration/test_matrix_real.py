@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 from tests.support.browser import Browser, require_chromium, require_tool
+from tests.support.cli import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -53,15 +53,6 @@ def _matrix_and_levels(store: Path) -> tuple[str, dict[str, str]]:
     return matrix, levels
 
 
-def _wait_for(what: str, done: object, timeout: float = 240) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if callable(done) and done():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_matrix_killed_and_resumed_compares_levels(emu_run_dir: Path, shm_dir: Path) -> None:
     require_tool("mkfs.btrfs", "btrfs-progs")
     chromium = require_chromium()
@@ -79,7 +70,7 @@ def test_matrix_killed_and_resumed_compares_levels(emu_run_dir: Path, shm_dir: P
                              env={**os.environ, **env})
     try:
         # killed once RAID 1's own run has stored two rounds
-        _wait_for("RAID 1's second round", lambda: store.exists() and sum(
+        wait_for("RAID 1's second round", lambda: store.exists() and sum(
             1 for run, suite, _, _ in _rounds(store) if suite == "pts"
             and run == _matrix_and_levels(store)[1].get("raid1")) >= 2)
         first.send_signal(signal.SIGKILL)

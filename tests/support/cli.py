@@ -6,6 +6,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -110,3 +112,14 @@ def _parent_cmdline(pid: str) -> bytes:
     status = Path(f"/proc/{pid}/status").read_text()
     ppid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
     return Path(f"/proc/{ppid}/cmdline").read_bytes()
+
+
+def wait_for(what: str, done: Callable[[], object], timeout: float = 240) -> None:
+    """Poll ``done()`` every 0.2 s until it is true; AssertionError naming ``what`` after
+    ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if done():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -15,6 +15,7 @@ from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
 from ssdlab.plan.db import DbArgs, buffer_bytes, build_options
 from ssdlab.run import db_run, dbserver
 from ssdlab.run.dbserver import DbState, ServerRecord
+from ssdlab.run.session import boot_id
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _state(tmp_path: Path, token: str, owner: int) -> DbState:
     base = tmp_path / "run" / token
     base.mkdir(parents=True)
-    return DbState(token=token, owner_pid=owner, boot_id=dbserver._boot_id(),
+    return DbState(token=token, owner_pid=owner, boot_id=boot_id(),
                    base=str(base), workdir=str(tmp_path / "work" / token))
 
 

@@ -712,7 +712,9 @@ class WorkloadRun:
                   self.settings.get("innodb_flush_method", "").upper().startswith("O_DIRECT"))
         # with O_DIRECT only the buffer pool holds data; otherwise the page cache too, up
         # to the memory limit or the machine's memory
-        memory = buf if direct else (limit if limit is not None else _mem_total())
+        machine = self.p.target.host.get("memory_bytes")
+        memory = buf if direct else (limit if limit is not None else
+                                     machine if isinstance(machine, int) else 0)
         return DatasetRecord(
             shape=sizes.describe(self.workload), tables=sizes.tables,
             table_rows=sizes.table_rows, pgbench_scale=sizes.pgbench_scale,
@@ -866,16 +868,6 @@ class WorkloadRun:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} ms"
-
-
-def _mem_total() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 RUNNER = Runner(

@@ -30,6 +30,8 @@ from typing import Any
 from ssdlab.children import die_with_parent
 from ssdlab.errors import EnvironmentProblem, UserError
 from ssdlab.plan.dbcommands import RUN_ROOT, Layout, mkfs, mount, shown
+from ssdlab.run.session import boot_id
+from ssdlab.targets.identity import read_mountinfo
 
 STATE_VERSION = 1
 #: how long a server may take to start (InnoDB's first start makes its log files)
@@ -45,13 +47,6 @@ def state_dir() -> Path:
     """Where the state files of database runs are."""
     base = os.environ.get("SSDLAB_STATE_DIR") or "/var/lib/ssdlab"
     return Path(base) / "db"
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
-    except OSError:
-        return ""
 
 
 @dataclass
@@ -98,7 +93,7 @@ class DbState:
 
     def owner_alive(self) -> bool:
         """The run that made this still runs (same boot, its process alive and ssdlab)."""
-        if self.boot_id != _boot_id():
+        if self.boot_id != boot_id():
             return False
         try:
             cmdline = Path(f"/proc/{self.owner_pid}/cmdline").read_bytes()
@@ -232,7 +227,7 @@ class Workspace:
                  say: Say) -> None:
         self.say = say
         token = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        self.state = DbState(token=token, owner_pid=os.getpid(), boot_id=_boot_id(),
+        self.state = DbState(token=token, owner_pid=os.getpid(), boot_id=boot_id(),
                              base=str(RUN_ROOT / token), device=device)
         self.device, self.fs, self.work_in = device, fs, work_in
         self.layout = Layout(Path(self.state.base), Path(self.state.base) / "mnt")
@@ -336,11 +331,7 @@ def kill_server(pid: int, say: Say, *, wait_s: float = 30.0) -> None:
 
 
 def _mounted(path: str) -> bool:
-    try:
-        text = Path("/proc/self/mountinfo").read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return any(line.split()[4] == path for line in text.splitlines() if len(line.split()) > 4)
+    return any(e.mount_point == path for e in read_mountinfo())
 
 
 def _umount(path: str, say: Say) -> None:
