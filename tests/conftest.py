@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.postgres import PgServer, pg_server
 from tests.support.zram import Zram, create_zram, remove_zram, zram_unavailable
 
 SHM = Path("/dev/shm")
@@ -172,3 +173,12 @@ def _mount_points_under(path: Path) -> list[str]:
         if point == str(path) or point.startswith(f"{path}/"):
             points.append(point)
     return sorted(points, key=len, reverse=True)
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[PgServer]:
+    """A private PostgreSQL server for the session (tests/support/postgres.py); skips
+    where it cannot run (not root, PostgreSQL or psycopg missing: make setup installs
+    both)."""
+    with pg_server() as server:
+        yield server

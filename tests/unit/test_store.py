@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -25,6 +26,7 @@ import ssdlab
 from ssdlab.errors import EnvironmentProblem, ExitCode, RunNotFound, UserError
 from ssdlab.store import db as store_db
 from ssdlab.store import schema
+from ssdlab.store.backend import Db
 from ssdlab.store.db import DEFAULT_STORE_ENV, Store, default_store_path
 from ssdlab.store.export import (
     CSV_COLUMNS,
@@ -34,6 +36,7 @@ from ssdlab.store.export import (
     write_export,
 )
 from ssdlab.store.records import FioRecord, RunData
+from tests.support.postgres import PgServer
 
 SRC_DIR = Path(ssdlab.__file__).resolve().parent.parent
 
@@ -84,10 +87,25 @@ def _new_run(store: Store, **overrides: Any) -> str:
     return store.new_run(**args)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new empty store's location: an SQLite file, or a fresh database on the session's
+    PostgreSQL test server (tests/support/postgres.py): every test taking it runs on both."""
+    if request.param == "sqlite":
+        return str(tmp_path / "results.sqlite")
+    server: PgServer = request.getfixturevalue("pg")
+    return server.new_database()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "results.sqlite") as opened:
+def store(location: str) -> Iterator[Store]:
+    with Store.open(location) as opened:
         yield opened
+
+
+def _sql(store: Store, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """Raw SQL on the store's own connection (either backend)."""
+    return list(store._conn.execute(sql, params).fetchall())
 
 
 def _fixed_ids(monkeypatch: pytest.MonkeyPatch, ids: list[str]) -> None:
@@ -216,20 +234,26 @@ def test_run_id_collision_draws_again(store: Store, monkeypatch: pytest.MonkeyPa
 def test_store_parent_directory_is_created(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "results.sqlite"
     with Store.open(path) as store:
-        assert store.path == path
+        assert store.path.path == path and str(store.path) == str(path)
     assert path.is_file()
 
 
 def test_default_store_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(DEFAULT_STORE_ENV, str(tmp_path / "x.sqlite"))
-    assert default_store_path() == tmp_path / "x.sqlite"
+    assert default_store_path().path == tmp_path / "x.sqlite"
     monkeypatch.delenv(DEFAULT_STORE_ENV)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert default_store_path() == tmp_path / "xdg" / "ssdlab" / "results.sqlite"
+    assert default_store_path().path == tmp_path / "xdg" / "ssdlab" / "results.sqlite"
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     expected = tmp_path / "home" / ".local" / "share" / "ssdlab" / "results.sqlite"
-    assert default_store_path() == expected
+    assert default_store_path().path == expected
+    monkeypatch.setenv(DEFAULT_STORE_ENV, "postgresql://lab:secret@db.lab/ssdlab")
+    found = default_store_path()
+    assert found.is_postgresql and str(found) == "postgresql://lab:***@db.lab/ssdlab"
+    monkeypatch.setenv(DEFAULT_STORE_ENV, "mysql://db.lab/ssdlab")
+    with pytest.raises(UserError, match=r"^\$SSDLAB_STORE: results store 'mysql://db.lab/"):
+        default_store_path()
 
 
 # -- writes: validation and atomicity -------------------------------------------------
@@ -250,10 +274,7 @@ def _round(store: Store, run_id: str, n: int, status: str, iops: float) -> None:
 
 
 def _count(store: Store, table: str) -> int:
-    with sqlite3.connect(store.path) as conn:
-        count = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    conn.close()
-    return count
+    return int(_sql(store, f"SELECT count(*) FROM {table}")[0][0])
 
 
 def test_failed_round_is_replaced_ok_round_is_not(store: Store) -> None:
@@ -305,9 +326,7 @@ def test_invalid_writes_are_refused(store: Store) -> None:
 
 def test_read_only_runs_refuse_writes(store: Store) -> None:
     run_id = _new_run(store)
-    with sqlite3.connect(store.path) as conn:
-        conn.execute("UPDATE runs SET read_only = 1 WHERE id = ?", (run_id,))
-    conn.close()
+    _sql(store, "UPDATE runs SET read_only = 1 WHERE id = ? RETURNING id", (run_id,))
     with pytest.raises(UserError, match="read-only"):
         store.add_event(run_id, None, "warning", "x")
     assert store.list_runs()[0].read_only
@@ -322,7 +341,7 @@ _CHILD = textwrap.dedent(
     from ssdlab.store.db import Store
     from ssdlab.store.records import FioRecord
 
-    store = Store.open(Path(sys.argv[1]))
+    store = Store.open(sys.argv[1])
     run = store.new_run(suite="pts-e", profile="p", quick=False, target={"path": "/dev/x"},
                         host={}, plan={}, versions={}, argv=[])
     print(run, flush=True)
@@ -337,10 +356,9 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_sigkill_keeps_committed_rounds(tmp_path: Path) -> None:
-    path = tmp_path / "results.sqlite"
+def test_sigkill_keeps_committed_rounds(location: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC_DIR)}
-    cmd = [sys.executable, "-c", _CHILD, str(path)]
+    cmd = [sys.executable, "-c", _CHILD, location]
     with subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     ) as child:
@@ -356,10 +374,11 @@ def test_sigkill_keeps_committed_rounds(tmp_path: Path) -> None:
         os.kill(child.pid, signal.SIGKILL)  # somewhere inside add_round(7) or later
         child.wait(timeout=30)
         assert child.returncode == -signal.SIGKILL
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
-    with Store.open(path) as store:
+    if not location.startswith("postgresql:"):
+        with sqlite3.connect(location) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+    with Store.open(location) as store:
         run = store.load(run_id, with_raw=True)
     assert run.status == "running"
     rounds = run.test("iops").rounds
@@ -521,28 +540,25 @@ def test_a_set_prefix_must_name_one_set(tmp_path: Path) -> None:
 
 
 def test_failed_migration_leaves_store_untouched(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "results.sqlite"
-    with Store.open(path) as store:
+    with Store.open(location) as store:
         run_id = _new_run(store)
 
-    def _migrate_to_next(conn: sqlite3.Connection) -> None:
-        conn.execute("ALTER TABLE runs ADD COLUMN half_done TEXT")
+    def _migrate_to_next(db: Db) -> None:
+        db.ddl("ALTER TABLE runs ADD COLUMN half_done TEXT")
         raise RuntimeError("boom")
 
     current = schema.SCHEMA_VERSION
     monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, _migrate_to_next))
     monkeypatch.setattr(schema, "SCHEMA_VERSION", current + 1)
     with pytest.raises(RuntimeError, match="boom"):
-        Store.open(path)
+        Store.open(location)
     monkeypatch.undo()
-    with sqlite3.connect(path) as conn:
-        assert schema.user_version(conn) == current
-        columns = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
-    conn.close()
-    assert "half_done" not in columns
-    with Store.open(path) as store:
+    with Store.open(location) as store:
+        assert store._conn.user_version() == current
+        columns = [d[0] for d in store._conn.execute("SELECT * FROM runs LIMIT 0").description]
+        assert "half_done" not in columns and "argv_json" in columns
         assert store.load(run_id).run_id == run_id
 
 
@@ -607,11 +623,8 @@ def test_unicode_and_large_stdout_round_trip_compressed(store: Store) -> None:
         {"note": "Ωmega"},
         FioRecord("purge", "", (), weird, "", 0, 0.0, 0.0),
     )
-    with sqlite3.connect(store.path) as conn:
-        stored, size = conn.execute(
-            "SELECT length(stdout_z), stdout_bytes FROM fio_invocations WHERE phase = 'round'"
-        ).fetchone()
-    conn.close()
+    ((stored, size),) = _sql(
+        store, "SELECT length(stdout_z), stdout_bytes FROM fio_invocations WHERE phase = 'round'")
     assert size == len(stdout.encode()) and stored < size // 50
     run = store.load(run_id, with_raw=True)
     rnd = run.test("iops").rounds[0]
@@ -735,3 +748,130 @@ def test_unknown_export_format(store: Store) -> None:
     run = store.load(_new_run(store))
     with pytest.raises(UserError, match="unknown export format 'xml'"):
         write_export(run, "xml", io.StringIO())
+
+
+# -- PostgreSQL: its own schema checks, and many writers at once -----------------------
+
+
+def test_postgresql_store_refuses_newer_schema_and_foreign_databases(pg: PgServer) -> None:
+    url = pg.new_database()
+    Store.open(url).close()
+    name = url.split("/")[3].split("?")[0]
+    pg.sql("UPDATE ssdlab_meta SET value = '7' WHERE key = 'schema_version'", name)
+    with pytest.raises(EnvironmentProblem) as info:
+        Store.open(url)
+    shown = f"postgresql://postgres@/{name}?host={pg.sock}"
+    assert info.value.message == (
+        f"results store {shown} has schema version 7, newer than this ssdlab understands "
+        f"({schema.SCHEMA_VERSION}); upgrade ssdlab")
+    other = pg.new_database()
+    other_name = other.split("/")[3].split("?")[0]
+    pg.sql("CREATE TABLE contacts (name TEXT)", other_name)
+    with pytest.raises(EnvironmentProblem, match="with other tables, not an ssdlab results"):
+        Store.open(other)
+    assert pg.sql("SELECT to_regclass('ssdlab_meta')", other_name) == [(None,)]  # untouched
+
+
+def test_postgresql_store_uses_exact_doubles_and_its_own_ids(pg: PgServer) -> None:
+    url = pg.new_database()
+    with Store.open(url) as store:
+        run_id = _new_run(store)
+        store.add_round(run_id, "iops", 1, status="ok", tracking={"iops": 1.0}, cells=[],
+                        fio=_fio(), started_at=1764126000.123456, ended_at=1764126060.987654)
+        store.add_event(run_id, None, "warning", "a NUL \x00 in fio's text")
+        run = store.load(run_id)
+        types = dict(_sql(store, "SELECT column_name, data_type FROM information_schema.columns"
+                                 " WHERE table_name = 'rounds'"))
+    rnd = run.test("iops").rounds[0]
+    assert (rnd.started_at, rnd.ended_at) == (1764126000.123456, 1764126060.987654)
+    assert types["started_at"] == "double precision" and types["round_no"] == "bigint"
+    assert run.events[0].message == "a NUL \ufffd in fio's text"  # both backends alike
+
+
+def test_a_new_postgresql_store_opened_by_many_at_once_is_migrated_once(pg: PgServer) -> None:
+    url = pg.new_database()
+    errors: list[BaseException] = []
+
+    def open_and_write() -> None:
+        try:
+            with Store.open(url) as store:
+                _new_run(store)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_write) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    with Store.open(url) as store:
+        assert len(store.list_runs()) == 6
+        assert _sql(store, "SELECT key, value FROM ssdlab_meta ORDER BY key") == [
+            ("application", "ssdlab"), ("schema_version", str(schema.SCHEMA_VERSION))]
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from ssdlab.store.db import Store
+    from ssdlab.store.records import FioRecord
+
+    with Store.open(sys.argv[1]) as store:
+        run = store.new_run(suite="pts", profile="p", quick=True, target={"path": sys.argv[2]},
+                            host={}, plan={}, versions={}, argv=[])
+        for i in range(1, int(sys.argv[3]) + 1):
+            fio = FioRecord("round", "[job]\\n", ("fio",), "x" * 5000, "", 0, 0.0, 1.0)
+            store.add_round(run, "iops", i, status="ok", tracking={"iops": float(i)},
+                            cells=[{"cell": "c", "iops": float(i)}], fio=fio,
+                            started_at=float(i), ended_at=i + 0.5)
+            store.add_event(run, "iops", "round", f"round {i}")
+        store.finish_run(run, "complete")
+    print(run)
+    """
+)
+
+
+def test_concurrent_writers_lose_no_round(location: str) -> None:
+    """Four processes write runs into one store at once, a round per transaction."""
+    env = {**os.environ, "PYTHONPATH": str(SRC_DIR)}
+    rounds = 40
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, location, f"/dev/t{i}",
+                               str(rounds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for i in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+    with Store.open(location) as store:
+        runs = [store.load(out.strip()) for out, _ in outs]
+    assert sorted(r.target["path"] for r in runs) == [f"/dev/t{i}" for i in range(4)]
+    for run in runs:
+        assert run.status == "complete"
+        assert [r.round_no for r in run.test("iops").rounds] == list(range(1, rounds + 1))
+        assert [e.message for e in run.events] == [f"round {i}" for i in range(1, rounds + 1)]
+
+
+def test_a_store_opened_read_only_is_never_written(location: str) -> None:
+    with pytest.raises(EnvironmentProblem, match=r"unable to open|schema version 0"):
+        Store.open_readonly(location)  # an empty database is not made a store
+    assert location.startswith("postgresql:") or not Path(location).exists()
+    with Store.open(location) as store:
+        run_id = _populate(store)
+    with Store.open_readonly(location) as ro:
+        assert ro.load(run_id).status == "complete" and len(ro.list_runs()) == 1
+        with pytest.raises(Exception, match=r"(?i)read.?only"):
+            ro.add_event(run_id, None, "warning", "x")
+    with Store.open(location) as store:
+        assert [e.kind for e in store.load(run_id).events] == ["purge", "skipped"]
+
+
+def test_an_unreachable_postgresql_store_is_one_line_without_its_password(
+    tmp_path: Path,
+) -> None:
+    url = f"postgresql://lab:s3cret@/ssdlab?host={tmp_path}&connect_timeout=2"
+    with pytest.raises(EnvironmentProblem) as info:
+        Store.open(url)
+    message = info.value.message
+    assert message.startswith(f"cannot use results store postgresql://lab:***@/ssdlab?host="
+                              f"{tmp_path}&connect_timeout=2: ")
+    assert "s3cret" not in message and "\n" not in message
+    assert list(tmp_path.iterdir()) == []

@@ -22,6 +22,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import TargetLost
 from ssdlab.run.verify_run import PreparedVerify, VerifyRun
 from ssdlab.store.db import Store
+from ssdlab.store.location import StoreLocation
 from ssdlab.store.records import RunData
 from tests.support.fake_fio import FakeFio
 from tests.support.prepared import file_info
@@ -50,7 +51,7 @@ class VerifyFio:
         return dataclasses.replace(run, stderr=self.stderr)
 
 
-def verify(tmp_path: Path, fio: VerifyFio) -> tuple[RunData, Path]:
+def verify(tmp_path: Path, fio: VerifyFio) -> tuple[RunData, StoreLocation]:
     path = tmp_path / "t.img"
     path.write_bytes(b"")  # the target exists (checked after a failure)
     args = VerifyArgs(active_range_pct=50.0)

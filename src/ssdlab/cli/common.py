@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.errors import RunNotFound
 from ssdlab.plan.optionsets import destroy_data_opt, store_opt
 from ssdlab.plan.suite import Opt
+from ssdlab.store.location import StoreLocation
 from ssdlab.store.records import RunData
 
 if TYPE_CHECKING:
@@ -41,9 +41,12 @@ def add_opt(parser: argparse.ArgumentParser | argparse._ArgumentGroup, o: Opt) -
     parser.add_argument(*o.flags, **o.kwargs)
 
 
-def store_path(args: argparse.Namespace) -> Path:
-    from ssdlab.store.db import default_store_path
-    return Path(args.store or default_store_path())
+def store_path(args: argparse.Namespace) -> StoreLocation:
+    """The store ``--store`` names (an SQLite path or a PostgreSQL URL), else the default
+    (``$SSDLAB_STORE``, else the XDG data file); UserError when it names none we can use."""
+    from ssdlab.store.location import StoreLocation, default_store_location
+    store = getattr(args, "store", None)
+    return StoreLocation.parse(store) if store else default_store_location()
 
 
 def open_store(args: argparse.Namespace) -> Store:
@@ -54,7 +57,7 @@ def open_store(args: argparse.Namespace) -> Store:
 
 def run_suite(args: argparse.Namespace, argv: list[str], progress: Progress,
               make: Callable[[Store, FioExecutor, Progress], SuiteRun],
-              fio: str | None = None, *, read_only: bool = False) -> tuple[RunData, Path]:
+              fio: str | None = None, *, read_only: bool = False) -> tuple[RunData, StoreLocation]:
     """Run a suite into the store of ``args`` (progress closed however it ends); the stored
     run and the store's path."""
     from ssdlab.engine.runner import FioExecutor
@@ -92,6 +95,16 @@ def open_existing_store(args: argparse.Namespace) -> Store:
             "`ssdlab demo` first, or pass --store"
         )
     return Store.open(path)
+
+
+def open_readonly_store(args: argparse.Namespace) -> Store:
+    """Open the store for reading only (never created, migrated or written)."""
+    from ssdlab.store.db import Store
+    path = store_path(args)
+    if not path.exists():
+        raise RunNotFound(f"no results store at {path} yet; run `ssdlab run` or "
+                          "`ssdlab demo` first, or pass --store")
+    return Store.open_readonly(path)
 
 
 def add_destroy_data_option(

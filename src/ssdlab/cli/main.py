@@ -20,6 +20,7 @@ from ssdlab.cli import (
     report_cmd,
     resume_cmd,
     run_cmd,
+    store_cmd,
 )
 from ssdlab.errors import ExitCode, UserError
 
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.register(sub)
     demo_cmd.register(sub)
     query_cmd.register(sub)
+    store_cmd.register(sub)
     report_cmd.register(sub)
     resume_cmd.register(sub)
     emulator_cmd.register(sub)

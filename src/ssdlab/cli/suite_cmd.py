@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import run_suite
@@ -13,6 +12,7 @@ from ssdlab.cli.config_opts import add_config_option
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.optionsets import LABEL_HELP, labels_arg
 from ssdlab.plan.suite import Opt
+from ssdlab.store.location import StoreLocation
 from ssdlab.store.records import RunData
 from ssdlab.suites import Suite
 
@@ -79,7 +79,7 @@ class SuiteCommand:
 
 
 def execute(suite: Suite, request: TargetRequest, suite_args: object, args: argparse.Namespace,
-            argv: list[str]) -> tuple[RunData, Path] | None:
+            argv: list[str]) -> tuple[RunData, StoreLocation] | None:
     """Prepare (every check) and run ``suite`` into the store of ``args``: the stored run
     and the store's path; with ``--dry-run``, print the plan instead (None)."""
     from ssdlab.run.remote import check_suite

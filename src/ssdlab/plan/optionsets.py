@@ -9,10 +9,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ssdlab.errors import UserError
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.plan.suite import Opt, opt
 from ssdlab.plan.units import parse_size
+from ssdlab.store.location import StoreLocation
 
 DESTROY_DATA_HELP = (
     "allow writing to a block device: everything on it is destroyed. A blank device needs "
@@ -79,9 +81,20 @@ LABEL_HELP = ("labels stored with the run and shown with it, e.g. controller=H73
 
 
 def store_opt() -> Opt:
-    return opt("--store", group=None, config=Kind.TEXT, field=None, type=Path, default=None,
-               metavar="PATH", help="results database (default: $SSDLAB_STORE, else "
-               "~/.local/share/ssdlab/results.sqlite)")
+    return opt("--store", group=None, config=Kind.TEXT, field=None, type=store_text,
+               default=None, metavar="PATH|URL",
+               help="results store: an SQLite file or postgresql://USER@HOST/DATABASE "
+               "(default: $SSDLAB_STORE, else ~/.local/share/ssdlab/results.sqlite)")
+
+
+def store_text(text: str) -> str:
+    """``--store`` as given, once it names a store ssdlab can use (checked here, so a bad
+    one is refused before anything runs)."""
+    try:
+        StoreLocation.parse(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def fio_opt(group: str) -> Opt:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
@@ -386,7 +385,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
                      "best mean lat us", "passes"], body)]
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     """The run's line (with the preset and its version), the result's message."""
     test = run.tests[0] if run.tests else None
     result = result_of(test, PresetResult) if test is not None else PresetResult()

@@ -11,7 +11,6 @@ workload. Everything comes from the stored test results.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from ssdlab.plan.curves import TEST, CurvesResult, PointRecord, WorkloadRecord
 from ssdlab.report import charts as ch
@@ -215,7 +214,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
             f"{p.get('purge')}", f"  verdict: {verdict}", *workload_tables(result)]
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     test = run.test(TEST)
     lines = [run_line(run, store_path, quick_note(run, ": not a valid result")),
              *(f"  {name}: {verdict.get('message')}" for name, verdict in test.verdicts.items()

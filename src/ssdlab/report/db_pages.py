@@ -19,7 +19,6 @@ in ms; MB are 10^6 bytes, MiB 2^20 bytes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from ssdlab.plan.db import SPEC, SUITE, SYSBENCH, DatasetRecord, DbResult, SecondPoint
 from ssdlab.plan.units import format_bytes, format_duration
@@ -434,7 +433,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return lines
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     lines = [run_line(run, store_path, quick_note(run, ": a try-out, not the review's sizes"))]
     for test in run.tests:
         r = _result(test)

@@ -11,7 +11,6 @@ overlay of runs of the same preset.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from ssdlab.plan.file_presets import (
     CacheRecord,
@@ -190,7 +189,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return lines
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     """``run ID STATUS; MESSAGE``; a failed test is the run's failure."""
     test = run.test(run.suite)
     result = result_of(test, FilePresetResult)

@@ -12,7 +12,6 @@ Everything comes from the stored test result (``result["curves"]``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, PointRecord
 from ssdlab.plan.pts import cell_label
@@ -366,7 +365,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return lines
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     test = next((t for t in run.tests if t.name == TEST), None)
     result = _result(test) if test is not None else LatencyIopsResult()
     lines = [run_line(run, store_path, quick_note(run, ": not a valid result"))]

@@ -4,8 +4,6 @@ marked; bars per level), and each level's array, write penalty and members per r
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
 from ssdlab.plan.array import LEVELS
 from ssdlab.plan.matrix import MEMBER_CHECK, LevelResult, MemberCheckResult
@@ -207,7 +205,7 @@ def show_member_check(run: RunData, test: TestData) -> list[str]:
         [(x.path, num(x.seq_read_mb_s, 1), num(x.rand_read_iops)) for x in r.rows]))]
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     levels = levels_of(run)
     lines = [f"matrix {run.run_id} {run.status_text}; results in {store_path}"]
     lines += [f"  {r.level}: {r.child_status or t.status}, run {r.child_run or '-'}"

@@ -10,7 +10,6 @@ every setting, so a setting that never settled shows why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.op_sweep import (
@@ -221,7 +220,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
             f"  verdict: {_verdict(test, result)}"]
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     test = run.tests[0] if run.tests else None
     result = result_of(test, OpSweepResult) if test is not None else OpSweepResult()
     rec = result.recommendation

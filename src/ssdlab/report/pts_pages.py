@@ -11,7 +11,6 @@ that did not reach steady state says so on each of its pages. Also the PTS suite
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
@@ -360,7 +359,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return lines + result_table(run, test, "window average")
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     return Outcome((run_line(run, store_path, quick_note(run)),
                     f"  see them: ssdlab show {run.run_id}    export: ssdlab export "
                     f"{run.run_id} --format json"), failed_tests_error(run))

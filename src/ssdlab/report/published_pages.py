@@ -4,7 +4,6 @@ figures as a table; and what ``ssdlab show`` prints of them."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ssdlab.reference.published import PublishedRows, PublishedSaturation
@@ -90,7 +89,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return _published_lines(test) + result_table(run, test, "as published")
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     return Outcome((f"reference run {run.run_id} in {store_path}",))
 
 

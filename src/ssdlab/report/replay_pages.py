@@ -4,8 +4,6 @@ latency, and the IOPS timeline. Everything comes from the stored test result."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ssdlab.plan.replay import TEST, ReplayCell, ReplayResult, TimelinePoint
 from ssdlab.report import charts as ch
 from ssdlab.report.curves_pages import WIDE
@@ -76,7 +74,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return lines
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     test = run.test(TEST)
     r = result_of(test, ReplayResult)
     lines = (f"run {run.run_id} {run.status_text}; {r.message or test.status}",

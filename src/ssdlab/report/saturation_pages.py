@@ -10,7 +10,6 @@ and baseline round in order, and a table per wait state with its verdict.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ssdlab.plan.saturation import HIR, WSAT, HirResult, WsatResult
@@ -263,7 +262,7 @@ def hir_show(run: RunData, test: TestData) -> list[str]:
             f"  verdict: {r.message or test.status}"]
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     return Outcome((run_line(run, store_path, quick_note(run)), see_line(run)),
                    failed_tests_error(run))
 

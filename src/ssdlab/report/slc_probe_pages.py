@@ -5,8 +5,6 @@ the estimate. Everything comes from the stored rounds (one per slice of bytes) a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ssdlab.plan.slc_probe import TEST, PassRecord, SlcProbeResult
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
@@ -153,7 +151,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return lines
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     test = run.tests[0] if run.tests else None
     result = result_of(test, SlcProbeResult) if test is not None else SlcProbeResult()
     lines = [run_line(run, store_path, quick_note(run, "")),

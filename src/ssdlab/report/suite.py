@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from ssdlab.jsonrecord import Record
@@ -43,7 +42,7 @@ class SuitePages:
     #: test name -> its pages ("throughput" stands for every "throughput-*" test)
     pages: Mapping[str, PageMaker]
     show: Mapping[str, ShowLines]  # test name -> its ``ssdlab show`` lines
-    outcome: Callable[[RunData, Path], Outcome]  # (run, store path) -> what run prints
+    outcome: Callable[[RunData, object], Outcome]  # (run, store path) -> what run prints
     overlay: Overlay | None = None
     #: pages of a test the suite does not name (imported reference runs' other figures)
     other_pages: PageMaker | None = None

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TextIO, TypeVar
 
 from ssdlab.analysis.hostbound import SetHostVerdict, SharedRun, set_host_bound
@@ -35,6 +34,7 @@ from ssdlab.run.array import member_consent
 from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import OUTPUT_LOCK, Progress
 from ssdlab.store.db import Store
+from ssdlab.store.location import StoreLocation
 from ssdlab.targets.identity import TargetInfo, identify_block
 from ssdlab.targets.safety import DestroyData
 from ssdlab.targets.topology import (
@@ -191,7 +191,7 @@ class MemberOutcome:
 @dataclass(frozen=True)
 class SetOutcome:
     set_id: str
-    store_path: Path
+    store_path: StoreLocation
     members: tuple[MemberOutcome, ...]
     interrupted: bool
     host: SetHostVerdict
@@ -262,7 +262,7 @@ class SetRun:
     documentation). ``executor`` runs fio (the real one, or a fake in tests)."""
 
     members: Sequence[SetMember]
-    store_path: Path
+    store_path: StoreLocation
     executor: Executor
     labels: dict[str, str] = field(default_factory=dict)
     host: dict[str, object] = field(default_factory=dict)

@@ -1,4 +1,6 @@
-"""The results store: every run, test, round, step and fio invocation, in one SQLite file.
+"""The results store: every run, test, round, step and fio invocation, in one SQLite file
+(the embedded default) or a PostgreSQL database a lab shares (:mod:`.location`,
+:mod:`.backend`).
 
 :class:`~ssdlab.store.db.Store` writes each round in its own durable transaction as it
 finishes (WAL journal, ``synchronous=FULL``), so a run killed at any point keeps every
@@ -10,6 +12,7 @@ report code. The formats are documented in docs/results-format.md.
 """
 
 from ssdlab.store.db import DEFAULT_STORE_ENV, Store, default_store_path
+from ssdlab.store.location import StoreLocation, default_store_location
 from ssdlab.store.records import (
     EventData,
     FioRecord,
@@ -29,6 +32,8 @@ __all__ = [
     "RunSummary",
     "StepData",
     "Store",
+    "StoreLocation",
     "TestData",
+    "default_store_location",
     "default_store_path",
 ]

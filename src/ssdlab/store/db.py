@@ -1,13 +1,11 @@
-"""The results store: one SQLite file, one durable transaction per recorded fact."""
+"""The results store: an SQLite file or a PostgreSQL database, one durable transaction
+per recorded fact."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
-import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -15,10 +13,13 @@ from typing import Any
 
 from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError
 from ssdlab.store import records as rec
+from ssdlab.store.backend import Db
+from ssdlab.store.location import DEFAULT_STORE_ENV, StoreLocation, default_store_location
 from ssdlab.store.records import FioRecord, RunData, RunSummary, SetData
 from ssdlab.store.schema import connect
 
-DEFAULT_STORE_ENV = "SSDLAB_STORE"
+__all__ = ["DEFAULT_STORE_ENV", "Store", "StoreLocation", "StoreWriteError",
+           "default_store_location", "default_store_path"]
 
 ROUND_STATUSES = ("ok", "failed")
 FINAL_RUN_STATUSES = ("complete", "interrupted", "failed")
@@ -34,14 +35,15 @@ _SUMMARY_COLS = (
 ReferenceTestRow = tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
 
 
-def default_store_path() -> Path:
+def default_store_path() -> StoreLocation:
     """``$SSDLAB_STORE``, else ``$XDG_DATA_HOME/ssdlab/results.sqlite``, else ~/.local/share."""
-    explicit = os.environ.get(DEFAULT_STORE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "ssdlab" / "results.sqlite"
+    return default_store_location()
+
+
+def _location(location: StoreLocation | Path | str) -> StoreLocation:
+    if isinstance(location, StoreLocation):
+        return location
+    return StoreLocation.parse(location)
 
 
 def _new_run_id(now: float) -> str:
@@ -49,28 +51,23 @@ def _new_run_id(now: float) -> str:
 
 
 class StoreWriteError(EnvironmentProblem):
-    """The store could not be written (disk full, I/O error, locked too long)."""
+    """The store could not be written (disk full, I/O error, locked too long, server gone)."""
 
-    def __init__(self, path: Path, exc: sqlite3.Error) -> None:
-        text = str(exc)
-        if "full" in text:
-            why = "its disk is full"
-        elif "locked" in text or "busy" in text:
-            why = "another process kept it locked for 30 s"
-        else:
-            why = f"SQLite: {text}"
+    def __init__(self, db: Db, exc: BaseException) -> None:
         super().__init__(
-            f"cannot write the results store {path}: {why}; everything committed before "
-            "is kept (free space, then continue with `ssdlab resume RUN`)"
+            f"cannot write the results store {db.location}: {db.write_error_reason(exc)};"
+            " everything committed before is kept (fix that, then continue with"
+            " `ssdlab resume RUN`)"
         )
 
 
 class Store:
     """A results store. Every write method commits durably before it returns."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self._conn = conn
-        self.path = path
+    def __init__(self, db: Db) -> None:
+        self._conn = db
+        #: where the store is (its str is the path or the URL without a password)
+        self.path: StoreLocation = db.location
         #: labels the command gave (``--label``): stored with every run it records, in its
         #: target (``target["labels"]``)
         self.run_labels: dict[str, str] = {}
@@ -79,10 +76,16 @@ class Store:
         self.set_member: tuple[str, int] | None = None
 
     @classmethod
-    def open(cls, path: Path) -> Store:
-        """Open (creating or migrating) the store at ``path``; EnvironmentProblem if unusable."""
-        path = Path(path).expanduser()
-        return cls(connect(path), path)
+    def open(cls, location: StoreLocation | Path | str) -> Store:
+        """Open (creating or migrating) the store at ``location``; EnvironmentProblem if
+        unusable."""
+        return cls(connect(_location(location)))
+
+    @classmethod
+    def open_readonly(cls, location: StoreLocation | Path | str) -> Store:
+        """Open the store for reading only: never created, migrated or written (``ssdlab
+        serve``); a store of another schema version is refused."""
+        return cls(connect(_location(location), read_only=True))
 
     def close(self) -> None:
         self._conn.close()
@@ -99,27 +102,18 @@ class Store:
         self.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One durable transaction; a full or failing disk becomes a one-line error.
+    def _tx(self) -> Iterator[Db]:
+        """One durable transaction; a full or failing disk or a lost server becomes a
+        one-line error.
 
-        SQLite rolls the failed transaction back, so the store keeps exactly what was
+        The database rolls the failed transaction back, so the store keeps exactly what was
         committed before (every completed round) and stays consistent.
         """
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                if self._conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            if self._conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-            raise StoreWriteError(self.path, exc) from exc
+            with self._conn.tx() as c:
+                yield c
+        except self._conn.write_errors as exc:
+            raise StoreWriteError(self._conn, exc) from exc
 
     # -- writing -------------------------------------------------------------------
 
@@ -141,26 +135,38 @@ class Store:
         model = target.get("model")
         blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
         now = time.time()
+
+        def write(c: Db, run_id: str) -> None:
+            c.execute(
+                "INSERT INTO runs (id, created_at, suite, profile, quick, status, target_path,"
+                " target_model, target_json, host_json, plan_json, versions_json, argv_json)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, now, suite, profile, int(quick), str(target.get("path", "")),
+                 model if isinstance(model, str) else None, *blobs),
+            )
+            if self.set_member is not None:
+                c.execute("INSERT INTO set_runs (set_id, position, run_id) VALUES (?, ?, ?)",
+                          (*self.set_member, run_id))
+
+        run_id = self._insert_new("runs", "", now, write)
+        self.set_member = None  # one run per place in the set
+        return run_id
+
+    def _insert_new(self, table: str, prefix: str, now: float,
+                    write: Callable[[Db, str], None]) -> str:
+        """Draw an id (``prefix`` + the form of a run id) and ``write`` its rows in one
+        transaction; another writer's run or set with that id: draw again."""
         for _attempt in range(50):
-            run_id = _new_run_id(now)
-            values = (run_id, now, suite, profile, int(quick), str(target.get("path", "")))
+            new_id = prefix + _new_run_id(now)
             try:
                 with self._tx() as c:
-                    c.execute(
-                        "INSERT INTO runs (id, created_at, suite, profile, quick, status,"
-                        " target_path, target_model, target_json, host_json, plan_json,"
-                        " versions_json, argv_json) VALUES (?, ?, ?, ?, ?, 'running', ?,"
-                        " ?, ?, ?, ?, ?, ?)",
-                        (*values, model if isinstance(model, str) else None, *blobs),
-                    )
-                    if self.set_member is not None:
-                        c.execute("INSERT INTO set_runs (set_id, position, run_id)"
-                                  " VALUES (?, ?, ?)", (*self.set_member, run_id))
-                self.set_member = None  # one run per place in the set
-                return run_id
-            except sqlite3.IntegrityError:  # the same id in the same second: draw again
-                continue
-        raise RuntimeError("could not allocate a unique run id")
+                    write(c, new_id)
+                return new_id
+            except self._conn.integrity_errors:
+                if not self._taken(table, new_id):
+                    raise
+                continue  # the same id in the same second: draw again
+        raise RuntimeError(f"could not allocate a unique {table[:-1]} id")
 
     def add_event(
         self,
@@ -292,32 +298,22 @@ class Store:
         blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
         rows = [(n, s, rec.dumps(p), rec.dumps(v), rec.dumps(r)) for n, s, p, v, r in tests]
         now = time.time()
-        with self._tx() as c:
-            run_id = _new_run_id(now)
-            while c.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
-                run_id = _new_run_id(now)  # the same id in the same second: draw again
+
+        def write(c: Db, run_id: str) -> None:
             c.execute(
                 "INSERT INTO runs (id, created_at, finished_at, suite, profile, quick, status,"
                 " target_path, target_model, read_only, target_json, host_json, plan_json,"
                 " versions_json, argv_json) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    now,
-                    now,
-                    suite,
-                    profile,
-                    status,
-                    str(target.get("path", "")),
-                    model if isinstance(model, str) else None,
-                    *blobs,
-                ),
+                (run_id, now, now, suite, profile, status, str(target.get("path", "")),
+                 model if isinstance(model, str) else None, *blobs),
             )
             c.executemany(
                 "INSERT INTO tests (run_id, name, status, params_json, verdicts_json,"
                 " result_json, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [(run_id, *row, now) for row in rows],
             )
-        return run_id
+
+        return self._insert_new("runs", "", now, write)
 
     def find_reference_run(self, content_sha256: str) -> str | None:
         """The read-only run whose plan records ``content_sha256``, if one was imported."""
@@ -352,16 +348,12 @@ class Store:
         :attr:`set_member`); its id ``set-YYYYMMDD-HHMMSS-xxxx``."""
         blobs = (rec.dumps(list(argv)), rec.dumps(list(targets)))
         now = time.time()
-        for _attempt in range(50):
-            set_id = SET_PREFIX + _new_run_id(now)
-            try:
-                with self._tx() as c:
-                    c.execute("INSERT INTO sets (id, created_at, suite, argv_json, targets_json)"
-                              " VALUES (?, ?, ?, ?, ?)", (set_id, now, suite, *blobs))
-                return set_id
-            except sqlite3.IntegrityError:  # the same id in the same second: draw again
-                continue
-        raise RuntimeError("could not allocate a unique set id")
+
+        def write(c: Db, set_id: str) -> None:
+            c.execute("INSERT INTO sets (id, created_at, suite, argv_json, targets_json)"
+                      " VALUES (?, ?, ?, ?, ?)", (set_id, now, suite, *blobs))
+
+        return self._insert_new("sets", SET_PREFIX, now, write)
 
     def finish_set(self, set_id: str, detail: dict[str, Any]) -> None:
         """The set has ended (each run records how it ended); what it recorded."""
@@ -369,7 +361,12 @@ class Store:
             c.execute("UPDATE sets SET finished_at = ?, detail_json = ? WHERE id = ?",
                       (time.time(), rec.dumps(detail), set_id))
 
-    def _writable(self, c: sqlite3.Connection, run_id: str) -> None:
+    def _taken(self, table: str, key: str) -> bool:
+        """Whether a run or set with the id ``key`` exists (another writer's)."""
+        return self._conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (key,)
+                                  ).fetchone() is not None
+
+    def _writable(self, c: Db, run_id: str) -> None:
         row = c.execute("SELECT read_only FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
@@ -377,7 +374,7 @@ class Store:
             raise UserError(f"run {run_id} is a read-only reference run")
 
     @staticmethod
-    def _ensure_test(c: sqlite3.Connection, run_id: str, test: str) -> None:
+    def _ensure_test(c: Db, run_id: str, test: str) -> None:
         c.execute(
             "INSERT INTO tests (run_id, name, status, params_json, verdicts_json, result_json,"
             " updated_at) VALUES (?, ?, 'running', '{}', '{}', '{}', ?)"
@@ -479,12 +476,14 @@ class Store:
         return [str(r[0]) for r in rows]
 
     def load(self, run_id: str, *, with_raw: bool = False) -> RunData:
-        """The whole run; raw fio stdout is decompressed only when ``with_raw``."""
-        row = self._conn.execute(
-            f"SELECT {_SUMMARY_COLS}, target_json, host_json, plan_json, versions_json,"
-            " argv_json FROM runs WHERE id = ?",
-            (run_id,),
-        ).fetchone()
-        if row is None:
-            raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
-        return rec.load_run(self._conn, row, with_raw=with_raw)
+        """The whole run (read as one snapshot); raw fio stdout is decompressed only when
+        ``with_raw``."""
+        with self._conn.read() as c:
+            row = c.execute(
+                f"SELECT {_SUMMARY_COLS}, target_json, host_json, plan_json, versions_json,"
+                " argv_json FROM runs WHERE id = ?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
+            return rec.load_run(c, row, with_raw=with_raw)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ssdlab.store.backend import Conn
 
 JSONDict = dict[str, Any]
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -245,7 +247,7 @@ def _fio(cols: Sequence[Any]) -> FioData | None:
     )
 
 
-def _steps(conn: sqlite3.Connection, run_id: str, with_raw: bool) -> list[StepData]:
+def _steps(conn: Conn, run_id: str, with_raw: bool) -> list[StepData]:
     sql = (
         f"SELECT s.test, s.kind, s.detail_json, s.created_at, {_FIO_COLS}, {_raw_col(with_raw)}"
         " FROM steps s LEFT JOIN fio_invocations f ON f.id = s.fio_id"
@@ -274,7 +276,7 @@ def _round(r: Sequence[Any]) -> RoundData:
     )
 
 
-def _rounds(conn: sqlite3.Connection, run_id: str, with_raw: bool) -> dict[str, list[RoundData]]:
+def _rounds(conn: Conn, run_id: str, with_raw: bool) -> dict[str, list[RoundData]]:
     sql = (
         "SELECT r.test, r.round_no, r.status, r.tracking_json, r.cells_json, r.started_at,"
         f" r.ended_at, {_FIO_COLS}, {_raw_col(with_raw)}"
@@ -287,7 +289,7 @@ def _rounds(conn: sqlite3.Connection, run_id: str, with_raw: bool) -> dict[str, 
     return by_test
 
 
-def _events(conn: sqlite3.Connection, run_id: str) -> list[EventData]:
+def _events(conn: Conn, run_id: str) -> list[EventData]:
     sql = (
         "SELECT test, kind, message, detail_json, created_at FROM events"
         " WHERE run_id = ? ORDER BY id"
@@ -298,7 +300,7 @@ def _events(conn: sqlite3.Connection, run_id: str) -> list[EventData]:
     ]
 
 
-def load_run(conn: sqlite3.Connection, row: Sequence[Any], *, with_raw: bool) -> RunData:
+def load_run(conn: Conn, row: Sequence[Any], *, with_raw: bool) -> RunData:
     """The whole run whose runs row (summary columns + five JSON columns) is ``row``."""
     summary = summary_from_row(row, ())
     steps = _steps(conn, summary.run_id, with_raw)
@@ -334,17 +336,17 @@ def load_run(conn: sqlite3.Connection, row: Sequence[Any], *, with_raw: bool) ->
     )
 
 
-def _set_of(conn: sqlite3.Connection, run_id: str) -> str | None:
+def _set_of(conn: Conn, run_id: str) -> str | None:
     row = conn.execute("SELECT set_id FROM set_runs WHERE run_id = ?", (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
-def insert_fio(c: sqlite3.Connection, run_id: str, fio: FioRecord | None) -> int | None:
+def insert_fio(c: Conn, run_id: str, fio: FioRecord | None) -> int | None:
     """Insert ``fio`` (stdout compressed) into fio_invocations; its id, None for None."""
     if fio is None:
         return None
     raw = encode_raw(fio.stdout)
-    cur = c.execute(
+    return c.insert_id(
         "INSERT INTO fio_invocations (run_id, phase, job_text, command_json, stdout_z,"
         " stdout_bytes, stderr, returncode, started_at, ended_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -361,4 +363,3 @@ def insert_fio(c: sqlite3.Connection, run_id: str, fio: FioRecord | None) -> int
             fio.ended_at,
         ),
     )
-    return cur.lastrowid

@@ -1,9 +1,10 @@
 """The store's schema: DDL, the ordered migrations, the version check and :func:`connect`.
 
-The schema version lives in ``PRAGMA user_version``. ``MIGRATIONS[i]`` takes a store
-from version ``i`` to ``i + 1``; all pending migrations run in one transaction together
-with the ``user_version`` bump, so a store is never left half-migrated. Migrations only
-ever move forward; a store with a version above :data:`SCHEMA_VERSION` is refused.
+The schema version lives in ``PRAGMA user_version`` (SQLite) or the ``ssdlab_meta``
+table (PostgreSQL). ``MIGRATIONS[i]`` takes a store from version ``i`` to ``i + 1``;
+all pending migrations run in one transaction together with the version bump, so a
+store is never left half-migrated. Migrations only ever move forward; a store with a
+version above :data:`SCHEMA_VERSION` is refused.
 Policy (docs/results-format.md): never edit a released migration, append a new one.
 """
 
@@ -14,9 +15,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem
+from ssdlab.store.backend import (
+    APPLICATION_ID,
+    Db,
+    first_line,
+    open_db,
+    sqlite_open_error,
+)
+from ssdlab.store.location import StoreLocation
 
-#: ``PRAGMA application_id`` of an ssdlab store ("ssdl" in ASCII).
-APPLICATION_ID = 0x7373646C
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_V1", "SCHEMA_V2", "SCHEMA_VERSION",
+           "apply_migrations", "connect", "ensure_schema", "user_version"]
 
 #: Version 1: runs, tests, rounds, steps, events and fio invocations.
 SCHEMA_V1: tuple[str, ...] = (
@@ -101,11 +110,11 @@ SCHEMA_V1: tuple[str, ...] = (
 )
 
 
-def _migrate_to_1(conn: sqlite3.Connection) -> None:
+def _migrate_to_1(db: Db) -> None:
     """Empty database -> version 1."""
     for statement in SCHEMA_V1:
-        conn.execute(statement)
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID:d}")  # a constant, not a value
+        db.ddl(statement)
+    db.mark_ours()
 
 
 #: Version 2: sets of runs (several targets run at once, docs/sets.md) and their runs.
@@ -128,13 +137,15 @@ SCHEMA_V2: tuple[str, ...] = (
 )
 
 
-def _migrate_to_2(conn: sqlite3.Connection) -> None:
+def _migrate_to_2(db: Db) -> None:
     """Version 1 -> 2: the tables of sets; every stored run stays as it is (in no set)."""
     for statement in SCHEMA_V2:
-        conn.execute(statement)
+        db.ddl(statement)
 
 
-Migration = Callable[[sqlite3.Connection], None]
+#: A migration runs its statements through ``db.ddl``, which gives PostgreSQL its own
+#: types for the released (SQLite) DDL; one that needs to differ by backend asks ``db.name``.
+Migration = Callable[[Db], None]
 
 #: ``MIGRATIONS[i]`` migrates version ``i`` to ``i + 1``. Append only.
 MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2)
@@ -144,94 +155,70 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def user_version(conn: sqlite3.Connection) -> int:
+    """An SQLite file's schema version (``PRAGMA user_version``)."""
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def _check_version(path: Path, version: int) -> None:
+def _check_version(location: StoreLocation, version: int) -> None:
     if version > SCHEMA_VERSION:
         raise EnvironmentProblem(
-            f"results store {path} has schema version {version}, newer than this ssdlab "
+            f"results store {location} has schema version {version}, newer than this ssdlab "
             f"understands ({SCHEMA_VERSION}); upgrade ssdlab"
         )
 
 
-def _check_ours(conn: sqlite3.Connection, path: Path, version: int) -> None:
-    """Refuse an SQLite database that some other program wrote."""
-    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    if app_id == APPLICATION_ID:
-        return
-    tables = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite!_%' ESCAPE '!'"
-    ).fetchone()[0]
-    if version != 0 or tables:
-        raise EnvironmentProblem(
-            f"{path} is an SQLite database but not an ssdlab results store; "
-            "choose another store path"
-        )
-
-
-def apply_migrations(conn: sqlite3.Connection, start: int) -> int:
+def apply_migrations(db: Db, start: int) -> int:
     """Run the migrations after ``start`` (inside the caller's transaction); new version."""
     for number in range(start, SCHEMA_VERSION):
-        MIGRATIONS[number](conn)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")  # a constant, not a value
+        MIGRATIONS[number](db)
+    db.set_version(SCHEMA_VERSION)
     return SCHEMA_VERSION
 
 
-def ensure_schema(conn: sqlite3.Connection, path: Path) -> int:
+def ensure_schema(db: Db) -> int:
     """Check the store's version and migrate it to :data:`SCHEMA_VERSION`; return it.
 
-    ``conn`` must be in autocommit mode (``isolation_level=None``).
+    The migrations run in one write transaction, after taking the backend's migration
+    lock and reading the version again, so two processes opening a new store at once
+    migrate it once.
     """
-    version = user_version(conn)
-    _check_ours(conn, path, version)
-    _check_version(path, version)
+    version = db.user_version()
+    db.check_ours(version)
+    _check_version(db.location, version)
     if version == SCHEMA_VERSION:
         return version
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = user_version(conn)  # again, under the write lock
-        _check_version(path, version)
+    with db.tx():
+        db.lock_for_migration()
+        version = db.user_version()  # again, under the write lock
+        _check_version(db.location, version)
         if version < SCHEMA_VERSION:
-            version = apply_migrations(conn, version)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+            version = apply_migrations(db, version)
     return version
 
 
-def _open_error(path: Path, exc: sqlite3.Error) -> EnvironmentProblem:
-    name = getattr(exc, "sqlite_errorname", "")
-    if name == "SQLITE_NOTADB":
-        return EnvironmentProblem(f"results store {path} is not an SQLite database")
-    if name == "SQLITE_CORRUPT":
-        return EnvironmentProblem(f"results store {path} is corrupt ({exc})")
-    return EnvironmentProblem(f"cannot use results store {path}: {exc}")
-
-
-def connect(path: Path) -> sqlite3.Connection:
-    """Open ``path`` (WAL, synchronous=FULL, foreign keys), creating or migrating it."""
+def connect(location: StoreLocation | Path, *, read_only: bool = False) -> Db:
+    """Open the store at ``location``, creating or migrating it; read-only: never written,
+    and a store of another schema version is refused instead of migrated."""
+    if isinstance(location, Path):
+        location = StoreLocation.parse(location)
+    db = open_db(location, read_only=read_only)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        msg = f"cannot create the results store directory {path.parent}: {exc.strerror or exc}"
-        raise EnvironmentProblem(msg) from exc
-    if path.is_dir():
-        raise EnvironmentProblem(f"results store {path} is a directory, not a file")
-    try:
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-    except sqlite3.Error as exc:
-        raise _open_error(path, exc) from exc
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        ensure_schema(conn, path)
-    except sqlite3.Error as exc:
-        conn.close()
-        raise _open_error(path, exc) from exc
-    except BaseException:
-        conn.close()
+        if read_only:
+            version = db.user_version()
+            db.check_ours(version)
+            _check_version(location, version)
+            if version != SCHEMA_VERSION:
+                raise EnvironmentProblem(
+                    f"results store {location} has schema version {version}; open it once "
+                    f"with `ssdlab runs --store ...` to bring it to version {SCHEMA_VERSION}")
+        else:
+            ensure_schema(db)
+    except BaseException as exc:
+        db.close()
+        if isinstance(exc, sqlite3.Error) and location.path is not None:
+            raise sqlite_open_error(location.path, exc) from exc
+        if isinstance(exc, db.errors):
+            raise EnvironmentProblem(f"cannot use results store {location}: {first_line(exc)}"
+                                     ) from exc
         raise
-    return conn
+    return db

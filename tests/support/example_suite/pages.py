@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ssdlab.plan.units import format_bytes
 from ssdlab.report.html import Page, banner, kv_table
 from ssdlab.report.run_pages import head_left
@@ -29,7 +27,7 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     return [f"  {r.message or r.error or test.status}"]
 
 
-def outcome(run: RunData, store_path: Path) -> Outcome:
+def outcome(run: RunData, store_path: object) -> Outcome:
     return Outcome((run_line(run, store_path), see_line(run)), failed_tests_error(run))
 
 
