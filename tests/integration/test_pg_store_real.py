@@ -9,6 +9,7 @@ Judged by the stored records and the runs' own output, never by how long anythin
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,9 @@ import pytest
 
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
+from tests.support.cli import wait_for
 from tests.support.exports import exports
-from tests.support.postgres import PgServer
+from tests.support.postgres import PgServer, pg_server
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 MIB = 1 << 20
@@ -67,3 +69,48 @@ def test_two_runs_write_into_one_postgresql_at_once(
         assert done.returncode == 0, done.stderr
         assert ": 2 run(s) copied, 0 already there" in done.stdout
     assert exports(copy) == before == exports(again)
+
+
+def test_a_lost_server_stops_the_run_in_one_line_and_resume_goes_on(tmp_path: Path) -> None:
+    """The database server dies mid-run: the run stops with one line naming the store,
+    every round committed before is kept, and `ssdlab resume` goes on once it is back."""
+    with pg_server(durable=True) as server:
+        url = server.new_database()
+        target = tmp_path / "t.img"
+        argv = [sys.executable, "-m", "ssdlab", "run", "pts", "--target", str(target),
+                "--size", "64MiB", "--profile", "quick", "--tests", "iops", "--block-sizes",
+                "4", "--mixes", "0/100,100/0", "--round-seconds", "1", "--max-rounds", "25",
+                "--store", url]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            # after round 2 is stored, at least 3 more rounds of 2 s are due before the
+            # 5-round window can end the run: the server goes in that time, the run stopped
+            wait_for("round 2 stored", lambda: _rounds(url) >= 2, timeout=120)
+            proc.send_signal(signal.SIGSTOP)
+            stored = _rounds(url)
+            server.stop_server()
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 4, err
+        assert err.startswith(f"Error: cannot write the results store {url}: PostgreSQL: ")
+        assert len(err.strip().splitlines()) == 1 and "ssdlab resume" in err
+        server.start()
+        assert _rounds(url) == stored  # every committed round kept
+        done = subprocess.run([sys.executable, "-m", "ssdlab", "resume", "last", "--store",
+                               url], capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        with Store.open(url) as store:
+            (summary,) = store.list_runs()
+            run = store.load(summary.run_id)
+        numbers = [r.round_no for r in run.test("iops").rounds]
+        assert run.status == "complete" and numbers == list(range(1, len(numbers) + 1))
+        assert len(numbers) > stored and "resumed" in [e.kind for e in run.events]
+
+
+def _rounds(url: str) -> int:
+    with Store.open(url) as store:
+        runs = store.list_runs()
+        return len(store.load(runs[0].run_id).test("iops").rounds) if runs and \
+            "iops" in runs[0].tests else 0

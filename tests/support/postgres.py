@@ -2,8 +2,9 @@
 Unix socket of its own under /tmp (no TCP port), removed afterwards.
 
 ``initdb`` refuses root, so the server runs as the ``postgres`` user the Debian package
-made. Its durability is off (``fsync=off``): these servers hold only test data, and
-the tests check ssdlab's transactions, not the disk. Each test takes a fresh database
+made. Its durability is off (``fsync=off``, and ``synchronous_commit=off`` unless
+``durable``, for a test that crashes the server): these servers hold only test data,
+and the tests check ssdlab's transactions, not the disk. Each test takes a fresh database
 (:meth:`PgServer.new_database`), so the store tests see an empty one as SQLite tests
 see a new file.
 """
@@ -53,7 +54,9 @@ def why_no_postgres() -> str | None:
 class PgServer:
     """One running test server; :meth:`url` of a database on its socket."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        #: commits survive the server's crash (not the machine's): synchronous_commit on
+        self.durable = durable
         bindir = pg_bindir()
         assert bindir is not None
         self.bindir = bindir
@@ -77,10 +80,13 @@ class PgServer:
                                f"{proc.stderr.strip() or proc.stdout.strip()}")
 
     def start(self) -> PgServer:
-        self._as_postgres(self.bindir / "initdb", "-D", str(self.data), "-U", "postgres",
-                          "--auth=trust", "--locale=C", "-E", "UTF8", "--no-sync")
+        """Start the server (made on the first start)."""
+        if not (self.data / "PG_VERSION").exists():
+            self._as_postgres(self.bindir / "initdb", "-D", str(self.data), "-U", "postgres",
+                              "--auth=trust", "--locale=C", "-E", "UTF8", "--no-sync")
         options = (f"-c listen_addresses='' -k {self.sock} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+                   f"-c synchronous_commit={'on' if self.durable else 'off'} "
+                   "-c full_page_writes=off -c max_connections=200")
         self._as_postgres(self.bindir / "pg_ctl", "-D", str(self.data), "-o", options,
                           "-l", str(self.data / "server.log"), "-w", "-t",
                           str(START_TIMEOUT_S), "start")
@@ -103,13 +109,18 @@ class PgServer:
         self.sql(f"CREATE DATABASE {name} TEMPLATE template0")
         return self.url(name)
 
-    def stop(self) -> None:
+    def stop_server(self) -> None:
+        """Stop the server at once (as a crash would), keeping its data."""
         if self.started:
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
                 self._as_postgres(self.bindir / "pg_ctl", "-D", str(self.data), "-m",
                                   "immediate", "-w", "stop")
             self.started = False
             _wait_gone(self.data / "postmaster.pid")
+
+    def stop(self) -> None:
+        """Stop the server and remove everything of it."""
+        self.stop_server()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -120,11 +131,11 @@ def _wait_gone(pidfile: Path, timeout: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def pg_server() -> Iterator[PgServer]:
+def pg_server(*, durable: bool = False) -> Iterator[PgServer]:
     why = why_no_postgres()
     if why:
         pytest.skip(why)
-    server = PgServer()
+    server = PgServer(durable=durable)
     try:
         yield server.start()
     finally:
