@@ -63,7 +63,7 @@ def serve_command(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"serving {location} at {app.url_of(sock)} (read-only"
           f"{', token required' if token else ''}); Ctrl-C stops", flush=True)
     try:
-        app.serve_forever(app.create_app(location, token), sock)
+        app.serve_forever(location, token, sock)
     except KeyboardInterrupt:
         print("stopped", flush=True)
         return int(ExitCode.INTERRUPTED)

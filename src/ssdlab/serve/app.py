@@ -20,6 +20,7 @@ import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -92,9 +93,12 @@ def _read(location: str | Path, read: Callable[[Any], Any]) -> Any:
 class Dashboard:
     """The endpoints, each reading the store at ``location`` on its own."""
 
-    def __init__(self, location: str | Path, poll_s: float) -> None:
+    def __init__(self, location: str | Path, poll_s: float,
+                 stopping: threading.Event) -> None:
         self.location = location
         self.poll_s = poll_s
+        #: set when the server stops: live streams end, so that it can
+        self.stopping = stopping
         self.reports = ReportCache(location)
 
     @staticmethod
@@ -140,7 +144,7 @@ class Dashboard:
         sent whenever the fingerprint changes (and once at the start)."""
         yield f"retry: {RETRY_MS}\n\n"
         last, quiet = None, 0.0
-        while True:
+        while not self.stopping.is_set():
             try:
                 fingerprint, message = await anyio.to_thread.run_sync(
                     _read, self.location, poll)
@@ -185,10 +189,10 @@ class Dashboard:
 
 
 def create_app(location: str | Path, token: str | None = None, *,
-               poll_s: float = POLL_S) -> Any:
+               poll_s: float = POLL_S, stopping: threading.Event | None = None) -> Any:
     """The dashboard of the store at ``location`` behind its gate (:mod:`.auth`): an
-    ASGI application."""
-    dashboard = Dashboard(location, poll_s)
+    ASGI application. Its live streams end once ``stopping`` is set."""
+    dashboard = Dashboard(location, poll_s, stopping or threading.Event())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -232,16 +236,35 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-def server_for(app: Any) -> uvicorn.Server:
+class Server(uvicorn.Server):
+    """uvicorn's server, which also tells the live streams to end when it stops (else a
+    browser's open stream would hold the graceful shutdown until its timeout)."""
+
+    def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
+        super().__init__(config)
+        self.stopping = stopping
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.stopping.set()
+        super().handle_exit(sig, frame)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.should_exit = True
+
+
+def server_for(location: str | Path, token: str | None, poll_s: float = POLL_S) -> Server:
+    stopping = threading.Event()
+    app = create_app(location, token, poll_s=poll_s, stopping=stopping)
     config = uvicorn.Config(app, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=2, lifespan="on")
-    return uvicorn.Server(config)
+                            timeout_graceful_shutdown=5, lifespan="on")
+    return Server(config, stopping)
 
 
-def serve_forever(app: Any, sock: socket.socket) -> None:
+def serve_forever(location: str | Path, token: str | None, sock: socket.socket) -> None:
     """Serve until Ctrl-C or SIGTERM (uvicorn stops gracefully, then raises the signal
     again: ``KeyboardInterrupt`` for Ctrl-C)."""
-    server_for(app).run(sockets=[sock])
+    server_for(location, token).run(sockets=[sock])
 
 
 @contextlib.contextmanager
@@ -250,7 +273,7 @@ def running(location: str | Path, token: str | None = None, *, host: str = "127.
     """The dashboard served from a thread on a free port, for tests and benchmarks: its
     URL; stopped on leaving."""
     sock = bind(host, 0)
-    server = server_for(create_app(location, token, poll_s=poll_s))
+    server = server_for(location, token, poll_s)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -260,6 +283,6 @@ def running(location: str | Path, token: str | None = None, *, host: str = "127.
             thread.join(0.02)
         yield url_of(sock)
     finally:
-        server.should_exit = True
+        server.stop()
         thread.join(10)
         sock.close()
