@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from ssdlab.store.db import Store
+from tests.support import servestore
 from tests.support.browser import Browser, Page, require_chromium
 
-pytestmark = [pytest.mark.fio, pytest.mark.browser]
+pytestmark = [pytest.mark.browser]
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
@@ -76,6 +77,7 @@ def _shown(page: Page) -> int:
     return int(page.evaluate("document.body.dataset.rounds"))
 
 
+@pytest.mark.fio
 def test_every_stored_round_shows_on_the_live_page(tmp_path: Path) -> None:
     require_chromium()
     store = tmp_path / "results.sqlite"
@@ -134,3 +136,32 @@ def _follow(page: Page, store: Path) -> list[float]:
         if status != "running":
             return delays
         time.sleep(0.1)
+
+
+def test_the_runs_page_filters(tmp_path: Path) -> None:
+    """No fio: 24 stored runs; the filters narrow the table, the address keeps them, and
+    a run's row opens its page."""
+    from ssdlab.serve.app import running
+
+    require_chromium()
+    store = tmp_path / "results.sqlite"
+    servestore.many_runs(store, 24)
+    with running(store) as url, Browser() as browser:
+        with browser.open_url(url) as page:
+            _until("the table", lambda: page.evaluate("document.body.dataset.runs") == "24",
+                   WAIT_PER_ROUND_S)
+            page.evaluate("""(() => { const s = document.querySelector('select[name=suite]');
+                s.value = 'pts'; s.dispatchEvent(new Event('change', {bubbles: true})); })()""")
+            _until("the filtered table", lambda: page.evaluate(
+                "document.body.dataset.runs") == "6", WAIT_PER_ROUND_S)
+            assert page.evaluate("location.search") == "?suite=pts"
+            suites = page.evaluate("[...document.querySelectorAll('#runs tbody tr')]"
+                                   ".map(r => r.cells[1].textContent)")
+            assert suites == ["pts"] * 6
+            assert page.console_errors() == []
+        with browser.open_url(url + "?suite=pts&status=failed") as page:
+            _until("the table", lambda: page.evaluate("document.body.dataset.runs") == "0",
+                   WAIT_PER_ROUND_S)
+            assert page.evaluate("document.querySelector('select[name=status]').value") \
+                == "failed"
+            assert page.console_errors() == []

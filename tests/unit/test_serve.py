@@ -278,3 +278,15 @@ def test_an_eta_is_unknown_where_the_plan_does_not_say(tmp_path: Path) -> None:
         view = data.run_view(opened.load(run_id))
     assert view["eta"]["text"].startswith("ETA unknown")
     assert view["tests"][0]["tracking"] == []
+
+
+def test_the_vendored_files_are_those_recorded() -> None:
+    import hashlib
+    import re
+
+    from ssdlab.serve.app import ASSETS
+    sources = (ASSETS / "SOURCES").read_text()
+    recorded = dict(re.findall(r"(\S+)\s+<- \S+\n\s+sha256 ([0-9a-f]{64})", sources))
+    assert set(recorded) == {"uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"}
+    for name, digest in recorded.items():
+        assert hashlib.sha256((ASSETS / name).read_bytes()).hexdigest() == digest, name

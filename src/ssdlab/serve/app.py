@@ -184,6 +184,8 @@ class Dashboard:
             Route("/api/live/runs", self.live_runs),
             Route("/api/live/runs/{run_id}", self.live_run),
             Route("/metrics", self.metrics),
+            # the report pages name no icon: the browser's request gets an empty answer
+            Route("/favicon.ico", lambda request: Response(status_code=204)),
             Mount("/assets", StaticFiles(directory=ASSETS), name="assets"),
         ]
 

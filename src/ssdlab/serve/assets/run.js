@@ -32,7 +32,7 @@
         + `<p>ETA ${ssd.esc(view.eta.text)}</p>`;
     }
     const report = view.report
-      ? `<p><a class="button" id="report" href="${ssd.esc(runId)}/report">report</a></p>` : "";
+      ? `<p><a class="button" id="report" href="${encodeURIComponent(run.id)}/report">report</a></p>` : "";
     const quick = run.quick ? ' <span class="quick">QUICK: not a valid PTS result</span>' : "";
     document.getElementById("summary").innerHTML = `<div>${now}${report}</div>` + kv([
       ["run", ssd.esc(run.id) + quick], ["status", status],
@@ -114,9 +114,21 @@
         data.push(xs.map((x) => (inWin(x) ? win.average - steep * (x - mid) : null)));
       }
     }
+    // the y axis reaches the bands drawn around the window average
+    const reach = rule && rule.line_band != null ? rule.line_band : 0.2;
+    const yRange = (u, min, max) => {
+      let lo = min, hi = max;
+      if (win && win.average != null) {
+        lo = Math.min(lo ?? Infinity, win.average * (1 - reach));
+        hi = Math.max(hi ?? -Infinity, win.average * (1 + reach));
+      }
+      if (lo == null || hi == null || !isFinite(lo) || !isFinite(hi)) return [0, 1];
+      const pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.05 || 1;
+      return [lo - pad, hi + pad];
+    };
     plot(id, box, {
       title: variable.name,
-      scales: {x: {time: false}},
+      scales: {x: {time: false}, y: {range: yRange}},
       axes: [{label: "round", incrs: ROUND_STEPS}, {size: 70}],
       series,
       plugins: [windowPlugin(win, rule)],
