@@ -165,3 +165,25 @@ def test_the_runs_page_filters(tmp_path: Path) -> None:
             assert page.evaluate("document.querySelector('select[name=status]').value") \
                 == "failed"
             assert page.console_errors() == []
+
+
+def test_a_browser_opened_with_the_token_follows_a_run_live(tmp_path: Path) -> None:
+    """No fio: a gated dashboard opened once with ``?token=``; the page, its scripts and
+    its live stream then work through the cookie, and a new round shows."""
+    from ssdlab.serve.app import running
+
+    require_chromium()
+    store = tmp_path / "results.sqlite"
+    with Store.open(store) as opened:
+        run_id = servestore.new_running_run(opened)
+        servestore.add_round(opened, run_id, 1)
+    token = "a-token-for-the-browser-test"
+    with running(store, token) as url, Browser() as browser, \
+            browser.open_url(f"{url}runs/{run_id}?token={token}") as page:
+        _until("the run drawn", lambda: _shown(page) == 1, WAIT_PER_ROUND_S)
+        assert page.evaluate("location.search") == ""
+        with Store.open(store) as opened:
+            servestore.add_round(opened, run_id, 2)
+        _until("the new round", lambda: _shown(page) == 2, WAIT_PER_ROUND_S)
+        assert page.evaluate("document.getElementById('live').textContent") == "live"
+        assert page.console_errors() == []

@@ -104,7 +104,8 @@ def test_the_bearer_token_opens_everything(gated: str, store: tuple[Path, str]) 
 def test_the_token_once_in_the_address_sets_a_cookie(gated: str, store: tuple[Path, str]) -> None:
     status, headers, _ = get(gated + f"runs/{store[1]}?token={TOKEN}&x=1")
     assert status == 303
-    assert headers["location"] == f"/runs/{store[1]}?x=1"
+    assert headers["location"] == f"{store[1]}?x=1"  # relative: /runs/RUN?x=1
+    assert get(gated + f"?token={TOKEN}")[1]["location"] == "./"
     cookie = headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
     value = cookie.split(";", 1)[0]

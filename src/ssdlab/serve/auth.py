@@ -122,7 +122,8 @@ class TokenGate:
                 await unauthorized(send)
                 return
             rest = urlencode([(k, v) for k, v in query if k != "token"])
-            location = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+            # relative: right behind a proxy that serves the dashboard under a prefix too
+            location = (scope["path"].rsplit("/", 1)[-1] or "./") + (f"?{rest}" if rest else "")
             cookie = f"{COOKIE}={self.cookie}; Path=/; HttpOnly; SameSite=Strict"
             await _respond(send, 303, b"", [(b"location", location.encode("latin-1")),
                                             (b"set-cookie", cookie.encode()),
