@@ -146,6 +146,14 @@ def test_a_missing_store_is_refused_not_created(tmp_path: Path) -> None:
     assert not (tmp_path / "none.sqlite").exists()
 
 
+def test_without_the_serve_extra_one_line_says_what_to_install(
+        store: tuple[Path, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    result = ssdlab_in_process("serve", "--store", str(store[0]))
+    assert result.returncode == 4
+    assert "pip install 'ssdlab[serve]'" in one_line_error(result)
+
+
 def test_loopback_names() -> None:
     assert all(auth.is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "[::1]",
                                              "localhost"))

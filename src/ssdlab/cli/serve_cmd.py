@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 from typing import Any
 
@@ -54,11 +55,11 @@ def serve_command(args: argparse.Namespace, argv: list[str]) -> int:
     check_bind(args.host, token)
     location = store_path(args)
     open_store_readonly(location).close()  # a missing or unusable store: refused now
-    try:
-        from ssdlab.serve import app
-    except ImportError as exc:
-        raise EnvironmentProblem(f"ssdlab serve needs Starlette and uvicorn ({exc.name} is "
-                                 "missing): pip install 'ssdlab[serve]'") from None
+    missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise EnvironmentProblem(f"ssdlab serve needs {' and '.join(missing)} (not installed): "
+                                 "pip install 'ssdlab[serve]'")
+    from ssdlab.serve import app
     sock = app.bind(args.host, args.port)
     print(f"serving {location} at {app.url_of(sock)} (read-only"
           f"{', token required' if token else ''}); Ctrl-C stops", flush=True)
