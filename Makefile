@@ -58,7 +58,7 @@ $(STAMP)/venv: pyproject.toml
 	    "(Debian: apt-get install python3 python3-venv), or run 'make setup' as root" >&2; \
 	  exit 1; }
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,postgres]'
+	$(BIN)/python -m pip install -q -e '.[dev,serve,postgres]'
 	@touch $@
 
 demo: setup

@@ -246,6 +246,13 @@ class Browser:
     @contextlib.contextmanager
     def open_page(self, html_path: Path, viewport: tuple[int, int] = VIEWPORT) -> Iterator[Page]:
         """A new tab showing ``html_path``, after its ``load`` event; closed afterwards."""
+        with self.open_url(html_path.resolve().as_uri(), viewport) as page:
+            yield page
+
+    @contextlib.contextmanager
+    def open_url(self, url: str, viewport: tuple[int, int] = VIEWPORT) -> Iterator[Page]:
+        """A new tab showing ``url`` (e.g. a page ``ssdlab serve`` serves), after its
+        ``load`` event; closed afterwards."""
         target = self._connection.send("Target.createTarget", {"url": "about:blank"})
         target_id = target["targetId"]
         attached = self._connection.send(
@@ -253,7 +260,7 @@ class Browser:
         )
         page = Page(self._connection, attached["sessionId"])
         try:
-            page._navigate(html_path.resolve().as_uri(), viewport)
+            page._navigate(url, viewport)
             yield page
         finally:
             self._connection.listeners.pop(page.session, None)

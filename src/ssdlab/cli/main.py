@@ -20,6 +20,7 @@ from ssdlab.cli import (
     report_cmd,
     resume_cmd,
     run_cmd,
+    serve_cmd,
     store_cmd,
 )
 from ssdlab.errors import ExitCode, UserError
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_cmd.register(sub)
     agent_cmd.register(sub)
     reference_cmd.register(sub)
+    serve_cmd.register(sub)
     return parser
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -28,14 +28,15 @@ def iso_utc(unix_s: float | None) -> str | None:
     return stamp.replace("+00:00", "Z")
 
 
-def _finite(value: Any) -> Any:
-    """A copy of ``value`` with NaN/inf replaced by None and tuples made lists."""
+def finite(value: Any) -> Any:
+    """A copy of ``value`` with NaN/inf replaced by None and tuples made lists (JSON for
+    browsers and other strict readers)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, Mapping):
+        return {str(k): finite(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 
@@ -142,7 +143,7 @@ def run_to_json(run: RunData, result_of: ResultJson = stored_result) -> dict[str
         "events": [_event(e) for e in run.events],
         "tests": [_test(run, t, result_of) for t in run.tests],
     }
-    result: dict[str, Any] = _finite(doc)
+    result: dict[str, Any] = finite(doc)
     return result
 
 
@@ -159,7 +160,7 @@ def _cell_rows(base: dict[str, object], cells: object) -> Iterator[dict[str, obj
         ident = {k: ("" if cell.get(k) is None else cell[k]) for k in CELL_KEYS}
         for key, value in cell.items():
             if _is_metric(key, value):
-                yield {**base, **ident, "metric": key, "value": _finite(value)}
+                yield {**base, **ident, "metric": key, "value": finite(value)}
 
 
 def run_to_csv_rows(run: RunData, result: ResultJson = stored_result
