@@ -100,6 +100,10 @@ def test_every_stored_round_shows_on_the_live_page(tmp_path: Path) -> None:
                 assert page.evaluate("!!document.getElementById('report')")
                 assert page.evaluate("document.querySelectorAll('canvas').length") >= 1
                 assert page.console_errors() == []
+                # offline: every script, style and chart library from the server itself
+                requested = page.requested_urls()
+                assert any(u.endswith("/assets/uPlot.iife.min.js") for u in requested)
+                assert all(u.startswith(url) or u.startswith("data:") for u in requested)
             with urllib.request.urlopen(f"{url}runs/{run_id}/report", timeout=60) as report:
                 assert run_id in report.read().decode()
     print(f"live delays (s, from when the test saw each round stored): "
