@@ -97,15 +97,6 @@ def open_existing_store(args: argparse.Namespace) -> Store:
     return Store.open(path)
 
 
-def open_readonly_store(args: argparse.Namespace) -> Store:
-    """Open the store for reading only (never created, migrated or written)."""
-    from ssdlab.store.db import Store
-    path = store_path(args)
-    if not path.exists():
-        raise RunNotFound(f"no results store at {path} yet; run `ssdlab run` or "
-                          "`ssdlab demo` first, or pass --store")
-    return Store.open_readonly(path)
-
 
 def add_destroy_data_option(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup, extra_help: str = ""
