@@ -33,8 +33,9 @@ def register(sub: Any) -> None:
         description=f"""Continues a run that did not complete: finished tests stay as they
         are, the test that was running goes on after its last completed round (no new purge
         or preconditioning: the drive keeps its state; the idle time is recorded), the rest
-        run as planned. The target must be the same one (path, model, serial, size). Works
-        for the {_resumable()} suites.""",
+        run as planned. A PTS run that --predict stopped at a predicted steady state goes
+        on the same way, its predicted tests to the SNIA rule. The target must be the same
+        one (path, model, serial, size). Works for the {_resumable()} suites.""",
     )
     p.add_argument("run", metavar="RUN", help="run id, unique prefix, or 'last'; or a set "
                    "id (set-...): its stopped runs go on at once again (docs/sets.md)")
@@ -64,7 +65,7 @@ def _alive_elsewhere(run: RunData) -> int | None:
 def check_resumable(run: RunData) -> None:
     if run.read_only:
         raise UserError(f"run {run.run_id} is a read-only reference run; nothing to resume")
-    if run.status == "complete":
+    if run.status == "complete" and not any(t.status == "predicted" for t in run.tests):
         raise UserError(f"run {run.run_id} is complete; nothing to resume")
     pid = _alive_elsewhere(run)
     if pid is not None:

@@ -83,6 +83,7 @@ class PtsArgs:
     precondition: bool = True
     ioengine: str = "libaio"
     read_only: bool = False  # --read-only: only the 100/0 cells (see read_only_options)
+    predict: bool = False  # --predict: stop at a predicted steady state (docs/pts.md)
 
 
 def _choice(option: str, value: str, allowed: tuple[str, ...] | list[str]) -> str:
@@ -215,6 +216,7 @@ def build_options(args: PtsArgs, device_class: str, cpu_count: int) -> PtsOption
         purge=args.purge,
         precondition=args.precondition,
         ioengine=args.ioengine,
+        predict=args.predict,
     )
     return read_only_options(args, options) if args.read_only else options
 
@@ -250,6 +252,11 @@ OPTIONS = (
     opt("--tracking", group=_G, config=Kind.TEXT, choices=TRACKING_SETS,
         help="IOPS stopping variables: v1.1 = 4 KiB 0/100; v2.0 (default) = 4 KiB 0/100, "
         "64 KiB 65/35 and 1024 KiB 100/0; both verdicts are recorded"),
+    opt("--predict", group=_G, config=Kind.BOOL, action="store_true",
+        help="stop a test early once every tracking variable's steady state is predicted "
+        "within +-5 %% at 95 %% confidence (a fitted settling curve): labelled a predicted "
+        "steady state, not a SNIA steady state; `ssdlab resume` continues it to the SNIA "
+        "rule (docs/pts.md)"),
     common.number("--round-seconds", _G, "seconds each cell runs per round (default: profile)",
                   metavar="S"),
     common.whole("--max-rounds", _G, "rounds before giving up on steady state (default: "

@@ -53,6 +53,8 @@ class PtsOptions(Profiled):
     ioengine: str
     #: --read-only: 100/0 cells only, no purge or preconditioning, fio --readonly
     read_only_target: bool = False
+    #: --predict: stop once the steady state is predicted (analysis/predict.py)
+    predict: bool = False
 
 
 @dataclass(frozen=True)
@@ -291,10 +293,37 @@ class SkippedCell(Record):
 
 
 @dataclass(frozen=True)
+class PredictedVariable(Record):
+    """One tracking variable's prediction (``--predict``; analysis/predict.py)."""
+
+    variable: str = ""
+    model: str = ""  # "exponential" | "constant" | "none"
+    value: float | None = None  # the predicted SNIA window's average, the variable's unit
+    half_width: float | None = None  # of its 95 % interval, the variable's unit
+    half_width_pct: float | None = None
+    plateau: float | None = None  # the fitted asymptote, for information
+    rate: float | None = None  # per round
+    known: bool = False
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class PtsPrediction(Record):
+    """What ``--predict`` stopped on: NOT a SNIA steady state (``label`` says so)."""
+
+    label: str = ""
+    rule: str = ""
+    rounds_seen: int = 0
+    window_rounds: list[int] = field(default_factory=list)  # the window predicted to pass
+    message: str = ""
+    variables: list[PredictedVariable] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class PtsResult(Record):
     """A PTS test's result: the measurement window's cells and how steady state went."""
 
-    OMIT_NONE = frozenset({"error"})
+    OMIT_NONE = frozenset({"error", "prediction"})
 
     steady: bool = False
     window_rounds: list[int] = field(default_factory=list)
@@ -303,6 +332,8 @@ class PtsResult(Record):
     cells: list[CellData] = field(default_factory=list)
     skipped: list[SkippedCell] = field(default_factory=list)
     error: str | None = None
+    #: --predict stopped the test (status "predicted"); ``steady`` stays the SNIA verdict
+    prediction: PtsPrediction | None = None
 
 
 def skipped_records(test: PtsTest) -> list[SkippedCell]:
@@ -315,7 +346,9 @@ def skipped_records(test: PtsTest) -> list[SkippedCell]:
 def describe_settings(opts: PtsOptions) -> str:
     return (f"profile {opts.profile}{' (QUICK)' if opts.quick else ''}, variant {opts.variant}, "
             f"rule {opts.rule}, tracking {opts.tracking}, at most {opts.max_rounds} rounds, "
-            f"{opts.threads} threads x QD {opts.iodepth}")
+            f"{opts.threads} threads x QD {opts.iodepth}"
+            + (", --predict: stops at a predicted steady state (not a SNIA steady state)"
+               if opts.predict else ""))
 
 
 def describe_tests(opts: PtsOptions, tests: tuple[PtsTest, ...], file_target: bool,

@@ -27,6 +27,7 @@ from ssdlab.report.terminal import (
     iops_table,
     latency_table,
     params_line,
+    prediction_line,
     quick_note,
     run_line,
     throughput_table,
@@ -55,17 +56,26 @@ def _unit(metric: str) -> tuple[str, float]:
 
 
 def _state_banner(test: TestData) -> str:
+    predicted = prediction_line(test)
+    if test.status == "predicted" and predicted is not None:
+        return _not_steady_banner(test) + banner(
+            "predicted", f"{predicted}; every measured round is kept, and `ssdlab resume` "
+            "continues the test to the SNIA rule")
     if test.status == "not_steady":
-        best = test.verdicts.get("primary", {}).get("message", "") if isinstance(
-            test.verdicts, dict) else ""
-        window = window_rounds(test)
-        where = f"results are from the last window, rounds {window[0]}-{window[1]}; " if (
-            window) else ""
-        return banner("not-steady", f"{NOT_STEADY_TEXT}: {where}{best}")
+        return _not_steady_banner(test)
     if test.status not in ("steady", "published"):
         error = result_of(test, PtsResult).error or ""
         return banner("failed", f"{test.status.upper()}: {error}")
     return ""
+
+
+def _not_steady_banner(test: TestData) -> str:
+    best = test.verdicts.get("primary", {}).get("message", "") if isinstance(
+        test.verdicts, dict) else ""
+    window = window_rounds(test)
+    where = f"results are from the last window, rounds {window[0]}-{window[1]}; " if (
+        window) else ""
+    return banner("not-steady", f"{NOT_STEADY_TEXT}: {where}{best}")
 
 
 def _rounds(test: TestData) -> list[int]:
@@ -355,6 +365,9 @@ def result_table(run: RunData, test: TestData, how: str) -> list[str]:
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
     lines = [params_line(test), f"  verdict: {verdict_line(test)}"]
+    predicted = prediction_line(test)
+    if predicted is not None:
+        lines.append(f"  {predicted}")
     lines += [f"  skipped {s.cell}: {s.reason}" for s in result_of(test, PtsResult).skipped]
     return lines + result_table(run, test, "window average")
 

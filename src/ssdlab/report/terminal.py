@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
@@ -212,6 +213,23 @@ def params_line(test: TestData) -> str:
     )
 
 
+def state_text(status: str) -> str:
+    """A test's state as ``show`` heads it: a predicted test is not a SNIA steady state."""
+    if status == "not_steady":
+        return "STEADY STATE NOT REACHED"
+    if status == "predicted":
+        return f"STEADY STATE NOT REACHED; {PREDICTED_LABEL}"
+    return status
+
+
+def prediction_line(test: TestData) -> str | None:
+    """What ``--predict`` stopped on (its message starts with its label), if it did."""
+    prediction = test.result.get("prediction") if isinstance(test.result, dict) else None
+    if not isinstance(prediction, dict) or not prediction.get("message"):
+        return None
+    return str(prediction["message"])
+
+
 def render_run(run: RunData) -> str:
     from ssdlab.suites import find
     lines = header_lines(run)
@@ -219,8 +237,7 @@ def render_run(run: RunData) -> str:
     pages = suite.pages() if suite is not None else None
     members = member_rounds(run.events)
     for test in run.tests:
-        state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
-        lines += ["", f"== {test.params.get('title', test.name)} [{state}]"]
+        lines += ["", f"== {test.params.get('title', test.name)} [{state_text(test.status)}]"]
         show = pages.show_of(test.name) if pages is not None else None
         if show is not None:
             lines += show(run, test)
@@ -309,6 +326,6 @@ def _set_block(place: int, name: str, target: str, run: RunData | None, error: o
     quick = " (QUICK)" if run.quick else ""
     lines = [f"{head}: run {run.run_id} {run.status_text}{quick}"]
     for test in run.tests:
-        state = "STEADY STATE NOT REACHED" if test.status == "not_steady" else test.status
-        lines.append(f"  {test.params.get('title', test.name)} [{state}]: {verdict_line(test)}")
+        lines.append(f"  {test.params.get('title', test.name)} [{state_text(test.status)}]: "
+                     f"{verdict_line(test)}")
     return lines

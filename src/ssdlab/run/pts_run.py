@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ssdlab.analysis.predict import LABEL, RunPrediction, predict_run
 from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
@@ -19,7 +20,9 @@ from ssdlab.errors import UserError
 from ssdlab.plan import pts as plan
 from ssdlab.plan.options import PtsArgs, build_options
 from ssdlab.plan.pts import (
+    PredictedVariable,
     PtsOptions,
+    PtsPrediction,
     PtsResult,
     PtsTest,
     TrackingVar,
@@ -51,8 +54,11 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 from ssdlab.targets.identity import TargetInfo
 
-#: a test with one of these statuses is not run again when a run is resumed
+#: a test with one of these statuses is not run again when a run is resumed ("predicted"
+#: is not one: resuming a --predict run continues its predicted tests to the SNIA rule)
 FINISHED_TESTS = ("steady", "not_steady", "failed", "skipped")
+#: a test --predict stopped at a predicted steady state (never a SNIA steady state)
+PREDICTED = "predicted"
 
 __all__ = ["RUNNER", "PreparedPts", "PtsRun", "RunInterrupted", "TestFailed", "prepare_pts"]
 
@@ -157,6 +163,24 @@ def _tracking(variables: list[TrackingVar], cells: list[Cell]) -> dict[str, floa
     return {v.name: tracking_value(cells, v.cell, v.metric) for v in variables}
 
 
+def _predict(test: PtsTest, rounds: list[dict[str, float]], options: PtsOptions
+             ) -> RunPrediction:
+    """``--predict``: the steady state of the test's stopping variables, predicted."""
+    series = {v.name: [r[v.name] for r in rounds] for v in test.tracking()}
+    return predict_run(series, rule_by_name(options.rule), options.max_rounds)
+
+
+def prediction_record(found: RunPrediction) -> PtsPrediction:
+    """The stored form of a prediction, labelled as not a SNIA steady state."""
+    return PtsPrediction(
+        label=LABEL, rule=found.rule, rounds_seen=found.rounds_seen,
+        window_rounds=list(found.window_rounds or ()), message=found.message,
+        variables=[PredictedVariable(
+            variable=p.variable, model=p.model, value=p.value, half_width=p.half_width,
+            half_width_pct=p.half_width_pct, plateau=p.plateau, rate=p.rate, known=p.known,
+            why=p.why) for p in found.predictions])
+
+
 class PtsRun(SessionRun[PreparedPts]):
     """One PTS run against one target, journaled to ``store``. Resuming: finished tests
     stay, the current one goes on from its last completed round (no new purge or
@@ -170,6 +194,9 @@ class PtsRun(SessionRun[PreparedPts]):
         super().__init__(prepared, store, executor, progress)
         #: on several hosts: each test's host-round events (stored ones too, on resume)
         self.host_rounds: dict[str, list[dict[str, Any]]] = {}
+        #: tests --predict stopped, resumed: they go on to the SNIA rule, not predicted
+        #: again; their prediction stays in their result beside the SNIA verdict
+        self.to_snia: dict[str, PtsPrediction | None] = {}
 
     def resume(self, run: RunData, argv: list[str]) -> str:
         for event in run.events:
@@ -201,6 +228,8 @@ class PtsRun(SessionRun[PreparedPts]):
     # -- one test ----------------------------------------------------------------------
     def run_test(self, test: PtsTest, before: TestData | None = None) -> None:
         params = plan.test_params(test, self.p.options)
+        if before is not None and before.status == PREDICTED:  # resumed: on to the SNIA rule
+            self.to_snia[test.name] = PtsResult.from_json(before.result).prediction
         self.store.set_test(
             self.run_id, test.name, status="running", params=params, verdicts={}, result={}
         )
@@ -267,6 +296,8 @@ class PtsRun(SessionRun[PreparedPts]):
         if verdicts and verdicts[test.primary_set].attained:  # stopped right after it settled
             self._finish_test(test, params, verdicts, all_cells)
             return
+        predicting = self.p.options.predict and test.name not in self.to_snia
+        found: RunPrediction | None = None
         for round_no in range(len(done) + 1, self.p.options.max_rounds + 1):
             run, cells = self._round(test, round_no)
             tracking = _tracking(variables, cells)
@@ -285,14 +316,18 @@ class PtsRun(SessionRun[PreparedPts]):
             all_cells.append(cells)
             verdicts = _verdicts(test, history, self.p.options.rule)
             primary = verdicts[test.primary_set]
+            found = _predict(test, history, self.p.options) if (
+                predicting and not primary.attained) else None
             self.progress.round_done(
-                round_no, {k: tracking[k] for k in primary.variables}, primary.message
+                round_no, {k: tracking[k] for k in primary.variables},
+                primary.message + (f"; {found.message}" if found is not None else ""),
             )
-            if primary.attained:
+            if primary.attained or (found is not None and found.known):
                 break
         if not verdicts:
             raise TestFailed("no round completed")
-        self._finish_test(test, params, verdicts, all_cells)
+        self._finish_test(test, params, verdicts, all_cells,
+                          found if found is not None and found.known else None)
 
     def _finish_test(
         self,
@@ -300,7 +335,10 @@ class PtsRun(SessionRun[PreparedPts]):
         params: dict[str, Any],
         verdicts: dict[str, Verdict],
         all_cells: list[list[Cell]],
+        predicted: RunPrediction | None = None,
     ) -> None:
+        """Store the test's SNIA verdicts and result; a prediction (``--predict``) beside
+        them, never instead: the SNIA verdict of a predicted test stays "not steady"."""
         primary = verdicts[test.primary_set]
         window = primary.window_rounds if primary.attained else None
         if window is None:  # SNIA: report the last window's rounds, marked not steady
@@ -313,18 +351,26 @@ class PtsRun(SessionRun[PreparedPts]):
             tracking_set=test.primary_set,
             cells=window_cells(all_cells[window[0] - 1 : window[1]]),
             skipped=skipped_records(test),
+            prediction=prediction_record(predicted) if predicted is not None
+            else self.to_snia.get(test.name),
         )
+        status = "steady" if primary.attained else "not_steady"
+        if predicted is not None and not primary.attained:
+            status = PREDICTED
         stored = {"primary": verdict_to_dict(primary)}
         stored.update({name: verdict_to_dict(v) for name, v in verdicts.items()})
         self.store.set_test(
             self.run_id,
             test.name,
-            status="steady" if primary.attained else "not_steady",
+            status=status,
             params=params,
             verdicts=stored,
             result=result.to_json(),
         )
         self.progress.line(f"{test.name}: {primary.message}")
+        if predicted is not None:
+            self.progress.line(f"{test.name}: {predicted.message} (continue to the SNIA rule "
+                               f"with `ssdlab resume {self.run_id}`)")
         self._host_verdicts(test)
 
     def _host_verdicts(self, test: PtsTest) -> None:

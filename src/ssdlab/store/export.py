@@ -172,9 +172,34 @@ def run_to_csv_rows(run: RunData, result: ResultJson = stored_result
         for rnd in test.rounds:
             scope = {**base, "scope": "round", "round": rnd.round_no}
             rows.extend(_cell_rows(scope, rnd.cells))
+        stored = result(run, test)
         scope = {**base, "scope": "result", "round": ""}
-        rows.extend(_cell_rows(scope, result(run, test).get("cells")))
+        rows.extend(_cell_rows(scope, stored.get("cells")))
+        rows.extend(_prediction_rows(base, stored.get("prediction")))
     return rows
+
+
+#: a prediction's figures in the CSV export: its key -> the row's metric
+PREDICTION_METRICS = {"value": "predicted_window_average", "half_width": "half_width_95",
+                      "plateau": "plateau"}
+
+
+def _prediction_rows(base: dict[str, object], prediction: object
+                     ) -> Iterator[dict[str, object]]:
+    """``--predict``'s figures (docs/pts.md): scope is the prediction's label, "predicted
+    steady state (not a SNIA steady state)", the cell the tracking variable."""
+    if not isinstance(prediction, Mapping) or not isinstance(prediction.get("variables"), list):
+        return
+    scope = {**base, "scope": str(prediction.get("label", "prediction")), "round": "",
+             **dict.fromkeys(CELL_KEYS, "")}
+    for variable in prediction["variables"]:
+        if not isinstance(variable, Mapping):
+            continue
+        for key, metric in PREDICTION_METRICS.items():
+            value = variable.get(key)
+            if _is_metric(key, value):
+                yield {**scope, "cell": variable.get("variable", ""), "metric": metric,
+                       "value": finite(value)}
 
 
 def write_export(run: RunData, fmt: str, out: TextIO, result: ResultJson = stored_result
