@@ -96,6 +96,7 @@ def test_the_label_shows_in_show_export_and_report(tmp_path: Path) -> None:
     assert float(value) == test["result"]["prediction"]["variables"][0]["value"]
     html, _ = render([run])
     assert LABEL in html and 'class="banner predicted"' in html
+    assert f"STEADY STATE NOT REACHED in {len(run.test('iops').rounds)} rounds; {LABEL}" in html
     assert "STEADY STATE NOT REACHED" in html
 
 

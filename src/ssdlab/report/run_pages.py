@@ -9,6 +9,7 @@ import datetime as dt
 import math
 from typing import TYPE_CHECKING
 
+from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
@@ -230,6 +231,8 @@ def _status_text(test: TestData) -> str:
         return f"steady, rounds {window[0]}-{window[1]} of {rounds}"
     if test.status == "not_steady":
         return f"{NOT_STEADY_TEXT} in {rounds} rounds"
+    if test.status == "predicted":
+        return f"{NOT_STEADY_TEXT} in {rounds} rounds; {PREDICTED_LABEL}"
     return test.status
 
 
