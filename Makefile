@@ -83,6 +83,7 @@ bench: setup
 	$(BIN)/python bench/harness_overhead.py
 	$(BIN)/python bench/emulator_ceiling.py
 	$(BIN)/python bench/multi_host.py
+	$(BIN)/python bench/predict_accuracy.py
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache demo-results
