@@ -10,13 +10,15 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from ssdlab.analysis.predict import LABEL
 from ssdlab.cli.resume_cmd import check_resumable
 from ssdlab.plan.options import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.terminal import render_run
 from ssdlab.run.progress import Progress
-from ssdlab.run.pts_run import PtsRun
+from ssdlab.run.pts_run import PtsRun, RunInterrupted
 from ssdlab.store.db import Store
 from ssdlab.store.export import write_export
 from ssdlab.store.records import RunData
@@ -108,6 +110,28 @@ def test_where_the_series_never_flattens_nothing_is_predicted(tmp_path: Path) ->
     assert test.status == "not_steady" and len(test.rounds) == 20
     assert "prediction" not in test.result
     assert f"{LABEL} after" not in printed and "no prediction after 20 rounds" in printed
+
+
+def test_a_resumed_predicted_test_stopped_again_keeps_its_prediction(tmp_path: Path) -> None:
+    """Resumed, interrupted again, resumed again: still on to the SNIA rule, never
+    predicted anew, and the first prediction is kept throughout."""
+    store = Store.open(tmp_path / "s.sqlite")
+    fio = FakeFio(settling)
+    run, _ = _run(tmp_path, store, ARGS, fio)
+    stopped = len(run.test("iops").rounds)
+    fio.interrupt_round = fio.rounds + 2
+    with pytest.raises(RunInterrupted):
+        PtsRun(make_prepared(tmp_path, ARGS), store, fio,
+               Progress(io.StringIO(), live=False, quick=True)).resume(run, ["resume"])
+    again = store.load(run.run_id)
+    assert again.status == "interrupted" and again.test("iops").status == "running"
+    assert again.test("iops").result["prediction"]["rounds_seen"] == stopped
+    check_resumable(again)
+    PtsRun(make_prepared(tmp_path, ARGS), store, fio,
+           Progress(io.StringIO(), live=False, quick=True)).resume(again, ["resume"])
+    test = store.load(run.run_id).test("iops")
+    assert test.status == "steady" and test.result["prediction"]["rounds_seen"] == stopped
+    assert [r.round_no for r in test.rounds] == list(range(1, len(test.rounds) + 1))
 
 
 def test_resuming_a_predicted_run_goes_on_to_the_snia_rule(tmp_path: Path) -> None:

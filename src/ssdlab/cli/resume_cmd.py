@@ -62,10 +62,16 @@ def _alive_elsewhere(run: RunData) -> int | None:
     return pid if b"ssdlab" in cmdline else None
 
 
+def to_resume(run: RunData) -> bool:
+    """Whether ``run`` has anything left: it did not complete, or --predict stopped a test
+    that can go on to the SNIA rule."""
+    return run.status != "complete" or any(t.status == "predicted" for t in run.tests)
+
+
 def check_resumable(run: RunData) -> None:
     if run.read_only:
         raise UserError(f"run {run.run_id} is a read-only reference run; nothing to resume")
-    if run.status == "complete" and not any(t.status == "predicted" for t in run.tests):
+    if not to_resume(run):
         raise UserError(f"run {run.run_id} is complete; nothing to resume")
     pid = _alive_elsewhere(run)
     if pid is not None:

@@ -183,14 +183,14 @@ def show_set(store: Store, set_id: str) -> str:
 
 def resume_set(set_id: str, args: argparse.Namespace, argv: list[str]) -> int:
     """Continue every stopped run of the set ``set_id``, at once again."""
-    from ssdlab.cli.resume_cmd import check_resumable
+    from ssdlab.cli.resume_cmd import check_resumable, to_resume
     from ssdlab.engine.runner import FioExecutor
     from ssdlab.run.prepare import TargetRequest
     from ssdlab.run.set_run import SetRun, prepare_all, set_requests, short_names
     with open_existing_store(args) as store:
         data = store.load_set(set_id)
         runs = [store.load(run_id) for _, run_id in data.runs]
-    todo = [r for r in runs if r.status != "complete"]
+    todo = [r for r in runs if to_resume(r)]
     if not todo:
         raise UserError(f"set {set_id}: every run is complete; nothing to resume")
     for run in todo:

@@ -228,10 +228,12 @@ class PtsRun(SessionRun[PreparedPts]):
     # -- one test ----------------------------------------------------------------------
     def run_test(self, test: PtsTest, before: TestData | None = None) -> None:
         params = plan.test_params(test, self.p.options)
-        if before is not None and before.status == PREDICTED:  # resumed: on to the SNIA rule
-            self.to_snia[test.name] = PtsResult.from_json(before.result).prediction
-        self.store.set_test(
-            self.run_id, test.name, status="running", params=params, verdicts={}, result={}
+        earlier = PtsResult.from_json(before.result).prediction if before else None
+        if before is not None and (before.status == PREDICTED or earlier is not None):
+            self.to_snia[test.name] = earlier  # resumed: on to the SNIA rule, not predicted
+        self.store.set_test(  # a prediction made earlier stays in the result meanwhile
+            self.run_id, test.name, status="running", params=params, verdicts={},
+            result=self._partial(test.name),
         )
         previous = [r for r in before.rounds if r.status == "ok"] if before else []
         if previous:
@@ -262,8 +264,14 @@ class PtsRun(SessionRun[PreparedPts]):
     def _failed(self, test: PtsTest, params: dict[str, Any], exc: TestFailed) -> None:
         self.store.set_test(
             self.run_id, test.name, status="failed", params=params, verdicts={},
-            result=PtsResult.partial(error=str(exc)).to_json(),
+            result=self._partial(test.name, error=str(exc)),
         )
+
+    def _partial(self, test: str, **fields: Any) -> dict[str, Any]:
+        """A running or failed test's partial result, with its earlier prediction if any."""
+        earlier = self.to_snia.get(test)
+        extra = {"prediction": earlier} if earlier is not None else {}
+        return PtsResult.partial(**fields, **extra).to_json()
 
     def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:
         text = self.p.job_text(test.round_cells, f"{test.name} round {round_no}")
