@@ -165,12 +165,12 @@ SHAPES: dict[str, Callable[[int], float]] = {
     "never-accelerating": lambda t: 4000 - 80 * t - 2 * t * t,
     "never-see-saw": lambda t: 2000 * (1 + 0.25 * (-1) ** t),
 }
-NOISES = (0.01, 0.03)
+NOISES = (0.003, 0.01, 0.03)
 SEEDS = (1, 2, 3)
 
 
 def synthetic_cases() -> list[dict[str, Any]]:
-    return [{"case": f"{shape}-noise{round(noise * 100)}-seed{seed}", "shape": shape,
+    return [{"case": f"{shape}-noise{noise * 100:g}-seed{seed}", "shape": shape,
              "noise_pct": noise * 100, "seed": seed,
              "series": {"y": _noisy(SHAPES[shape], noise, seed)}}
             for shape in SHAPES for noise in NOISES for seed in SEEDS]
@@ -315,7 +315,9 @@ def markdown(doc: dict[str, Any]) -> str:
            f"fio {doc['fio']}, {doc['cpus']} CPUs; emulator cases: one cell per test "
            f"(4 KiB 0/100 IOPS unless named latency), {doc['args']['round_seconds']:g} s "
            f"rounds, at most {doc['args']['max_rounds']} rounds; synthetic: "
-           f"{SYNTHETIC_ROUNDS} rounds, {', '.join(f'{n * 100:g}' for n in NOISES)} % noise.",
+           f"{SYNTHETIC_ROUNDS} rounds, {', '.join(f'{n * 100:g}' for n in NOISES)} % noise. "
+           "The replays of the emulator rounds and the real `--predict` runs: "
+           f"{doc['provenance']}.",
            ""]
     for kind in ("emulator", "synthetic"):
         s = doc["summary"][kind]
@@ -370,20 +372,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a JSON file keeping each finished full run, reused when "
                         "the benchmark is run again (default: none)")
     parser.add_argument("--no-predict-run", action="store_true",
-                        help="skip the real --predict run on the emulator")
+                        help="no real --predict runs on the emulator (with --replay: keep "
+                        "the recorded ones)")
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     args = parser.parse_args(argv)
     previous = args.results_dir / f"{RESULT_NAME}.json"
     tmp = Path(tempfile.mkdtemp(prefix="ssdlab-predict-bench-"))
+    recorded = json.loads(previous.read_text()) if args.replay else {}
     try:
-        runs = (json.loads(previous.read_text())["emulator"] if args.replay
+        runs = (recorded["emulator"] if args.replay
                 else [cached(case, tmp, args) for case in EMULATOR_CASES])
         emulator = [{**{k: v for k, v in r.items() if k in (
             "case", "profile", "size", "op_pct", "command", "test", "status", "snia_message",
             "series")}, **judge(r["series"], args.max_rounds)} for r in runs]
         # a real --predict run of every case, on a fresh emulator each (not the same
         # drive as the full run's: it may settle, and stop, elsewhere)
-        real = [] if args.no_predict_run else [
+        real = recorded.get("predict_runs", []) if args.no_predict_run else [
             run_case(case, tmp, args, predict=True) for case in EMULATOR_CASES]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -410,6 +414,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fio": fio_version("fio"), "cpus": os.cpu_count(), "args": recorded_args(args),
         "summary": {"emulator": summary(emulator), "synthetic": summary(synthetic)},
         "summary_noise_free_curve_window": curve_window,
+        "provenance": ("emulator rounds and real --predict runs as recorded earlier, "
+                       "replayed" if args.replay else "run by this invocation"),
         "oracle_spread": oracle_spread(),
         "emulator": emulator, "synthetic": synthetic, "predict_runs": real,
     }
