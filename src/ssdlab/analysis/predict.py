@@ -412,7 +412,8 @@ def describe_prediction(p: Prediction) -> str:
     """``IOPS 4 KiB 0/100 3,912 +-2.1 %`` (or why it is not known)."""
     if p.value is None or p.half_width_pct is None:
         return f"{p.variable}: {p.why}"
-    return f"{p.variable} {p.value:,.4g} +-{p.half_width_pct:.1f} %" + (
+    value = f"{p.value:,.0f}" if abs(p.value) >= 100 else f"{p.value:.3g}"
+    return f"{p.variable} {value} +-{p.half_width_pct:.1f} %" + (
         "" if p.known else f" ({p.why})")
 
 
@@ -420,6 +421,6 @@ def _message(result: RunPrediction) -> str:
     parts = "; ".join(describe_prediction(p) for p in result.predictions)
     if result.known and result.window_rounds is not None:
         first, last = result.window_rounds
-        return (f"{LABEL} after {result.rounds_seen} rounds: the {result.rule} window the "
-                f"fitted curve passes is rounds {first}-{last}; {parts}")
+        return (f"{LABEL} after {result.rounds_seen} rounds: the {result.rule} rule's "
+                f"window predicted at rounds {first}-{last}; {parts}")
     return f"no prediction after {result.rounds_seen} rounds: {parts}"
