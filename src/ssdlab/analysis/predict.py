@@ -382,7 +382,7 @@ def predict_run(series: Mapping[str, Sequence[float]], rule: SteadyRule, max_rou
     n = min((len(v) for v in series.values()), default=0)
     measured = {name: [float(y) for y in values[:n]] for name, values in series.items()}
     if n < MIN_ROUNDS or any(not math.isfinite(y) for v in measured.values() for y in v):
-        why = (f"{n} rounds, fewer than the {MIN_ROUNDS} a prediction needs"
+        why = (f"{n} round{'' if n == 1 else 's'}, fewer than the {MIN_ROUNDS} a prediction needs"
                if n < MIN_ROUNDS else "a round without a finite value")
         return _none(rule, n, None, series, why)
     fits = {name: fit_tail(values) for name, values in measured.items()}
@@ -419,8 +419,9 @@ def describe_prediction(p: Prediction) -> str:
 
 def _message(result: RunPrediction) -> str:
     parts = "; ".join(describe_prediction(p) for p in result.predictions)
+    rounds = f"{result.rounds_seen} round{'' if result.rounds_seen == 1 else 's'}"
     if result.known and result.window_rounds is not None:
         first, last = result.window_rounds
-        return (f"{LABEL} after {result.rounds_seen} rounds: the {result.rule} rule's "
+        return (f"{LABEL} after {rounds}: the {result.rule} rule's "
                 f"window predicted at rounds {first}-{last}; {parts}")
-    return f"no prediction after {result.rounds_seen} rounds: {parts}"
+    return f"no prediction after {rounds}: {parts}"
