@@ -377,8 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=BENCH_DIR / "results")
     args = parser.parse_args(argv)
     previous = args.results_dir / f"{RESULT_NAME}.json"
-    tmp = Path(tempfile.mkdtemp(prefix="ssdlab-predict-bench-"))
     recorded = json.loads(previous.read_text()) if args.replay else {}
+    tmp = Path(tempfile.mkdtemp(prefix="ssdlab-predict-bench-"))
     try:
         runs = (recorded["emulator"] if args.replay
                 else [cached(case, tmp, args) for case in EMULATOR_CASES])
