@@ -17,11 +17,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.postgres import PgServer, pg_server
 from tests.support.zram import Zram, create_zram, remove_zram, zram_unavailable
 
 SHM = Path("/dev/shm")
+
+#: property tests judge results, never time: on a shared, loaded 2-core machine one
+#: example can take longer than hypothesis's default 200 ms deadline, and a test that
+#: fails for that is a flake
+settings.register_profile("ssdlab", deadline=None)
+settings.load_profile("ssdlab")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
