@@ -2,8 +2,9 @@
 
 A full quick PTS takes minutes (56 IOPS cells a round, four preconditionings), so it
 runs once per session: the core acceptance test checks what it stored, the report test
-renders it. It uses 0.1 s cells, QD 8 and at most 5 rounds to save time (fio spends about
-0.2-0.25 s between stonewalled cells, so the 56-cell IOPS rounds dominate). The emulator
+renders it. It uses 0.1 s cells, QD 8 and at most 5 rounds to save time (the 56-cell
+IOPS rounds dominate; the fio gate keeps their stonewalls without fio's own pause of
+about 0.25 s a cell, engine/gate.py). The emulator
 (enterprise-tlc, 256 MiB, a loop device with direct I/O over its disk file) lives in a
 private /dev/shm directory and is stopped at the end. The run must exit 0 (else every
 test that needs it fails with the run's stderr and the tail of its stdout); its id is the

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from ssdlab.engine.gate import GATE_ENV
 from ssdlab.plan.pts import PtsTest
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.run import progress as progress_module
@@ -22,14 +23,17 @@ ETA = re.compile(r"ETA (\d+(?::\d\d){1,2})-(\d+(?::\d\d){1,2}) \(\+ precondition
 @pytest.fixture(autouse=True)
 def _no_fio_gap(monkeypatch: pytest.MonkeyPatch) -> None:
     """The ETA arithmetic below is checked without fio's pause between cells..."""
-    monkeypatch.setattr(progress_module, "FIO_CELL_GAP_S", 0.0)
+    monkeypatch.setattr(progress_module, "FIO_CELL_GAP_S", {True: 0.0, False: 0.0})
 
 
-def test_round_estimate_adds_fios_pause_per_cell(monkeypatch: pytest.MonkeyPatch) -> None:
-    """...which this test checks on its own."""
-    monkeypatch.setattr(progress_module, "FIO_CELL_GAP_S", 0.3)
+@pytest.mark.parametrize(("gate", "gap"), [("1", 0.05), ("0", 0.3)])
+def test_round_estimate_adds_the_pause_per_cell(monkeypatch: pytest.MonkeyPatch, gate: str,
+                                                gap: float) -> None:
+    """...which this test checks on its own: fio's pause, or the gate's."""
+    monkeypatch.setattr(progress_module, "FIO_CELL_GAP_S", {True: 0.05, False: 0.3})
+    monkeypatch.setenv(GATE_ENV, gate)
     test = make_test("iops", 56, 0.5)
-    assert round_estimate(test) == pytest.approx(56 * 0.5 + 56 * 0.3)
+    assert round_estimate(test) == pytest.approx(56 * 0.5 + 56 * gap)
 
 
 def make_test(name: str, cells: int, seconds: float) -> PtsTest:

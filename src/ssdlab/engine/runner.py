@@ -14,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 from ssdlab.children import die_with_parent
@@ -151,8 +152,11 @@ class FioExecutor:
     def _run(
         self, job_text: str, timeout_s: float, json_plus: bool, on_tick: TickFn | None
     ) -> FioRun:
+        from ssdlab.engine.gate import gated  # gate -> jobmerge -> this module
         cmd = self.command(json_plus)
-        return parsed(run_watched(cmd, job_text, timeout_s, on_tick))
+        with gated(job_text) as (text, cwd):  # stonewalls without fio's dead time: gate.py
+            return parsed(run_watched(cmd, job_text, timeout_s, on_tick, stdin=text,
+                                      cwd=cwd))
 
 
 #: called on every tick while fio runs: a one-line reason to stop it now, or None
@@ -170,7 +174,7 @@ class FioStopped(Exception):
 
 def run_watched(cmd: tuple[str, ...], job_text: str, timeout_s: float,
                 on_tick: TickFn | None, stop_check: StopCheck | None = None,
-                stdin: str | None = None) -> FioRun:
+                stdin: str | None = None, cwd: Path | None = None) -> FioRun:
     """Run fio (``cmd``; ``stdin``, by default ``job_text``, on its standard input) in its
     own process group under the watchdog: what it printed, not parsed yet (:func:`parsed`).
     Ctrl-C stops it (FioInterrupted); ``stop_check`` may stop it early (FioStopped)."""
@@ -184,6 +188,7 @@ def run_watched(cmd: tuple[str, ...], job_text: str, timeout_s: float,
         errors="replace",  # fio may print bytes that are not UTF-8 (file names, garbage)
         start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
         preexec_fn=die_with_parent,
+        cwd=cwd,
     )
     text = job_text if stdin is None else stdin
     out, err, timed_out, stopped = _wait(proc, text, started, timeout_s, on_tick, stop_check)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from ssdlab.engine.gate import gate_enabled
 from ssdlab.plan.pts import PtsTest, cell_label
 from ssdlab.plan.units import format_duration
 
@@ -35,13 +36,15 @@ def tracking_text(name: str, value: float) -> str:
 #: one writer at a time: the runs of a set print from threads of their own (run/set_run.py)
 OUTPUT_LOCK = threading.RLock()
 
-#: fio's pause between stonewalled cells, measured at about 0.3 s (docs/architecture.md)
-FIO_CELL_GAP_S = 0.3
+#: the pause between a round's cells, by whether the fio gate keeps them (engine/gate.py):
+#: about 0.3 s with fio's own stonewalls, a few hundredths through the gate
+#: (bench/results/fio_dead_time.md)
+FIO_CELL_GAP_S = {True: 0.05, False: 0.3}
 
 
 def round_estimate(test: PtsTest) -> float:
-    """Expected wall time of one round: the cells plus fio's pauses between them."""
-    return test.round_seconds + FIO_CELL_GAP_S * len(test.round_cells)
+    """Expected wall time of one round: the cells plus the pauses between them."""
+    return test.round_seconds + FIO_CELL_GAP_S[gate_enabled()] * len(test.round_cells)
 
 
 class Progress:
