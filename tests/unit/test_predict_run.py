@@ -16,6 +16,7 @@ from ssdlab.analysis.predict import LABEL
 from ssdlab.cli.resume_cmd import check_resumable
 from ssdlab.plan.options import PtsArgs
 from ssdlab.report.build import render
+from ssdlab.report.figures import figures
 from ssdlab.report.terminal import render_run
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
@@ -100,6 +101,9 @@ def test_the_label_shows_in_show_export_and_report(tmp_path: Path) -> None:
     assert LABEL in html and 'class="banner predicted"' in html
     assert f"STEADY STATE NOT REACHED in {len(run.test('iops').rounds)} rounds; {LABEL}" in html
     assert "STEADY STATE NOT REACHED" in html
+    # comparisons and claims, which read figures, say it too
+    figs = [f for f in figures(run).values() if f.key.kind == "iops"]
+    assert figs and all(f.predicted and f.state == f"NOT steady; {LABEL}" for f in figs)
 
 
 def test_where_the_series_never_flattens_nothing_is_predicted(tmp_path: Path) -> None:

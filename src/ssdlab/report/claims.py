@@ -53,9 +53,8 @@ def _bw_row(
 
 
 def _state(fig: Figure) -> str:
-    if fig.steady is None:
-        return "published figure"
-    return "steady state" if fig.steady else "NOT steady"
+    return {"published": "published figure", "steady": "steady state"}.get(fig.state,
+                                                                            fig.state)
 
 
 def _iops_row(

@@ -327,7 +327,7 @@ def leaderboard_page(c: Compared) -> Page:
         rows = [
             [str(rank), f"{_swatch(i)}{esc(c.labels[i])}", esc(fmt_value(fig.value)),
              f"{fig.value / best * 100:.0f} %" if best else "-",
-             esc({True: "steady", False: "NOT steady", None: "published"}[fig.steady])]
+             esc(fig.state)]
             for rank, (i, fig) in enumerate(entries, 1)
         ]
         flag = f" <span class=small>(parameters differ: {esc(c.mismatched[key.kind])})</span>" \

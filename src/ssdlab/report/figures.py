@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.pts import CellData
 from ssdlab.plan.specs import Mix, block_label
@@ -75,6 +76,17 @@ class Figure:
     value: float  # in the metric's display unit
     window: tuple[float, ...]  # per-round values of the measurement window, display unit
     steady: bool | None  # None: unknown (published)
+    #: --predict stopped the test at a predicted steady state (steady stays False)
+    predicted: bool = False
+
+    @property
+    def state(self) -> str:
+        """Its state in words, as comparisons and claims show it."""
+        if self.steady is None:
+            return "published"
+        if self.steady:
+            return "steady"
+        return f"NOT steady; {PREDICTED_LABEL}" if self.predicted else "NOT steady"
 
     @property
     def noise(self) -> float | None:
@@ -148,5 +160,6 @@ def figures(run: RunData) -> dict[FigureKey, Figure]:
                         rounds[r] / metric.scale for r in range(window[0], window[1] + 1)
                         if r in rounds
                     )
-                out[key] = Figure(key, metric, float(value) / metric.scale, values, _steady(test))
+                out[key] = Figure(key, metric, float(value) / metric.scale, values,
+                                  _steady(test), predicted=test.status == "predicted")
     return out
