@@ -56,6 +56,17 @@ def test_a_short_peak_search_on_zram(zram_device: ZramFactory, tmp_path: Path) -
     assert result["knee"] is not None and result["limited_by"] in ("host", "drive")
     assert "NUMA" in result["pinning"] and result["ceiling"] == "mean <= 10 s"
 
+    auto = ("run", "pts", "--target", device, "--destroy-data", "--profile", "quick",
+            "--threads", "auto", "--qd", "auto", "--store", store, "--dry-run")
+    planned = ssdlab(*auto, "--tests", "iops")
+    assert planned.returncode == 0 and planned.stderr == "", planned.stderr
+    run_id = json.loads(exported.stdout)["run"]["id"]
+    assert (f"{peak['threads']} threads x QD {peak['iodepth']}; threads/QD from peak run "
+            f"{run_id} (rnd4k_read: ") in planned.stdout
+    no_peak = ssdlab(*auto, "--tests", "throughput")  # no sequential workload was searched
+    assert no_peak.returncode == 2
+    assert "run `ssdlab run peak --target" in one_line_error(no_peak)
+
     shown = ssdlab("show", "last", "--store", store)
     assert shown.returncode == 0 and shown.stderr == "" and "latency at the peak" in shown.stdout
     out = tmp_path / "report"
