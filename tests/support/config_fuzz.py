@@ -212,6 +212,7 @@ def _kind_values(suite: str, key: str) -> st.SearchStrategy[Any]:
         Kind.INT: whole, Kind.FLOAT: numbers, Kind.BOOL: st.booleans(),
         Kind.TEXT: choices | choices | texts, Kind.SIZE: texts | st.integers(-1, 1 << 42),
         Kind.LIST: list_texts | list_texts | texts | st.lists(numbers | texts, max_size=6),
+        Kind.LOAD: whole | st.sampled_from(["auto", "Auto", "auto "]),
     }
     right = by_kind[kind]
     return st.one_of(*[right] * 12, scalars)

@@ -30,8 +30,8 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "store"
 
 #: the stores: every suite recorded by record.sh; the RAID matrix (btrfs on emulated SSDs,
 #: recorded later: record.sh's note) with its levels' own runs; the database suite (by
-#: hand too: record.sh's note)
-STORES = ("suites.sqlite", "matrix.sqlite", "db.sqlite")
+#: hand too: record.sh's note), the peak finder (the same)
+STORES = ("suites.sqlite", "matrix.sqlite", "db.sqlite", "peak.sqlite")
 
 
 @pytest.fixture(scope="module")

@@ -84,7 +84,8 @@ def run_set(suite: Suite, targets: list[str], args: argparse.Namespace, argv: li
                         "only, not --dir")
     size = values.get("size")
     base = TargetRequest(None, None, size if isinstance(size, int) else None,
-                         values.get("destroy_data", False), values["fio"])
+                         values.get("destroy_data", False), values["fio"],
+                         store=values.get("store"))
     runner = suite.runner()
     suite_args = suite.spec.args(values)
     requests = set_requests(targets, base)

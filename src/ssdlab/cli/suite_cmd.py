@@ -65,7 +65,7 @@ class SuiteCommand:
         request = TargetRequest(",".join(targets) if targets else None, values.get("dir"),
                                 size if isinstance(size, int) else None,
                                 values.get("destroy_data", False), values.get("fio") or "fio",
-                                bool(values.get("dry_run")))
+                                bool(values.get("dry_run")), values.get("store"))
         ran = execute(self.suite, request, self.suite.spec.args(values), args, argv)
         if ran is None:
             return int(ExitCode.OK)

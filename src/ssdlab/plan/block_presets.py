@@ -114,7 +114,7 @@ class AttoArgs:
     min_size: str | None = None
     max_size: str | None = None
     factor: int | None = None
-    qd: int | None = None
+    qd: int | str | None = None  # "auto": resolved by the run (run/peak_load.py)
     measure_s: float | None = None
     no_direct: bool = False
     size_bytes: int | None = None
@@ -127,7 +127,7 @@ class IometerArgs:
     set: str | None = None
     block_sizes: str | None = None  # keep only the specs of these transfer sizes (KiB)
     seconds: float | None = None
-    qd: int | None = None
+    qd: int | str | None = None  # "auto": resolved by the run (run/peak_load.py)
     log_interval_ms: int | None = None
     size_bytes: int | None = None
     ioengine: str = "libaio"
@@ -534,8 +534,8 @@ ATTO = _spec(
             "quick 1MiB)"),
         common.whole("--factor", "atto",
                      "each transfer size is N times the previous (default 2; quick 4)"),
-        common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256)",
-                  field="qd"),
+        common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256); auto: "
+                  "the 128 KiB sequential peak's jobs x QD", field="qd", auto=True),
         _measure_seconds("atto", "seconds per transfer size and direction (default 2; "
                          "quick 0.5)"),
         opt("--no-direct", group="atto", config=Kind.BOOL, action="store_true",
@@ -562,7 +562,8 @@ IOMETER = _spec(
             "e.g. 4,64 (default: every spec of the set)"),
         common.number("--seconds", "iometer", "seconds per access spec (default 30; quick 1)",
                       metavar="S"),
-        common.qd("iometer", "outstanding I/O of the worker (default 32)", field="qd"),
+        common.qd("iometer", "outstanding I/O of the worker (default 32); auto: the 4 KiB "
+                  "random peak's jobs x QD", field="qd", auto=True),
         common.whole("--log-interval", "iometer", "timeline resolution in ms (default 1000: "
                      "IOmeter's per-second results; quick 250)", metavar="MS",
                      field="log_interval_ms"),

@@ -50,6 +50,7 @@ class Kind(enum.Enum):
     SIZE = "a size: text such as \"1GiB\" or a whole number"
     LIST = "a list: an array such as [4, 64] or text such as \"4,64\""
     BOOL = "true or false"
+    LOAD = "a whole number or \"auto\""
 
 
 Value = int | float | str | bool
@@ -267,6 +268,11 @@ def _integer(value: object) -> int | None:
     return value if ok else None  # type: ignore[return-value]
 
 
+def _load(value: object) -> int | str | None:
+    """--threads/--qd where ``auto`` is allowed (the load of a peak run, docs/peak.md)."""
+    return "auto" if value == "auto" else _integer(value)
+
+
 def _float(value: object) -> float | int | None:
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -305,7 +311,7 @@ def _list(value: object) -> str | None:
 
 _CHECKS: dict[Kind, Callable[[object], Value | None]] = {
     Kind.INT: _integer, Kind.FLOAT: _float, Kind.TEXT: _text, Kind.SIZE: _size,
-    Kind.LIST: _list, Kind.BOOL: _bool,
+    Kind.LIST: _list, Kind.BOOL: _bool, Kind.LOAD: _load,
 }
 
 

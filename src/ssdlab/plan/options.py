@@ -72,8 +72,8 @@ class PtsArgs:
     tracking: str | None = None
     round_seconds: float | None = None
     max_rounds: int | None = None
-    threads: int | None = None
-    iodepth: int | None = None
+    threads: int | str | None = None  # "auto": resolved by the run (run/peak_load.py)
+    iodepth: int | str | None = None
     active_range_pct: float = 100.0
     block_sizes: str | None = None
     mixes: str | None = None
@@ -152,11 +152,19 @@ def _positive(option: str, value: float | None, upper: float) -> None:
         raise UserError(f"{option} {value:g} must be greater than 0 and at most {upper:g}")
 
 
+def _load_number(option: str, value: int | str | None) -> int | None:
+    """--threads/--qd once ``auto`` was resolved (run/peak_load.py) or as given."""
+    if isinstance(value, str):
+        raise UserError(f"{option} {value}: give a whole number (auto is resolved from a "
+                        "peak run when a run is prepared)")
+    return value
+
+
 def _check_numbers(args: PtsArgs) -> None:
     _positive("--round-seconds", args.round_seconds, 3600)
     _positive("--max-rounds", args.max_rounds, 1000)
-    _positive("--threads", args.threads, 256)
-    _positive("--qd", args.iodepth, 4096)
+    _positive("--threads", _load_number("--threads", args.threads), 256)
+    _positive("--qd", _load_number("--qd", args.iodepth), 4096)
     _positive("--active-range", args.active_range_pct, 100)
     seconds = args.round_seconds
     if seconds is not None and (
@@ -262,8 +270,8 @@ OPTIONS = (
     common.whole("--max-rounds", _G, "rounds before giving up on steady state (default: "
                  "profile)"),
     common.threads(_G, "fio jobs per cell for IOPS and throughput (default per device "
-                   "class, capped at the CPU count)"),
-    common.qd(_G, "queue depth per thread"),
+                   "class, capped at the CPU count)", auto=True),
+    common.qd(_G, "queue depth per thread", auto=True),
     common.active_range(_G),
     opt("--block-sizes", group=_G, config=Kind.LIST, metavar="LIST",
         help="IOPS block sizes in KiB, e.g. 1024,128,4,0.5 (default: the 8 SNIA sizes)"),

@@ -225,12 +225,34 @@ def ioengine(group: str, help: str = "fio ioengine (default libaio)") -> Opt:
                choices=IOENGINES, help=help)
 
 
+def load_arg(text: str) -> int | str:
+    """argparse type of ``--threads``/``--qd`` where ``auto`` is allowed: a whole number,
+    or ``auto`` (the load the target's most recent peak run found, docs/peak.md)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number or auto") from None
+
+
+AUTO_HELP = ("; auto: what the target's most recent peak run found (`ssdlab run peak` "
+             "first, docs/peak.md)")
+
+
 def threads(group: str, help: str = "fio jobs (default per device class, capped at the "
-            "CPU count)") -> Opt:
+            "CPU count)", *, auto: bool = False) -> Opt:
+    if auto:
+        return opt("--threads", group=group, config=Kind.LOAD, type=load_arg, metavar="N|auto",
+                   help=help + AUTO_HELP)
     return opt("--threads", group=group, config=Kind.INT, type=int, metavar="N", help=help)
 
 
-def qd(group: str, help: str, field: str | None = "iodepth", **kwargs: object) -> Opt:
+def qd(group: str, help: str, field: str | None = "iodepth", *, auto: bool = False,
+       **kwargs: object) -> Opt:
+    if auto:
+        return opt("--qd", group=group, config=Kind.LOAD, field=field, type=load_arg,
+                   metavar="N|auto", help=help + AUTO_HELP, **kwargs)
     return opt("--qd", group=group, config=Kind.INT, field=field, type=int, metavar="N",
                help=help, **kwargs)
 

@@ -55,6 +55,11 @@ class PtsOptions(Profiled):
     read_only_target: bool = False
     #: --predict: stop once the steady state is predicted (analysis/predict.py)
     predict: bool = False
+    #: --threads/--qd auto: the throughput tests' own load (None: ``threads``/``iodepth``)
+    throughput_threads: int | None = None
+    throughput_iodepth: int | None = None
+    #: --threads/--qd auto: which peak run the load came from ("": given or the default)
+    load_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,8 @@ def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> PtsTest:
     name = f"throughput-{block // KIB}k"
     cells = tuple(
         _cell(
-            name, Pattern.SEQUENTIAL, block, m, opts.threads, opts.iodepth, rng, opts.cell_seconds
+            name, Pattern.SEQUENTIAL, block, m, opts.throughput_threads or opts.threads,
+            opts.throughput_iodepth or opts.iodepth, rng, opts.cell_seconds
         )
         for m in ((100,) if opts.read_only_target else (100, 0))
     )
@@ -346,7 +352,11 @@ def skipped_records(test: PtsTest) -> list[SkippedCell]:
 def describe_settings(opts: PtsOptions) -> str:
     return (f"profile {opts.profile}{' (QUICK)' if opts.quick else ''}, variant {opts.variant}, "
             f"rule {opts.rule}, tracking {opts.tracking}, at most {opts.max_rounds} rounds, "
-            f"{opts.threads} threads x QD {opts.iodepth}"
+            f"{opts.threads} threads x QD {opts.iodepth}" + (
+                f" (throughput tests {opts.throughput_threads or opts.threads} threads x QD "
+                f"{opts.throughput_iodepth or opts.iodepth})"
+                if opts.throughput_threads or opts.throughput_iodepth else "")
+            + (f"; {opts.load_source}" if opts.load_source else "")
             + (", --predict: stops at a predicted steady state (not a SNIA steady state)"
                if opts.predict else ""))
 

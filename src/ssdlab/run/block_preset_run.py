@@ -13,6 +13,7 @@ and Ctrl-C (:class:`~ssdlab.targets.workdir.WorkDir`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -40,6 +41,7 @@ from ssdlab.plan.block_presets import (
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
+from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -88,8 +90,32 @@ def _dir_target(directory: str, plan: PresetPlan, fio: str) -> PreparedPreset:
     return PreparedPreset(PreparedTarget(info, False, host_info(), versions), plan, d)
 
 
+def auto_qd(request: TargetRequest, args: PresetArgs) -> tuple[PresetArgs, str]:
+    """``--qd auto``: the arguments with the outstanding I/O (jobs x QD) of the target's
+    most recent peak run (ATTO: its 128 KiB sequential peak; IOmeter: its 4 KiB random
+    one), and where it came from; UserError (exit 2) without such a run."""
+    if isinstance(args, bp.CdmArgs) or args.qd != AUTO:
+        return args, ""
+    if request.target is None:
+        raise UserError("--qd auto needs --target: the load comes from that target's peak run")
+    load = peak_load(request.target, request.store,
+                     "throughput" if isinstance(args, bp.AttoArgs) else "iops", "--qd")
+    qd = load.threads * load.iodepth
+    return dataclasses.replace(args, qd=qd), f"QD {qd} (jobs x QD) from {load.origin}"
+
+
 def prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     """Validate the plan and the target; UserError (one line) before any I/O."""
+    args, source = auto_qd(request, args)
+    prepared = _prepare_preset(request, args)
+    if not source:
+        return prepared
+    plan = prepared.options
+    return dataclasses.replace(prepared, options=dataclasses.replace(
+        plan, settings={**plan.settings, "qd_source": source}))
+
+
+def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     target, directory = request.target, request.dir
     if (target is None) == (directory is None):
         raise UserError("give either --target (a block device or an ssdlab test file) or "

@@ -54,6 +54,7 @@ class TargetRequest:
     destroy_data: DestroyData = False  # False, True (the bare flag) or SERIAL|PATH
     fio: str = "fio"
     dry_run: bool = False  # --dry-run: preparing touches nothing at all
+    store: str | None = None  # --store as given (None: the default store)
 
     def device(self) -> str:
         """``--target``, which a suite of devices and files requires."""

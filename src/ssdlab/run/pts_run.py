@@ -6,6 +6,7 @@ round 7 (Ctrl-C, crash, power loss) keeps rounds 1-6.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError
 from ssdlab.plan import pts as plan
-from ssdlab.plan.options import PtsArgs, build_options
+from ssdlab.plan.options import PtsArgs, build_options, parse_tests
 from ssdlab.plan.pts import (
     PredictedVariable,
     PtsOptions,
@@ -33,6 +34,7 @@ from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
 from ssdlab.run.hosts import HOST_ROUND_KIND, HOST_VERDICT_KIND, host_series
+from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
     TargetRequest,
     check_file_purge,
@@ -99,11 +101,34 @@ def _check_slices(tests: tuple[PtsTest, ...]) -> None:
                 )
 
 
+def auto_load(request: TargetRequest, args: PtsArgs) -> tuple[PtsArgs, dict[str, Any]]:
+    """``--threads auto``/``--qd auto``: the arguments with the IOPS load of the target's
+    most recent peak run, and the options it sets beyond them (the throughput tests' load
+    and where it came from); UserError (exit 2) without such a run."""
+    auto_t, auto_q = args.threads == AUTO, args.iodepth == AUTO
+    if not (auto_t or auto_q):
+        return args, {}
+    option = "--threads" if auto_t else "--qd"
+    target, tests = request.device(), parse_tests(args.tests)
+    iops = peak_load(target, request.store, "iops", option)
+    args = dataclasses.replace(args, threads=iops.threads if auto_t else args.threads,
+                               iodepth=iops.iodepth if auto_q else args.iodepth)
+    sources, extra = [iops.text], {}
+    if "throughput" in tests:
+        tp = peak_load(target, request.store, "throughput", option)
+        sources.append(tp.text)
+        extra = {"throughput_threads": tp.threads if auto_t else None,
+                 "throughput_iodepth": tp.iodepth if auto_q else None}
+    return args, {**extra, "load_source": "; ".join(sources)}
+
+
 def prepare_pts(request: TargetRequest, args: PtsArgs) -> PreparedPts:
     """Validate the whole run. Raises UserError (one line) before any I/O to the target."""
+    args, auto = auto_load(request, args)
     base = prepare_device(request, read_only=args.read_only)
     info = base.info
-    options = engine_for(info, build_options(args, info.device_class, base.cpus))
+    options = dataclasses.replace(
+        engine_for(info, build_options(args, info.device_class, base.cpus)), **auto)
     check_file_purge(info, options.purge)
     checked_range(info, options.active_range_pct)
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)

@@ -1,0 +1,369 @@
+"""The peak finder's search (docs/peak.md): which load and engine give the most IOPS within
+a latency ceiling, found adaptively instead of by a full grid.
+
+The search calls ``measure(probe)`` for each point it wants and decides from what came
+back; it is deterministic, so a stopped run replays its stored points through the same
+code (``measure`` answers them from the store) and goes on where it stopped.
+
+1. **Grow** with the first engine: from 1 job x QD 1, double the queue depth while a step
+   gains at least ``min_gain_pct`` (2 %) and stays within the ceiling; then double the jobs
+   the same way; then the queue depth again from there, and so on until neither gains.
+2. **Engines**: at that load, each other engine (and io_uring's fast paths); psync, which
+   has only QD 1, grows its own jobs. An engine replaces the current one only when it gains
+   at least ``min_gain_pct`` ("only if it helps").
+3. **Refine** around the best: its neighbours (QD x1.5, x0.75, /2; jobs +1, -1), moving to
+   the best neighbour while it gains at least ``min_gain_pct``; then CPU pinning (fio's
+   ``cpus_allowed_policy=split``: each job on a CPU of its own), kept only if it helps.
+
+A point over the latency ceiling is never the peak, and growing stops at it: a deeper
+queue than the device takes only adds latency. Pure: nothing here runs fio.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ssdlab.analysis.hostbound import CpuPoint, HostBoundVerdict, host_bound
+
+DEFAULT_MIN_GAIN_PCT = 2.0
+#: latency metrics a ceiling may name, as ``--max-latency`` spells them
+LATENCY_METRICS = ("mean", "p50", "p99", "p99.9", "p99.99", "max")
+
+
+@dataclass(frozen=True, order=True)
+class Engine:
+    """An ioengine with its fast paths (fio options of io_uring)."""
+
+    name: str
+    fixedbufs: bool = False
+    registerfiles: bool = False
+    sqthread_poll: bool = False
+    hipri: bool = False
+
+    @property
+    def fast_paths(self) -> tuple[str, ...]:
+        return tuple(n for n in ("fixedbufs", "registerfiles", "sqthread_poll", "hipri")
+                     if getattr(self, n))
+
+    @property
+    def label(self) -> str:
+        return "+".join((self.name, *self.fast_paths))
+
+    @property
+    def max_qd(self) -> int | None:
+        """psync and sync issue one I/O at a time per job: QD 1 only."""
+        return 1 if self.name in ("psync", "sync") else None
+
+    @classmethod
+    def parse(cls, label: str) -> Engine:
+        """``io_uring+fixedbufs+registerfiles`` -> Engine; ValueError on an unknown part."""
+        name, *paths = label.split("+")
+        known = {"fixedbufs", "registerfiles", "sqthread_poll", "hipri"}
+        if not name or any(p not in known for p in paths):
+            raise ValueError(f"{label!r}: an engine and its fast paths, e.g. "
+                             "io_uring+fixedbufs+registerfiles")
+        if paths and name != "io_uring":
+            raise ValueError(f"{label!r}: fast paths are io_uring's")
+        return cls(name, **{p: True for p in paths})
+
+
+@dataclass(frozen=True, order=True)
+class Probe:
+    """One point of the search: an engine at a load, pinned or not."""
+
+    engine: Engine
+    threads: int
+    iodepth: int
+    split: bool = False  # cpus_allowed_policy=split: each job on a CPU of its own
+
+    @property
+    def outstanding(self) -> int:
+        return self.threads * self.iodepth
+
+    @property
+    def label(self) -> str:
+        pin = ", split" if self.split else ""
+        return f"{self.engine.label} {self.threads} x QD {self.iodepth}{pin}"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one probe measured (``ok`` False: fio failed; the point is never the peak)."""
+
+    probe: Probe
+    ok: bool
+    iops: float = 0.0
+    bw_bytes_per_s: float = 0.0
+    latency_us: dict[str, float | None] = field(default_factory=dict)  # LATENCY_METRICS
+    host_cpu_pct: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class LatencyLimit:
+    """A latency ceiling: ``metric`` (one of LATENCY_METRICS) at most ``limit_us``."""
+
+    metric: str
+    limit_us: float
+
+    @property
+    def text(self) -> str:
+        return f"{self.metric} <= {duration_text(self.limit_us)}"
+
+
+def duration_text(us: float) -> str:
+    """750 -> '750 us', 1500 -> '1.5 ms', 2e6 -> '2 s'."""
+    if us >= 1e6:
+        return f"{us / 1e6:g} s"
+    return f"{us / 1e3:g} ms" if us >= 1e3 else f"{us:g} us"
+
+
+@dataclass(frozen=True)
+class SearchRules:
+    engines: tuple[Engine, ...]  # the first one grows the load
+    max_threads: int
+    max_qd: int
+    limits: tuple[LatencyLimit, ...] = ()
+    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT
+    max_probes: int = 60
+    try_split: bool = True
+
+
+@dataclass(frozen=True)
+class Step:
+    """One probe in the order the search made it, with why it was made and what it did."""
+
+    measured: Measured
+    phase: str  # grow-qd, grow-jobs, engine, refine, pinning
+    outcome: str
+
+
+def over_limit(m: Measured, limits: Sequence[LatencyLimit]) -> str | None:
+    """Why ``m`` breaks the ceiling (one line), or None when it keeps to it."""
+    for lim in limits:
+        value = m.latency_us.get(lim.metric)
+        if value is None:
+            return f"{lim.metric} latency not measured"
+        if value > lim.limit_us:
+            return f"{lim.metric} {value:,.0f} us > {duration_text(lim.limit_us)}"
+    return None
+
+
+def gain_pct(new: float, old: float) -> float:
+    return (new - old) / old * 100 if old > 0 else float("inf")
+
+
+class SearchBudget(Exception):
+    """The search made ``max_probes`` probes: it stops with the best so far."""
+
+
+class _Search:
+    def __init__(self, rules: SearchRules, measure: Callable[[Probe], Measured]) -> None:
+        self.rules = rules
+        self._measure = measure
+        self.steps: list[Step] = []
+        self.seen: dict[Probe, Measured] = {}
+
+    def eligible(self, m: Measured) -> bool:
+        return m.ok and m.iops > 0 and over_limit(m, self.rules.limits) is None
+
+    def probe(self, p: Probe, phase: str) -> Measured:
+        if p in self.seen:
+            return self.seen[p]
+        if len(self.seen) >= self.rules.max_probes:
+            raise SearchBudget()
+        m = self._measure(p)
+        self.seen[p] = m
+        self.steps.append(Step(m, phase, ""))
+        return m
+
+    def judge(self, m: Measured, best: Measured | None) -> tuple[bool, str]:
+        """Whether ``m`` beats ``best`` by the minimum gain; the step's outcome."""
+        if not m.ok:
+            return False, f"failed: {m.error or 'no I/O'}"
+        over = over_limit(m, self.rules.limits)
+        if over is not None:
+            return False, f"over the latency ceiling ({over})"
+        if best is None:
+            return True, "first point"
+        gain = gain_pct(m.iops, best.iops)
+        better = gain >= self.rules.min_gain_pct
+        return better, f"{gain:+.1f} % IOPS ({'kept' if better else 'under'} " \
+                       f"{self.rules.min_gain_pct:g} %)"
+
+    def note(self, m: Measured, outcome: str) -> None:
+        for i, s in enumerate(self.steps):
+            if s.measured is m and not s.outcome:
+                self.steps[i] = replace(s, outcome=outcome)
+
+    def step_to(self, p: Probe, phase: str, best: Measured | None) -> tuple[bool, Measured]:
+        m = self.probe(p, phase)
+        better, outcome = self.judge(m, best)
+        self.note(m, outcome)
+        return better, m
+
+    def grow(self, best: Measured, phase: str, nxt: Callable[[Probe], Probe | None]
+             ) -> Measured:
+        while (p := nxt(best.probe)) is not None:
+            better, m = self.step_to(p, phase, best)
+            if not better:
+                break
+            best = m
+        return best
+
+    def deeper(self, p: Probe) -> Probe | None:
+        cap = min(self.rules.max_qd, p.engine.max_qd or self.rules.max_qd)
+        return replace(p, iodepth=p.iodepth * 2) if p.iodepth * 2 <= cap else None
+
+    def more_jobs(self, p: Probe) -> Probe | None:
+        t = p.threads * 2
+        return replace(p, threads=t) if t <= self.rules.max_threads else None
+
+    def neighbours(self, p: Probe) -> list[Probe]:
+        cap = min(self.rules.max_qd, p.engine.max_qd or self.rules.max_qd)
+        qds = [round(p.iodepth * 1.5), round(p.iodepth * 0.75), p.iodepth // 2]
+        out = [replace(p, iodepth=q) for q in qds if 1 <= q <= cap and q != p.iodepth]
+        out += [replace(p, threads=t) for t in (p.threads + 1, p.threads - 1)
+                if 1 <= t <= self.rules.max_threads]
+        return list(dict.fromkeys(out))
+
+    def run(self) -> Measured | None:
+        first = self.rules.engines[0]
+        start = Probe(first, 1, 1)
+        ok, best = self.step_to(start, "grow-qd", None)
+        if not ok:
+            return None
+        while True:  # deeper queues, then more jobs, again from there, until neither gains
+            grown = self.grow(self.grow(best, "grow-qd", self.deeper), "grow-jobs",
+                              self.more_jobs)
+            if grown is best:
+                break
+            best = grown
+        best = self.engines(best)
+        best = self.refine(best)
+        if self.rules.try_split and best.probe.threads > 1:
+            better, m = self.step_to(replace(best.probe, split=True), "pinning", best)
+            if better:
+                best = self.refine(m)
+        return best
+
+    def engines(self, best: Measured) -> Measured:
+        at = best.probe
+        winner = best
+        for engine in self.rules.engines[1:]:
+            if engine.max_qd == 1:
+                start = Probe(engine, min(max(at.threads, 1), self.rules.max_threads), 1)
+                m = self.probe(start, "engine")
+                if self.eligible(m):
+                    self.note(m, "psync: grows its own jobs")
+                    m = self.grow(m, "engine", self.more_jobs)
+            else:
+                m = self.probe(replace(at, engine=engine), "engine")
+            better, outcome = self.judge(m, winner)
+            self.note(m, outcome)
+            if better:
+                winner = m
+        return winner
+
+    def refine(self, best: Measured) -> Measured:
+        while True:
+            candidates = [self.probe(p, "refine") for p in self.neighbours(best.probe)]
+            for m in candidates:
+                self.note(m, self.judge(m, best)[1])
+            good = [m for m in candidates if self.judge(m, best)[0]]
+            if not good:
+                return best
+            best = max(good, key=lambda m: m.iops)
+
+
+@dataclass(frozen=True)
+class Knee:
+    """Where latency starts rising faster than IOPS along the winner's loads."""
+
+    point: Measured
+    found: bool  # False: latency never rose faster than IOPS over the loads tried
+    message: str
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    peak: Measured | None  # None: no point kept to the ceiling (or none succeeded)
+    steps: tuple[Step, ...]
+    stopped: str  # why the search ended
+    knee: Knee | None
+    host: HostBoundVerdict
+    limited_by: str  # "host", "drive" or "unknown"
+    message: str
+
+
+def curve_of(steps: Sequence[Step], peak: Probe) -> list[Measured]:
+    """The peak's engine and pinning at every load tried, in order of outstanding I/O (the
+    best point of each load), for the knee and the host check."""
+    by_load: dict[int, Measured] = {}
+    for s in steps:
+        m = s.measured
+        p = m.probe
+        if not m.ok or p.engine != peak.engine or p.split != peak.split:
+            continue
+        if p.outstanding not in by_load or m.iops > by_load[p.outstanding].iops:
+            by_load[p.outstanding] = m
+    return [by_load[k] for k in sorted(by_load)]
+
+
+def _lat(m: Measured) -> float | None:
+    return m.latency_us.get("mean")
+
+
+def find_knee(curve: Sequence[Measured]) -> Knee | None:
+    """The last load before the first step where the mean latency grew by a larger factor
+    than IOPS did (by Little's law that is where adding load buys less throughput than it
+    costs in latency)."""
+    if not curve:
+        return None
+    for prev, m in itertools.pairwise(curve):
+        lp, lm = _lat(prev), _lat(m)
+        if lp is None or lm is None or lp <= 0 or prev.iops <= 0:
+            continue
+        lat_x, iops_x = lm / lp, m.iops / prev.iops
+        if lat_x > iops_x:
+            return Knee(prev, True, f"knee at {prev.probe.label}: from there to "
+                        f"{m.probe.outstanding} outstanding I/Os latency x{lat_x:.2f} against "
+                        f"IOPS x{iops_x:.2f}")
+    return Knee(curve[-1], False, "no knee: latency never rose faster than IOPS over the "
+                f"loads tried (up to {curve[-1].probe.outstanding} outstanding I/Os)")
+
+
+def search(rules: SearchRules, measure: Callable[[Probe], Measured]) -> SearchOutcome:
+    """Run the search (module docstring); ``measure`` runs (or recalls) one probe."""
+    s = _Search(rules, measure)
+    try:
+        peak = s.run()
+        stopped = f"the last step gained under {rules.min_gain_pct:g} %"
+    except SearchBudget:
+        eligible = [m for m in s.seen.values() if s.eligible(m)]
+        peak = max(eligible, key=lambda m: m.iops) if eligible else None
+        stopped = f"the probe budget ({rules.max_probes}) ran out"
+    steps = tuple(s.steps)
+    if peak is None:
+        return _no_peak(rules, steps)
+    curve = curve_of(steps, peak.probe)
+    verdict = host_bound({peak.probe.engine.label: [
+        CpuPoint(m.probe.threads, m.probe.iodepth, m.iops, m.host_cpu_pct) for m in curve]})
+    limited = "unknown" if verdict.peak is None else "host" if verdict.host_bound else "drive"
+    who = {"host": "the host (CPU) limited it", "drive": "the drive limited it (the host "
+           "had CPU to spare)", "unknown": "host CPU not measured"}[limited]
+    message = (f"peak {peak.iops:,.0f} IOPS ({peak.bw_bytes_per_s / 1e6:,.1f} MB/s) at "
+               f"{peak.probe.label} after {len(steps)} probes; {who}")
+    return SearchOutcome(peak, steps, stopped, find_knee(curve), verdict, limited, message)
+
+
+def _no_peak(rules: SearchRules, steps: tuple[Step, ...]) -> SearchOutcome:
+    ceiling = ", ".join(lim.text for lim in rules.limits)
+    ok = [s for s in steps if s.measured.ok]
+    message = (f"no load kept to the latency ceiling ({ceiling}): even "
+               f"{steps[0].measured.probe.label} was over it" if ok and ceiling else
+               "no probe measured any I/O")
+    verdict = host_bound({})
+    return SearchOutcome(None, steps, message, None, verdict, "unknown", message)

@@ -1,0 +1,255 @@
+"""Run the peak finder (docs/peak.md): per workload, the adaptive search of
+analysis/peak.py, each probe one fio run (json+) with the host's CPU read over its
+measured period, stored as a round the moment it ends. A stopped run resumes: the search
+replays the stored probes (``measure`` answers them from the store) and goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ssdlab.analysis.numa import format_cpulist, numa_check
+from ssdlab.analysis.peak import Engine, Measured, Probe, SearchOutcome, search
+from ssdlab.engine.runner import Executor
+from ssdlab.plan import peak as plan
+from ssdlab.plan.peak import (
+    BY_NAME,
+    PeakArgs,
+    PeakOptions,
+    PeakResult,
+    PointRecord,
+    Workload,
+    build_options,
+)
+from ssdlab.run.cells import Cell, cell_from_job
+from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
+from ssdlab.run.prepare import (
+    PreparedTarget,
+    TargetRequest,
+    checked_range,
+    prepare_device,
+    refuse_nbd,
+)
+from ssdlab.run.progress import Progress
+from ssdlab.run.session import (
+    PreparedRange,
+    Runner,
+    SessionRun,
+    TestFailed,
+    dry_run,
+    resume_with,
+)
+from ssdlab.store.db import Store
+from ssdlab.store.records import RunData, TestData
+from ssdlab.targets.topology import StatSnapshot, allowed_cpus, node_cpus, read_proc_stat
+
+#: a peak run checked: the range its probes use
+PreparedPeak = PreparedRange[PeakOptions, PeakArgs]
+SYS_BLOCK = Path("/sys/block")
+#: a probe cell's latency keys, by the metric names of ``--max-latency``
+LATENCY_KEYS = {"mean": "lat_mean_us", "p50": "lat_p50_us", "p99": "lat_p99_us",
+                "p99.9": "lat_p99_9_us", "p99.99": "lat_p99_99_us", "max": "lat_max_us"}
+
+
+def polls(name: str, sysfs: Path = SYS_BLOCK) -> bool:
+    """Whether a block device completes polled I/O (its ``queue/io_poll`` is 1)."""
+    try:
+        return (sysfs / name / "queue" / "io_poll").read_text().strip() == "1"
+    except OSError:
+        return False
+
+
+def pinning(base: PreparedTarget, cpus: frozenset[int]) -> tuple[str, str]:
+    """(cpus_allowed for fio, what was decided and why) from the device's NUMA node."""
+    nodes = node_cpus(base.host)
+    check = numa_check(base.info.numa_node, cpus, nodes)
+    node = base.info.numa_node
+    local = nodes.get(node, frozenset()) & cpus if node is not None else frozenset()
+    if len(nodes) > 1 and local:
+        return format_cpulist(local), (f"NUMA: device on node {node}: fio's jobs pinned to "
+                                       f"its CPUs {format_cpulist(local)}")
+    if len(nodes) > 1:
+        why = (f"the device reports no NUMA node ({check.message})" if node is None else
+               f"no CPU of the device's node {node} is ours")
+        return format_cpulist(cpus), f"NUMA: {why}: fio's jobs on CPUs {format_cpulist(cpus)}"
+    count = "1 NUMA node" if nodes else "no NUMA nodes reported"
+    return format_cpulist(cpus), (f"NUMA: the host has {count}, so no node to pin to; fio's "
+                                  f"jobs on CPUs {format_cpulist(cpus)}")
+
+
+def prepare_peak(request: TargetRequest, args: PeakArgs) -> PreparedPeak:
+    """Everything checked before any I/O; read-only when no workload writes."""
+    writes = any(BY_NAME[w].writes for w in plan.parse_workloads(args.workloads))
+    build_options(args, 1)  # bad values before the target
+    return _prepared(prepare_device(request, read_only=not writes), args)
+
+
+def _prepared(base: PreparedTarget, args: PeakArgs) -> PreparedPeak:
+    info = base.info
+    refuse_nbd(info, plan.SUITE, "its engines (libaio, io_uring, psync) need a local file "
+               "or device")
+    polling = info.kind == "block" and polls(info.name)
+    cpus_allowed, numa = pinning(base, allowed_cpus())
+    hipri = ("hipri: the device polls (queue/io_poll 1): tried" if polling else
+             "hipri: not tried (the target does not poll: queue/io_poll is not 1)")
+    options = build_options(args, base.cpus, polling=polling, cpus_allowed=cpus_allowed,
+                            notes=(numa, hipri))
+    return PreparedPeak(base, options, args, checked_range(info, options.active_range_pct))
+
+
+def describe(p: PreparedPeak) -> str:
+    return dry_run(p, plan.describe(p.options, p.range, p.job_text), [], sectors=False)
+
+
+def _float(cell: Cell, key: str) -> float | None:
+    value = cell.get(key)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def measured_of(cell: Cell) -> Measured:
+    """A stored probe's cell back as what the search measured."""
+    probe = Probe(Engine.parse(str(cell["engine"])), int(str(cell["threads"])),
+                  int(str(cell["iodepth"])), bool(cell.get("split")))
+    return Measured(probe, bool(cell.get("ok")), _float(cell, "iops") or 0.0,
+                    _float(cell, "bw_bytes_per_s") or 0.0,
+                    {m: _float(cell, k) for m, k in LATENCY_KEYS.items()},
+                    _float(cell, "host_cpu_pct"),
+                    str(cell["probe_error"]) if cell.get("probe_error") else None)
+
+
+def point_record(m: Measured, round_no: int, phase: str = "", outcome: str = ""
+                 ) -> PointRecord:
+    p = m.probe
+    return PointRecord(round_no, p.engine.label, p.engine.name, list(p.engine.fast_paths),
+                       p.threads, p.iodepth, p.split, m.iops, m.bw_bytes_per_s,
+                       m.latency_us.get("mean"), m.latency_us.get("p99"), m.host_cpu_pct,
+                       phase, outcome)
+
+
+class PeakRun(SessionRun[PreparedPeak]):
+    """The peak search of every workload on one target, journaled to ``store``."""
+
+    suite = plan.SUITE
+
+    def __init__(self, prepared: PreparedPeak, store: Store, executor: Executor,
+                 progress: Progress, *,
+                 read_stat: Callable[[], StatSnapshot] = read_proc_stat,
+                 fio_cpus: Callable[[], frozenset[int]] = allowed_cpus) -> None:
+        super().__init__(prepared, store, executor, progress)
+        self.o = prepared.options
+        self.read_stat = read_stat
+        self.cpus = fio_cpus()
+
+    def plan_dict(self) -> dict[str, Any]:
+        return plan.plan_dict(self.o, self.p.args, self.p.range)
+
+    def run_tests(self, previous: RunData | None) -> list[str]:
+        done = {t.name: t for t in previous.tests} if previous else {}
+        failed: list[str] = []
+        for note in self.o.notes:
+            self.progress.line(f"{plan.SUITE}: {note}")
+        for name in self.o.workloads:
+            stored = done.get(name)
+            if stored is not None and stored.status in ("complete", "failed"):
+                failed += [name] if stored.status == "failed" else []
+                continue
+            failed += self.one_test(name, functools.partial(self.workload, BY_NAME[name],
+                                                            stored))
+        return failed
+
+    def workload(self, w: Workload, previous: TestData | None) -> None:
+        params = plan.test_params(self.o, w)
+        stored = {}
+        for r in previous.rounds if previous else []:
+            if r.cells and "engine" in r.cells[0]:
+                m = measured_of(r.cells[0])
+                stored[m.probe] = (r.round_no, m)
+        if stored:
+            self.progress.line(f"{w.name}: resuming after {len(stored)} stored probes")
+        self.store.set_test(self.run_id, w.name, status="running", params=params,
+                            verdicts={}, result={})
+        rounds = {m.probe: n for n, m in stored.values()}
+
+        def measure(p: Probe) -> Measured:
+            if p in stored:
+                return stored[p][1]
+            n = max(rounds.values(), default=0) + 1
+            rounds[p] = n
+            return self.probe(w, p, n)
+
+        outcome = search(self.o.rules(), measure)
+        result = self.result(w, outcome, rounds)
+        status = "complete" if result.found else "failed"
+        self.store.set_test(self.run_id, w.name, status=status, params=params,
+                            verdicts={"primary": {"message": result.message},
+                                      "host_bound": outcome.host.to_dict()},
+                            result=result.to_json())
+        if not result.found:
+            raise TestFailed(result.message)
+        self.progress.line(f"{w.name}: {result.message}")
+
+    def probe(self, w: Workload, p: Probe, round_no: int) -> Measured:
+        o = self.o
+        setup = dataclasses.replace(self.session.fio, ioengine=p.engine.name)
+        text = plan.probe_job(o, w, p, self.p.range, round_no, setup.job_text)
+        cell_spec = plan.probe_cell(o, w, p, self.p.range)
+        self.progress.phase(f"{w.name}: {p.label}", round_no, cell_spec.planned_seconds)
+        window = CpuWindow(self.read_stat, o.ramp_seconds + FIO_STARTUP_S)
+
+        def on_tick(elapsed_s: float) -> None:
+            window.tick(elapsed_s)
+            self.progress.tick(elapsed_s)
+
+        run = self.session.run_fio(text, (cell_spec,), json_plus=True, on_tick=on_tick)
+        host = window.finish(run.ended_at - run.started_at, self.cpus)
+        job = next((j for j in run.output.jobs if j.name == w.name), None) if run.output \
+            else None
+        cell: Cell = cell_from_job(cell_spec, job) if job is not None else {
+            "cell": w.name, "threads": p.threads, "iodepth": p.iodepth}
+        ok = run.ok and job is not None and float(str(cell.get("iops") or 0)) > 0
+        cell.update(host)
+        cell.update({"engine": p.engine.label, "ioengine": p.engine.name,
+                     "fast_paths": list(p.engine.fast_paths), "split": p.split,
+                     "cpus_allowed": o.cpus_allowed, "ok": ok,
+                     "probe_error": None if ok else (run.error or "fio measured no I/O")})
+        self.session.fio_round(w.name, round_no, run, "probe",
+                               status="ok" if ok else "failed",
+                               tracking={"iops": float(str(cell.get("iops") or 0))} if ok
+                               else {}, cells=[cell])
+        m = measured_of(cell)
+        lat = m.latency_us.get("p99")
+        self.progress.line(f"{w.name} probe {round_no}: {p.label}: "
+                           + (f"{m.iops:,.0f} IOPS, p99 {lat or 0:,.0f} us" if ok
+                              else f"FAILED ({m.error})"))
+        return m
+
+    def result(self, w: Workload, out: SearchOutcome, rounds: dict[Probe, int]
+               ) -> PeakResult:
+        def rec(m: Measured | None, phase: str = "", outcome: str = "") -> PointRecord | None:
+            return None if m is None else point_record(m, rounds.get(m.probe, 0), phase,
+                                                       outcome)
+
+        steps = [point_record(s.measured, rounds.get(s.measured.probe, 0), s.phase, s.outcome)
+                 for s in out.steps]
+        knee = out.knee
+        return PeakResult(
+            workload=w.name, kind=w.kind, found=out.peak is not None, peak=rec(out.peak),
+            knee=rec(knee.point) if knee else None, knee_found=bool(knee and knee.found),
+            knee_message=knee.message if knee else "", limited_by=out.limited_by,
+            host_message=out.host.message, pinning=self.o.notes[0] if self.o.notes else "",
+            ceiling=", ".join(lim.text for lim in self.o.limits) or "none",
+            probes=len(out.steps), stopped=out.stopped, steps=steps, message=out.message)
+
+
+RUNNER = Runner(
+    prepare=prepare_peak,
+    describe=describe,
+    progress=lambda p: Progress(quick=p.options.quick),
+    start=PeakRun,
+    prepare_resume=resume_with(_prepared, PeakArgs),
+    read_only=lambda p: not p.options.writes,
+)

@@ -1,0 +1,76 @@
+"""``ssdlab run peak`` with real fio on a zram device of its own: a short search (at most
+8 probes of 0.3 s), then show, export and report. Every assertion is on structure, or on
+what the search guarantees whatever the machine measures (the peak is the best point it
+kept, within the bounds it was given); none on a throughput a noisy host could cross."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ZramFactory
+from tests.support.cli import one_line_error, ssdlab
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+SEARCH = ("--profile", "quick", "--probe-seconds", "0.3", "--ramp-seconds", "0.1",
+          "--engines", "io_uring,psync", "--max-threads", "2", "--max-qd", "16",
+          "--max-probes", "8", "--max-latency", "mean=10s")
+
+
+def test_a_short_peak_search_on_zram(zram_device: ZramFactory, tmp_path: Path) -> None:
+    device = zram_device(256 << 20)
+    store = str(tmp_path / "results.sqlite")
+    refused = ssdlab("run", "peak", "--target", device, *SEARCH, "--store", store, timeout=60)
+    assert refused.returncode == 3 and "--destroy-data" in one_line_error(refused)
+
+    dry = ssdlab("run", "peak", "--target", device, "--workloads", "rnd4k_read", *SEARCH,
+                 "--dry-run", "--store", store, timeout=60)
+    assert dry.returncode == 0 and dry.stderr == "" and "DRY RUN" in dry.stdout
+    assert "ioengine=io_uring" in dry.stdout and "NUMA:" in dry.stdout
+
+    run = ssdlab("run", "peak", "--target", device, "--workloads", "rnd4k_read", *SEARCH,
+                 "--store", store, timeout=120)
+    assert run.returncode == 0, run.stderr + run.stdout[-3000:]
+    assert run.stderr == "" and "rnd4k_read" in run.stdout and "limited by" in run.stdout
+
+    exported = ssdlab("export", "last", "--format", "json", "--store", store)
+    assert exported.returncode == 0 and exported.stderr == ""
+    (test,) = json.loads(exported.stdout)["tests"]
+    result = test["result"]
+    assert test["status"] == "complete" and result["found"]
+    steps, peak = result["steps"], result["peak"]
+    assert 1 <= len(steps) == len(test["rounds"]) == result["probes"] <= 8
+    assert [s["round_no"] for s in steps] == list(range(1, len(steps) + 1))
+    assert steps[0]["engine"] == "io_uring" and (steps[0]["threads"], steps[0]["iodepth"]) \
+        == (1, 1)
+    for s in steps:
+        assert 1 <= s["threads"] <= 2 and 1 <= s["iodepth"] <= 16
+        assert s["engine"] in ("io_uring", "psync")
+        assert s["iodepth"] == 1 or s["engine"] != "psync"
+    kept = [s for s in steps if s["iops"] > 0 and s["lat_mean_us"] is not None]
+    assert peak["iops"] == max(s["iops"] for s in kept)
+    assert peak["lat_mean_us"] > 0 and peak["lat_p99_us"] is not None
+    assert result["knee"] is not None and result["limited_by"] in ("host", "drive")
+    assert "NUMA" in result["pinning"] and result["ceiling"] == "mean <= 10 s"
+
+    auto = ("run", "pts", "--target", device, "--destroy-data", "--profile", "quick",
+            "--threads", "auto", "--qd", "auto", "--store", store, "--dry-run")
+    planned = ssdlab(*auto, "--tests", "iops")
+    assert planned.returncode == 0 and planned.stderr == "", planned.stderr
+    run_id = json.loads(exported.stdout)["run"]["id"]
+    assert (f"{peak['threads']} threads x QD {peak['iodepth']}; threads/QD from peak run "
+            f"{run_id} (rnd4k_read: ") in planned.stdout
+    no_peak = ssdlab(*auto, "--tests", "throughput")  # no sequential workload was searched
+    assert no_peak.returncode == 2
+    assert "run `ssdlab run peak --target" in one_line_error(no_peak)
+
+    shown = ssdlab("show", "last", "--store", store)
+    assert shown.returncode == 0 and shown.stderr == "" and "latency at the peak" in shown.stdout
+    out = tmp_path / "report"
+    report = ssdlab("report", "last", "-o", str(out), "--no-pdf", "--store", store)
+    assert report.returncode == 0, report.stderr
+    html = "".join(p.read_text() for p in out.rglob("*.html"))
+    assert "Every probe, in the order the search made it" in html

@@ -1,0 +1,342 @@
+"""The peak finder: its search against models (grows, refines, stops under 2 %, keeps to
+the latency ceiling, engines only when they help), and its run against the fake fio (each
+probe stored, the result, host-bound or not, resume), options, pages."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ssdlab.analysis.peak import (
+    Engine,
+    LatencyLimit,
+    Measured,
+    Probe,
+    SearchRules,
+    Step,
+    find_knee,
+    search,
+)
+from ssdlab.errors import ExitCode, UserError
+from ssdlab.plan.block_presets import IometerArgs
+from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.options import build_options as pts_options
+from ssdlab.plan.peak import PeakArgs, build_options, parse_engines, parse_max_latency
+from ssdlab.plan.pts import active_range
+from ssdlab.report.peak_pages import PAGES, peak_page
+from ssdlab.run.block_preset_run import auto_qd
+from ssdlab.run.peak_run import PeakRun, PreparedPeak, measured_of, pinning
+from ssdlab.run.prepare import PreparedTarget, TargetRequest
+from ssdlab.run.progress import Progress
+from ssdlab.run.pts_run import auto_load
+from ssdlab.run.session import RunInterrupted
+from ssdlab.store.db import Store
+from ssdlab.store.export import run_to_json
+from tests.support.fake_fio import FakeProcStat, QueueDevice, QueueFakeFio
+from tests.support.prepared import file_info
+
+IO_URING, LIBAIO, PSYNC = Engine("io_uring"), Engine("libaio"), Engine("psync")
+FAST = Engine("io_uring", fixedbufs=True, registerfiles=True)
+
+
+def little(max_iops: float, base_us: float = 100.0, cpu: float | None = 30.0
+           ) -> Callable[[Probe], Measured]:
+    """A device by Little's law: ``base_us`` per I/O up to ``max_iops``; p99 = 2 x mean."""
+    def measure(p: Probe) -> Measured:
+        n = p.outstanding
+        iops = min(max_iops, n * 1e6 / base_us)
+        mean = n * 1e6 / iops
+        return Measured(p, True, iops, iops * 4096, {"mean": mean, "p99": 2 * mean}, cpu)
+    return measure
+
+
+def rules(**kw: Any) -> SearchRules:
+    return SearchRules(**{"engines": (IO_URING,), "max_threads": 8, "max_qd": 256, **kw})
+
+
+def loads(steps: tuple[Step, ...]) -> list[tuple[str, int, int]]:
+    return [(s.phase, s.measured.probe.threads, s.measured.probe.iodepth) for s in steps]
+
+
+def test_grows_queue_depth_then_jobs_and_stops_under_two_percent() -> None:
+    out = search(rules(try_split=False), little(50_000))
+    # 10K, 20K, 40K, 50K at QD 8, then QD 16 gains 0 %: stop; 2 jobs x QD 8 gains 0 %
+    assert loads(out.steps)[:6] == [("grow-qd", 1, 1), ("grow-qd", 1, 2), ("grow-qd", 1, 4),
+                                    ("grow-qd", 1, 8), ("grow-qd", 1, 16),
+                                    ("grow-jobs", 2, 8)]
+    assert out.steps[4].outcome == "+0.0 % IOPS (under 2 %)"
+    assert out.peak is not None and out.peak.probe == Probe(IO_URING, 1, 8)
+    assert out.peak.iops == pytest.approx(50_000)
+    assert out.stopped == "the last step gained under 2 %"
+
+
+def test_a_gain_just_under_the_minimum_stops_growing() -> None:
+    def measure(p: Probe) -> Measured:  # each doubling gains 1.9 %
+        iops = 10_000 * 1.019 ** (p.iodepth.bit_length() - 1) * p.threads ** 0.01
+        return Measured(p, True, iops, 0.0, {"mean": 10.0})
+    out = search(rules(try_split=False), measure)
+    assert loads(out.steps)[:2] == [("grow-qd", 1, 1), ("grow-qd", 1, 2)]
+    assert out.peak is not None and out.peak.probe.iodepth == 1
+
+
+def test_refines_to_a_depth_between_the_doublings() -> None:
+    def measure(p: Probe) -> Measured:  # best at 24 outstanding I/Os, worse either side
+        n = p.outstanding
+        iops = 100_000 - abs(n - 24) * 2_000
+        return Measured(p, True, iops, 0.0, {"mean": n * 1e6 / iops})
+    out = search(rules(try_split=False), measure)
+    assert out.peak is not None and out.peak.probe.outstanding == 24
+    assert any(s.phase == "refine" and s.measured.probe.outstanding == 24 for s in out.steps)
+
+
+def test_keeps_to_the_latency_ceiling() -> None:
+    # p99 = 2 x mean; mean 100 us up to 5 outstanding, then n / 50K: QD 8 has p99 320 us
+    limit = LatencyLimit("p99", 250.0)
+    out = search(rules(limits=(limit,), try_split=False), little(50_000))
+    assert out.peak is not None
+    assert out.peak.latency_us["p99"] is not None and out.peak.latency_us["p99"] <= 250
+    assert out.peak.probe == Probe(IO_URING, 1, 6)  # refined: 6 outstanding, p99 240 us
+    over = next(s for s in out.steps if s.measured.probe == Probe(IO_URING, 1, 8))
+    assert over.outcome == "over the latency ceiling (p99 320 us > 250 us)"
+    grown = [s.measured.probe.iodepth for s in out.steps if s.phase == "grow-qd"]
+    assert grown == [1, 2, 4, 8]  # growing stopped at the first point over the ceiling
+
+
+def test_no_point_within_the_ceiling_is_no_peak() -> None:
+    out = search(rules(limits=(LatencyLimit("p99", 50.0),)), little(50_000))
+    assert out.peak is None and out.limited_by == "unknown"
+    assert "no load kept to the latency ceiling (p99 <= 50 us)" in out.message
+
+
+def test_an_engine_replaces_the_first_only_when_it_gains_two_percent() -> None:
+    speed = {IO_URING: 1.0, LIBAIO: 1.015, FAST: 1.10, PSYNC: 0.5}
+
+    def measure(p: Probe) -> Measured:
+        base = min(50_000.0, p.outstanding * 10_000.0)
+        return Measured(p, True, base * speed[p.engine], 0.0, {"mean": 10.0})
+    out = search(rules(engines=(IO_URING, LIBAIO, FAST, PSYNC), try_split=False), measure)
+    assert out.peak is not None and out.peak.probe.engine == FAST
+    libaio = next(s for s in out.steps if s.measured.probe.engine == LIBAIO)
+    assert libaio.outcome == "+1.5 % IOPS (under 2 %)"
+    assert all(s.measured.probe.iodepth == 1 for s in out.steps
+               if s.measured.probe.engine == PSYNC)
+
+
+def test_pinning_is_kept_only_if_it_helps() -> None:
+    def measure(p: Probe) -> Measured:
+        iops = min(p.outstanding, 16) * 1000.0 * (1.5 if p.split else 1.0)
+        return Measured(p, True, iops, 0.0, {"mean": 10.0})
+    out = search(rules(max_qd=8), measure)
+    assert out.peak is not None and out.peak.probe.split
+    flat = search(rules(max_qd=8), lambda p: Measured(p, True, min(p.outstanding, 16) * 1e3,
+                                                     0.0, {"mean": 10.0}))
+    assert flat.peak is not None and not flat.peak.probe.split
+    assert any(s.phase == "pinning" for s in flat.steps)
+
+
+@pytest.mark.parametrize(("cpu", "limited"), [(95.0, "host"), (30.0, "drive"),
+                                              (None, "unknown")])
+def test_who_limited_the_peak(cpu: float | None, limited: str) -> None:
+    out = search(rules(), little(50_000, cpu=cpu))
+    assert out.limited_by == limited
+    if limited == "host":
+        assert out.host.host_bound and "HOST-BOUND" in out.host.message
+
+
+def test_the_probe_budget_ends_the_search_with_the_best_so_far() -> None:
+    out = search(rules(max_probes=3), little(50_000))
+    assert len(out.steps) == 3 and out.peak is not None and out.peak.iops == 40_000
+    assert out.stopped == "the probe budget (3) ran out"
+
+
+def test_a_failed_first_probe_is_no_peak() -> None:
+    out = search(rules(), lambda p: Measured(p, False, error="fio: io_u error"))
+    assert out.peak is None and out.steps[0].outcome == "failed: fio: io_u error"
+
+
+def test_the_knee_is_where_latency_rises_faster_than_iops() -> None:
+    m = little(50_000)
+    curve = [m(Probe(IO_URING, 1, q)) for q in (1, 2, 4, 8, 16)]
+    knee = find_knee(curve)
+    assert knee is not None and knee.found and knee.point.probe.iodepth == 4
+    assert "latency x1.60 against IOPS x1.25" in knee.message
+    flat = find_knee(curve[:3])
+    assert flat is not None and not flat.found and flat.point.probe.iodepth == 4
+
+
+def test_engine_labels_round_trip() -> None:
+    assert Engine.parse("io_uring+fixedbufs+registerfiles") == FAST
+    assert FAST.label == "io_uring+fixedbufs+registerfiles"
+    assert PSYNC.max_qd == 1 and IO_URING.max_qd is None
+    for bad in ("io_uring+turbo", "libaio+fixedbufs", ""):
+        with pytest.raises(ValueError):
+            Engine.parse(bad)
+
+
+# -- options -----------------------------------------------------------------------------
+
+
+def test_max_latency_syntax() -> None:
+    assert parse_max_latency("p99=1ms") == (LatencyLimit("p99", 1000.0),)
+    assert parse_max_latency("p99.9=2ms, mean=300us") == (
+        LatencyLimit("p99.9", 2000.0), LatencyLimit("mean", 300.0))
+    for bad in ("p99", "p98=1ms", "p99=1 parsec", "p99=0ms", "p99=1ms,p99=2ms", ","):
+        with pytest.raises(UserError, match="--max-latency"):
+            parse_max_latency(bad)
+
+
+def test_engines_and_options() -> None:
+    assert "io_uring+fixedbufs+registerfiles+hipri" in parse_engines(None, polling=True)
+    assert not any("hipri" in e for e in parse_engines(None, polling=False))
+    with pytest.raises(UserError, match="does not poll"):
+        parse_engines("io_uring+hipri", polling=False)
+    with pytest.raises(UserError, match="not one of"):
+        parse_engines("posixaio", polling=False)
+    o = build_options(PeakArgs(), 2)
+    assert (o.max_threads, o.max_qd, o.min_gain_pct, o.probe_seconds) == (8, 256, 2.0, 8.0)
+    assert o.ioengine == "io_uring" and o.writes
+    assert not build_options(PeakArgs(workloads="rnd4k_read,seq128k_read"), 2).writes
+    for bad in (PeakArgs(workloads="rnd8k_read"), PeakArgs(max_qd=0),
+                PeakArgs(min_gain_pct=0.0), PeakArgs(probe_seconds=0.01)):
+        with pytest.raises(UserError):
+            build_options(bad, 2)
+
+
+def test_pinning_on_one_numa_node_says_so(tmp_path: Path) -> None:
+    info = file_info(tmp_path / "t.img")
+    base = PreparedTarget(info, False, {"numa_nodes": [{"node": 0, "cpulist": "0-1"}]}, {})
+    cpus, text = pinning(base, frozenset({0, 1}))
+    assert cpus == "0-1" and "the host has 1 NUMA node, so no node to pin to" in text
+    two: dict[str, object] = {"numa_nodes": [{"node": 0, "cpulist": "0-1"},
+                                             {"node": 1, "cpulist": "2-3"}]}
+    base = PreparedTarget(dataclasses.replace(info, numa_node=1), False, two, {})
+    cpus, text = pinning(base, frozenset({0, 1, 2, 3}))
+    assert cpus == "2-3" and "device on node 1" in text
+
+
+# -- the run against the fake fio ------------------------------------------------------------
+
+ONE = PeakArgs(profile="quick", workloads="rnd4k_read", engines="io_uring,libaio,psync",
+               max_threads=4)
+
+
+def prepared(tmp_path: Path, args: PeakArgs = ONE) -> PreparedPeak:
+    target = tmp_path / "target.img"
+    target.write_bytes(b"")
+    info = file_info(target)
+    base = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
+                          {"ssdlab": "test", "fio": "3.33"})
+    return PreparedPeak(base, build_options(args, 2, cpus_allowed="0-1"), args,
+                        active_range(info.capacity_bytes, 100.0))
+
+
+def run_peak(tmp_path: Path, fio: QueueFakeFio, busy: float = 30.0,
+             args: PeakArgs = ONE) -> tuple[Store, PeakRun]:
+    store = Store.open(tmp_path / "store.sqlite")
+    runner = PeakRun(prepared(tmp_path, args), store, fio,
+                     Progress(io.StringIO(), live=False, quick=True),
+                     read_stat=FakeProcStat(lambda: busy), fio_cpus=lambda: frozenset({0, 1}))
+    return store, runner
+
+
+def test_a_run_stores_every_probe_and_the_peak(tmp_path: Path) -> None:
+    fio = QueueFakeFio(QueueDevice(base_us=100.0, max_iops=50_000.0))
+    store, runner = run_peak(tmp_path, fio)
+    run_id = runner.execute(["test"])
+    run = store.load(run_id)
+    test = run.test("rnd4k_read")
+    result = test.result
+    assert run.status == "complete" and test.status == "complete"
+    assert [r.round_no for r in test.rounds] == list(range(1, len(fio.calls) + 1))
+    assert len(result["steps"]) == len(fio.calls) == result["probes"]
+    assert result["peak"]["iops"] == pytest.approx(50_000, rel=1e-3)
+    assert result["limited_by"] == "drive" and result["kind"] == "iops"
+    assert "cpus_allowed=0-1" in fio.calls[0] and "ioengine=io_uring" in fio.calls[0]
+    assert any("ioengine=psync" in c and "iodepth=1\n" in c for c in fio.calls)
+    cell = test.rounds[0].cells[0]
+    assert measured_of(cell).probe == Probe(IO_URING, 1, 1)
+    exported = json.dumps(run_to_json(run))
+    assert '"peak"' in exported
+    page = peak_page(run, test, "t")[0]
+    assert "Every probe" in page.body and "io_uring 1 x QD" in page.body
+    text = "\n".join(PAGES.outcome(run, "STORE").lines)
+    assert "rnd4k_read" in text and "50,000" in text
+
+
+def test_a_saturated_host_is_reported(tmp_path: Path) -> None:
+    store, runner = run_peak(tmp_path, QueueFakeFio(), busy=97.0)
+    run = store.load(runner.execute(["test"]))
+    assert run.test("rnd4k_read").result["limited_by"] == "host"
+
+
+def test_an_interrupted_run_resumes_without_repeating_probes(tmp_path: Path) -> None:
+    whole = QueueFakeFio()
+    (tmp_path / "a").mkdir()
+    run_peak(tmp_path / "a", whole)[1].execute(["test"])
+    stopped = QueueFakeFio(interrupt_call=5)
+    store, runner = run_peak(tmp_path, stopped)
+    with pytest.raises(RunInterrupted):
+        runner.execute(["test"])
+    run = store.load(store.resolve("last"))
+    assert len(run.test("rnd4k_read").rounds) == 4
+    again = QueueFakeFio()
+    _, resumer = run_peak(tmp_path, again)
+    resumer.resume(run, ["resume"])
+    done = store.load(run.run_id).test("rnd4k_read")
+    assert done.status == "complete"
+    assert len(again.calls) == len(whole.calls) - 4
+    assert [r.round_no for r in done.rounds] == list(range(1, len(whole.calls) + 1))
+    same = [c.replace(str(tmp_path / "a"), str(tmp_path)) for c in whole.calls]
+    assert stopped.calls[:4] + again.calls == same  # the same search, each probe once
+
+
+# -- --threads auto --qd auto ------------------------------------------------------------------
+
+
+def test_auto_load_comes_from_the_newest_peak_run_of_the_target(tmp_path: Path) -> None:
+    store, runner = run_peak(tmp_path, QueueFakeFio())
+    run_id = runner.execute(["test"])
+    store.close()
+    target, path = str(tmp_path / "target.img"), str(tmp_path / "store.sqlite")
+    peak = Store.open(path).load(run_id).test("rnd4k_read").result["peak"]
+    args, extra = auto_load(TargetRequest(target, store=path),
+                            PtsArgs(tests="iops", threads="auto", iodepth="auto"))
+    assert (args.threads, args.iodepth) == (peak["threads"], peak["iodepth"])
+    assert extra == {"load_source": f"threads/QD from peak run {run_id} (rnd4k_read: "
+                     f"{peak['engine']} {peak['threads']} x QD {peak['iodepth']})"}
+    with pytest.raises(UserError, match=r"--threads auto: no peak run for .* run "
+                       r"`ssdlab run peak --target") as refused:
+        auto_load(TargetRequest(target, store=path), PtsArgs(threads="auto"))  # throughput
+    assert refused.value.exit_code == ExitCode.USAGE
+    atto, source = auto_qd(TargetRequest(target, store=path), IometerArgs(qd="auto"))
+    assert isinstance(atto, IometerArgs) and atto.qd == peak["threads"] * peak["iodepth"]
+    assert source.startswith(f"QD {atto.qd} (jobs x QD) from peak run {run_id}")
+
+
+def test_without_a_peak_run_auto_is_refused_and_given_values_are_kept(tmp_path: Path) -> None:
+    missing = str(tmp_path / "none.sqlite")
+    with pytest.raises(UserError, match="--qd auto: no peak run"):
+        auto_load(TargetRequest("/dev/x", store=missing), PtsArgs(iodepth="auto"))
+    assert not Path(missing).exists()
+    args = PtsArgs(threads=3, iodepth=4)
+    assert auto_load(TargetRequest("/dev/x", store=missing), args) == (args, {})
+    with pytest.raises(UserError, match="--threads auto: give a whole number"):
+        pts_options(PtsArgs(threads="auto"), "file", 2)
+    assert pts_options(PtsArgs(), "file", 2).load_source == ""
+
+
+def test_after_more_jobs_the_queue_grows_again() -> None:
+    def measure(p: Probe) -> Measured:  # one job gains nothing from a queue; four do
+        qd = min(p.iodepth, 4) if p.threads >= 2 else 1
+        return Measured(p, True, min(p.threads, 4) * qd * 1000.0, 0.0, {"mean": 10.0})
+    out = search(rules(try_split=False), measure)
+    assert out.peak is not None and out.peak.probe == Probe(IO_URING, 4, 4)
+    phases = [s for s, *_ in loads(out.steps)]
+    assert phases[:6] == ["grow-qd", "grow-qd", "grow-jobs", "grow-jobs", "grow-jobs",
+                          "grow-qd"]
