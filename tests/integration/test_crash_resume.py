@@ -119,8 +119,9 @@ def test_twenty_sigkills_lose_no_round_and_the_run_completes(
         numbers = sorted(n for t, n in done if t == name)
         assert numbers == list(range(1, len(numbers) + 1)), (name, numbers)
     assert processes_using(target) == []  # no fio left running on the target
-    # nor anywhere: fio's jobs are threads, so none outlives a fio the kernel killed with
-    # ssdlab (forked job processes did: each kill left two, orphaned, waiting forever).
+    # nor anywhere: no fio job outlives a fio the kernel killed with ssdlab (forked job
+    # processes did: each kill left two, orphaned, waiting forever). Jobs are threads,
+    # or, through the fio gate, processes in a PID namespace that dies with its fio.
     # Orphans only: another ssdlab run on the machine has fio processes of its own
     time.sleep(0.5)
     assert fio_processes(orphaned=True) - fio_before == set()

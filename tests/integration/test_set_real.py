@@ -28,7 +28,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets import emulator
 from tests.conftest import LoopFactory
-from tests.support.cli import fio_processes, one_line_error, sha256_of, ssdlab
+from tests.support.cli import fio_processes, one_line_error, runner_pid, sha256_of, ssdlab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -203,7 +203,7 @@ def test_ctrl_c_while_the_shared_fio_runs_then_resume(shm_dir: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for("the set's first fio run", lambda: proc.poll() is not None or any(
-            _parent(pid) == proc.pid for pid in fio_processes()))
+            runner_pid(pid) == proc.pid for pid in fio_processes()))
         assert proc.poll() is None, proc.communicate()  # it ended before its first fio run
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -215,7 +215,7 @@ def test_ctrl_c_while_the_shared_fio_runs_then_resume(shm_dir: Path) -> None:
     assert out.count("interrupted, stopped by Ctrl-C") == 2  # each run's own outcome
     assert err.strip().splitlines()[-1].startswith("Error: set set-")
     assert "ssdlab resume set-" in err
-    assert not [pid for pid in fio_processes() if _parent(pid) == proc.pid]
+    assert not [pid for pid in fio_processes() if runner_pid(pid) == proc.pid]
     with Store.open(store_path) as store:
         runs = {r.run_id: r.status for r in store.list_runs()}
         (set_id,) = set(store.run_sets().values())
@@ -240,15 +240,6 @@ def test_ctrl_c_while_the_shared_fio_runs_then_resume(shm_dir: Path) -> None:
     assert data.detail["resumed"] == 1
     paths = {r.run_id: r.target["path"] for r in done}
     assert [paths[r] for _, r in data.runs] == targets  # the set's runs in the order given
-
-
-def _parent(pid: int) -> int:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return -1
-    return int(next(line.split()[1] for line in status.splitlines()
-                    if line.startswith("PPid:")))
 
 
 def test_a_merged_runs_logs_go_back_under_each_targets_own_names(shm_dir: Path) -> None:

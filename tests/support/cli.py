@@ -108,10 +108,30 @@ def fio_processes(*, orphaned: bool = False) -> set[int]:
     return pids
 
 
+def parent_pid(pid: int | str) -> int:
+    """The parent of ``pid`` (-1 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return -1
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("PPid:")))
+
+
+def runner_pid(pid: int | str) -> int:
+    """Who runs the fio process ``pid``: its first ancestor that is neither fio (a gated
+    fio's job processes are fio's children) nor the gate's ``unshare`` (engine/gate.py)."""
+    ppid = parent_pid(pid)
+    while ppid > 1:
+        argv0 = Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")[0]
+        if os.path.basename(argv0) not in (b"fio", b"unshare"):
+            break
+        ppid = parent_pid(ppid)
+    return ppid
+
+
 def _parent_cmdline(pid: str) -> bytes:
-    status = Path(f"/proc/{pid}/status").read_text()
-    ppid = next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:"))
-    return Path(f"/proc/{ppid}/cmdline").read_bytes()
+    return Path(f"/proc/{runner_pid(pid)}/cmdline").read_bytes()
 
 
 def wait_for(what: str, done: Callable[[], object], timeout: float = 240) -> None:

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.engine.gate import GATE_ENV, MEMORY_SHARE, Gate, buffer_bytes, gate_job, gated
+from ssdlab.engine.gate import (
+    GATE_ENV,
+    MEMORY_SHARE,
+    Gate,
+    buffer_bytes,
+    gate_job,
+    gated,
+    namespace_works,
+)
 from ssdlab.engine.jobmerge import parse_job_file
 
 ROUND = """; a round
@@ -89,6 +97,7 @@ def test_one_position_needs_no_gate(tmp_path: Path) -> None:
     assert gate_job(text, tmp_path) is None
 
 
+@pytest.mark.skipif(not namespace_works(), reason="needs root and util-linux unshare")
 def test_the_gate_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(GATE_ENV, "0")
     with gated(ROUND) as (text, cwd):

@@ -45,6 +45,14 @@ Because every job of the round exists from the start, their I/O buffers do too: 
 file whose buffers (``numjobs`` x ``iodepth`` x its largest block size, added up) would
 take more than a quarter of the memory available runs as it is.
 
+Processes outlive their fio: a job process forked by a fio that the kernel kills with
+ssdlab (``SIGKILL``: fio dies with its parent) is orphaned, and one that had set itself
+up but was not started yet waits for that fio forever (the crash test saw them). So a
+gated fio runs in a PID namespace of its own, as its init (:data:`NAMESPACE`, util-linux
+``unshare``): when it dies, the kernel kills every job with it, as it kills threads with
+their process. That needs root; without it, or without ``unshare``, rounds keep fio's
+stonewalls.
+
 The gate is used only where it can be: a local fio run with at least two positions, every
 path in the job file absolute (fio runs in the gate's own directory, where its
 ``exec_*`` commands write their output files), no option that also orders jobs
@@ -56,10 +64,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import select
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -289,6 +299,24 @@ class Gate:
         self.opened = number + 1
 
 
+#: how a gated fio is started: init of a PID namespace of its own, killed (with every job
+#: in the namespace) when ``unshare`` dies, which dies with ssdlab
+NAMESPACE = ("unshare", "--pid", "--fork", "--kill-child", "--")
+
+
+@functools.cache
+def namespace_works() -> bool:
+    """Whether fio can run as :data:`NAMESPACE` says here (root, util-linux, a kernel that
+    allows it)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    try:
+        return subprocess.run([*NAMESPACE, "true"], capture_output=True, timeout=30,
+                              check=False).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def gate_enabled() -> bool:
     """Whether rounds go through the gate (``SSDLAB_FIO_GATE=0`` turns it off)."""
     return os.environ.get(GATE_ENV, "1").strip().lower() not in ("0", "off", "no")
@@ -304,7 +332,8 @@ def gated(job_text: str) -> Iterator[tuple[str, Path | None]]:
     directory = Path(tempfile.mkdtemp(prefix="ssdlab-gate-"))
     try:
         job = gate_job(job_text, directory, memory_available())
-        if job is None or shutil.which("flock") is None or shutil.which("dd") is None:
+        if (job is None or shutil.which("flock") is None or shutil.which("dd") is None
+                or not namespace_works()):
             yield job_text, None
             return
         with Gate(job.threads, directory):

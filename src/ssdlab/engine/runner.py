@@ -152,11 +152,18 @@ class FioExecutor:
     def _run(
         self, job_text: str, timeout_s: float, json_plus: bool, on_tick: TickFn | None
     ) -> FioRun:
-        from ssdlab.engine.gate import gated  # gate -> jobmerge -> this module
+        from ssdlab.engine.gate import NAMESPACE, gated  # gate -> jobmerge -> this module
         cmd = self.command(json_plus)
         with gated(job_text) as (text, cwd):  # stonewalls without fio's dead time: gate.py
             return parsed(run_watched(cmd, job_text, timeout_s, on_tick, stdin=text,
-                                      cwd=cwd))
+                                      cwd=cwd, wrapper=NAMESPACE if cwd else ()))
+
+
+def _wrapper_preexec() -> None:
+    """In a wrapper of fio, before exec: die with ssdlab, and leave SIGTERM to fio (fio
+    sets its own handler; the wrapper ends when fio does)."""
+    die_with_parent()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 #: called on every tick while fio runs: a one-line reason to stop it now, or None
@@ -174,20 +181,23 @@ class FioStopped(Exception):
 
 def run_watched(cmd: tuple[str, ...], job_text: str, timeout_s: float,
                 on_tick: TickFn | None, stop_check: StopCheck | None = None,
-                stdin: str | None = None, cwd: Path | None = None) -> FioRun:
+                stdin: str | None = None, cwd: Path | None = None,
+                wrapper: tuple[str, ...] = ()) -> FioRun:
     """Run fio (``cmd``; ``stdin``, by default ``job_text``, on its standard input) in its
     own process group under the watchdog: what it printed, not parsed yet (:func:`parsed`).
-    Ctrl-C stops it (FioInterrupted); ``stop_check`` may stop it early (FioStopped)."""
+    Ctrl-C stops it (FioInterrupted); ``stop_check`` may stop it early (FioStopped).
+    ``wrapper`` (the gate's PID namespace) starts fio; it ignores the SIGTERM that stops
+    fio, which fio handles, and is killed by the SIGKILL after it, or with ssdlab."""
     started = time.time()
     proc = subprocess.Popen(
-        cmd,
+        [*wrapper, *cmd],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         errors="replace",  # fio may print bytes that are not UTF-8 (file names, garbage)
         start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
-        preexec_fn=die_with_parent,
+        preexec_fn=_wrapper_preexec if wrapper else die_with_parent,
         cwd=cwd,
     )
     text = job_text if stdin is None else stdin
