@@ -26,7 +26,7 @@ import ssdlab
 from ssdlab.errors import EnvironmentProblem, ExitCode, RunNotFound, UserError
 from ssdlab.store import db as store_db
 from ssdlab.store import schema
-from ssdlab.store.backend import Db
+from ssdlab.store.backend import Db, SqliteDb
 from ssdlab.store.db import DEFAULT_STORE_ENV, Store, default_store_path
 from ssdlab.store.export import (
     CSV_COLUMNS,
@@ -430,6 +430,35 @@ def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(EnvironmentProblem, match="not an ssdlab results store"):
         Store.open(path)
+
+
+def test_a_store_seen_half_made_is_judged_again_under_the_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four processes opening one new store at once: one read its tables made but not yet
+    its mark, outside any transaction, and refused it as foreign (a clean-clone flake).
+    Such a judgement is made again under the write lock, where the store is whole."""
+    with Store.open(tmp_path / "s.sqlite"):
+        pass
+    judged: list[bool] = []
+    real = SqliteDb.check_ours
+
+    def torn_first(self: SqliteDb, version: int) -> None:
+        judged.append(self.conn.in_transaction)
+        if len(judged) == 1:  # what a torn read outside a transaction concludes
+            raise EnvironmentProblem("not an ssdlab results store (torn read)")
+        real(self, version)
+
+    monkeypatch.setattr(SqliteDb, "check_ours", torn_first)
+    with Store.open(tmp_path / "s.sqlite") as store:
+        assert store.list_runs() == []
+    assert judged == [False, True]  # the second judgement, in the write transaction, holds
+    monkeypatch.setattr(SqliteDb, "check_ours", real)
+    foreign = tmp_path / "other.sqlite"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE contacts (name TEXT)")
+    conn.close()
+    with pytest.raises(EnvironmentProblem, match="not an ssdlab results store"):
+        Store.open(foreign)  # judged twice, refused twice
 
 
 def test_directory_as_store_is_refused(tmp_path: Path) -> None:

@@ -183,7 +183,16 @@ def ensure_schema(db: Db) -> int:
     migrate it once.
     """
     version = db.user_version()
-    db.check_ours(version)
+    try:
+        db.check_ours(version)
+    except EnvironmentProblem:
+        # read outside a transaction, a store another process is making at this moment
+        # can look half made (its tables, not yet its mark): judge it again whole, under
+        # the lock that process holds while it makes it
+        with db.tx():
+            db.lock_for_migration()
+            version = db.user_version()
+            db.check_ours(version)
     _check_version(db.location, version)
     if version == SCHEMA_VERSION:
         return version
