@@ -3,7 +3,9 @@ its locks and FIFO driven by the very commands the jobs run (no fio: shells)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine.gate import (
+    DIR_PREFIX,
     GATE_ENV,
     MEMORY_SHARE,
     Gate,
@@ -223,3 +226,22 @@ def test_the_gate_commands_survive_fio_s_job_file_syntax(tmp_path: Path) -> None
     odd = tmp_path / "a dir;x"
     odd.mkdir()
     assert gate_job(ROUND, odd) is None  # its commands could not name it plainly
+
+
+def test_directories_a_killed_ssdlab_left_are_swept(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid nobody has now
+    left = tmp_path / f"{DIR_PREFIX}{gone.pid}-abc"
+    mine = tmp_path / f"{DIR_PREFIX}{os.getpid()}-def"
+    other = tmp_path / f"{DIR_PREFIX}notapid"
+    for directory in (left, mine, other):
+        directory.mkdir()
+        (directory / "L1").touch()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv(GATE_ENV, raising=False)
+    with gated(ROUND) as (_, cwd):
+        made = cwd
+    assert not left.exists() and mine.exists() and other.exists()
+    if made is not None:  # the gate's own directory is named after this process, and gone
+        assert made.name.startswith(f"{DIR_PREFIX}{os.getpid()}-") and not made.exists()
