@@ -13,7 +13,10 @@ data), per workload and in one run:
 
 Criteria (per workload): peak >= 0.97 x the grid's best; peak >= 1.3 x ezFIO and >= 1.3 x
 CloudHarmony; search wall time <= 0.25 x the grid's. Each is recorded as met or not; the
-search is never told the grid's answer. Writes ``bench/results/peak_finder.json`` and
+search is never told the grid's answer. Beside them, the **headroom**: the grid's best over
+each fixed setting, measured side by side. No search can get further past a fixed setting
+than the best point of the grid does, so a headroom under 1.3 shows the device itself
+leaves no 1.3x on the table there. Writes ``bench/results/peak_finder.json`` and
 ``.md``. Needs root (zram). The device is removed at the end, also on failure or Ctrl-C.
 """
 
@@ -136,9 +139,10 @@ class Bench:
             **{n: _check(medians["search"] / medians[n], MIN_BASELINE_RATIO) for n in base},
             "time": _check(search["wall_s"] / grid_wall, MAX_TIME_RATIO, at_most=True),
         }
+        headroom = {n: medians["grid"] / medians[n] if medians[n] else 0.0 for n in base}
         return {"workload": workload, "search": search, "grid_best": best,
                 "grid_wall_s": grid_wall, "grid_points": len(grid), "baselines": base,
-                "raw_ratios": raw, "confirmed": confirmed, "checks": checks,
+                "raw_ratios": raw, "confirmed": confirmed, "checks": checks, "headroom": headroom,
                 "met": all(c["met"] for c in checks.values()), "grid": grid}
 
     def confirm(self, workload: str, config: dict[str, Any], best: dict[str, Any]
@@ -179,14 +183,18 @@ def markdown(doc: dict[str, Any]) -> str:
              f"{doc['when']}; {doc['machine']['cpus']} CPUs ({doc['machine']['cpu']}), "
              f"{doc['fio']}, zram {doc['zram_bytes'] // 2**20} MiB, probes of 1 s after a "
              "0.5 s ramp on both sides; foreign fio processes at start/end: "
-             f"{doc['foreign_fio']}", "",
+             f"{doc['foreign_fio']}; load average (1 min) at start/end: "
+             + " / ".join(f"{x:.2f}" for x in doc["loadavg"]), "",
              "Ratios are of the medians of the side-by-side confirmation (the four settings "
              "measured again, rotating order); in brackets the ratios of the figures as first "
              "measured (the search's peak against the grid's maximum of 112 points and the "
              "single baseline runs).", "",
+             "Headroom: the grid's best over ezFIO's and CloudHarmony's settings, from the same "
+             "medians: no setting, found or not, got further past them on this device.", "",
              "| workload | search peak (IOPS) | config | probes | grid best (IOPS) | "
-             "peak / grid | / ezFIO | / CloudHarmony | search s / grid s | all met |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "peak / grid | / ezFIO | / CloudHarmony | search s / grid s | all met | "
+             "headroom: grid / ezFIO, / CloudHarmony |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for w in doc["workloads"]:
         s, c, g = w["search"], w["checks"], w["grid_best"]
         cfg = s["config"]
@@ -197,7 +205,8 @@ def markdown(doc: dict[str, Any]) -> str:
             + " | ".join(f"{c[k]['ratio']:.2f} {'met' if c[k]['met'] else 'NOT met'} "
                          f"({w['raw_ratios'][k]:.2f})" for k in ("grid", "ezfio", "cloudharmony"))
             + f" | {s['wall_s']:.0f} / {w['grid_wall_s']:.0f} = {c['time']['ratio']:.2f} "
-            f"{'met' if c['time']['met'] else 'NOT met'} | {'yes' if w['met'] else 'NO'} |")
+            f"{'met' if c['time']['met'] else 'NOT met'} | {'yes' if w['met'] else 'NO'} | "
+            f"{w['headroom']['ezfio']:.2f}, {w['headroom']['cloudharmony']:.2f} |")
     lines += ["", "Confirmation medians (IOPS): " + "; ".join(
         f"{w['workload']}: " + ", ".join(f"{k} {v:,.0f}" for k, v in
                                          w["confirmed"]["median_iops"].items())
@@ -214,8 +223,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=int, default=1 << 30, help="zram bytes (default 1 GiB)")
     p.add_argument("--workloads", default=",".join(BY_NAME),
                    help="comma list (default: all four)")
-    p.add_argument("--confirm", type=int, default=3,
-                   help="side-by-side rounds of the compared settings (default 3)")
+    p.add_argument("--confirm", type=int, default=5,
+                   help="side-by-side rounds of the compared settings (default 5)")
     p.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results")
     return p.parse_args(argv)
 
@@ -229,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="ssdlab-bench-peak-"))
     try:
         fill(dev)
-        before = foreign_fio()
+        before, load_before = foreign_fio(), os.getloadavg()[0]
         bench = Bench(dev, args, work)
         results = [bench.workload(w) for w in args.workloads.split(",")]
         fio_version = subprocess.run(["fio", "--version"], capture_output=True,
@@ -238,7 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                time.gmtime()),
                "args": recorded_args(args), "fio": fio_version, "zram_bytes": args.size,
                "machine": {"cpus": os.cpu_count(), "cpu": cpu_model()},
-               "foreign_fio": [before, foreign_fio()], "commands": bench.commands,
+               "foreign_fio": [before, foreign_fio()],
+               "loadavg": [load_before, os.getloadavg()[0]], "commands": bench.commands,
                "criteria": {"grid": MIN_GRID_RATIO, "baselines": MIN_BASELINE_RATIO,
                             "time": MAX_TIME_RATIO},
                "workloads": results, "met": all(r["met"] for r in results)}

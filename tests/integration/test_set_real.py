@@ -28,7 +28,14 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets import emulator
 from tests.conftest import LoopFactory
-from tests.support.cli import fio_processes, one_line_error, runner_pid, sha256_of, ssdlab
+from tests.support.cli import (
+    fio_processes,
+    killed_at_exit,
+    one_line_error,
+    runner_pid,
+    sha256_of,
+    ssdlab,
+)
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -201,16 +208,12 @@ def test_ctrl_c_while_the_shared_fio_runs_then_resume(shm_dir: Path) -> None:
         [sys.executable, "-m", "ssdlab", "run", "pts", "--target", targets[0], "--target",
          targets[1], "--size", "64MiB", *slow, "--store", str(store_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with killed_at_exit(proc):
         _wait_for("the set's first fio run", lambda: proc.poll() is not None or any(
             runner_pid(pid) == proc.pid for pid in fio_processes()))
         assert proc.poll() is None, proc.communicate()  # it ended before its first fio run
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, err
     assert out.count("interrupted, stopped by Ctrl-C") == 2  # each run's own outcome
     assert err.strip().splitlines()[-1].startswith("Error: set set-")

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -143,3 +144,15 @@ def wait_for(what: str, done: Callable[[], object], timeout: float = 240) -> Non
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextmanager
+def killed_at_exit(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc`` is killed and reaped when the block ends with it still running (a failed
+    assertion, a timeout), so no test leaves a process behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -71,7 +71,8 @@ def test_grows_queue_depth_then_jobs_and_stops_under_two_percent() -> None:
                                     ("grow-qd", 1, 8), ("grow-qd", 1, 16),
                                     ("grow-jobs", 2, 8)]
     assert out.steps[4].outcome == "+0.0 % IOPS (under 2 %)"
-    assert out.peak is not None and out.peak.probe == Probe(IO_URING, 1, 8)
+    # refining found QD 6 at the same 50K; confirmed equal, the lighter load is the peak
+    assert out.peak is not None and out.peak.probe.first == Probe(IO_URING, 1, 6)
     assert out.peak.iops == pytest.approx(50_000)
     assert out.stopped == "the last step gained under 2 %"
 
@@ -80,9 +81,33 @@ def test_a_gain_just_under_the_minimum_stops_growing() -> None:
     def measure(p: Probe) -> Measured:  # each doubling gains 1.9 %
         iops = 10_000 * 1.019 ** (p.iodepth.bit_length() - 1) * p.threads ** 0.01
         return Measured(p, True, iops, 0.0, {"mean": 10.0})
-    out = search(rules(try_split=False), measure)
-    assert loads(out.steps)[:2] == [("grow-qd", 1, 1), ("grow-qd", 1, 2)]
+    out = search(rules(try_split=False, max_threads=1, max_qd=2), measure)
+    assert loads(out.steps) == [("grow-qd", 1, 1), ("grow-qd", 1, 2), ("confirm", 1, 1),
+                                ("confirm", 1, 2)]
     assert out.peak is not None and out.peak.probe.iodepth == 1
+    # with room to grow, growing still stops at QD 2, and the reach probe finds that the
+    # device goes on rising: 8 doublings of 1.9 % are 16 %
+    far = search(rules(try_split=False), measure)
+    assert loads(far.steps)[:3] == [("grow-qd", 1, 1), ("grow-qd", 1, 2), ("grow-jobs", 2, 1)]
+    reach = [s for s in far.steps if s.phase == "reach"]
+    assert [(s.measured.probe.threads, s.measured.probe.iodepth) for s in reach] == [(8, 256)]
+    assert reach[0].outcome.startswith("+") and "(kept 2 %)" in reach[0].outcome
+
+
+def test_the_reach_probe_finds_a_second_rise_past_a_plateau() -> None:
+    def measure(p: Probe) -> Measured:  # flat from 1 x QD 1, then 25 % more past 1,024 deep
+        iops = 10_000.0 * (1.25 if p.outstanding >= 1024 else 1.0)
+        return Measured(p, True, iops, 0.0, {"mean": 10.0, "p99": 20.0 * p.outstanding})
+    out = search(rules(try_split=False, engines=(IO_URING, PSYNC)), measure)
+    assert out.peak is not None and out.peak.iops == 12_500
+    assert out.peak.probe.outstanding >= 1024 and out.peak.probe.engine == IO_URING
+    assert [s.phase for s in out.steps].count("reach") == 1  # psync has no queue to reach
+    # a ceiling keeps the deepest load out: it is over it
+    kept = search(rules(try_split=False, engines=(IO_URING,),
+                        limits=(LatencyLimit("p99", 1000.0),)), measure)
+    assert kept.peak is not None and kept.peak.iops == 10_000
+    over = next(s for s in kept.steps if s.phase == "reach")
+    assert over.outcome.startswith("over the latency ceiling")
 
 
 def test_refines_to_a_depth_between_the_doublings() -> None:
@@ -101,7 +126,7 @@ def test_keeps_to_the_latency_ceiling() -> None:
     out = search(rules(limits=(limit,), try_split=False), little(50_000))
     assert out.peak is not None
     assert out.peak.latency_us["p99"] is not None and out.peak.latency_us["p99"] <= 250
-    assert out.peak.probe == Probe(IO_URING, 1, 6)  # refined: 6 outstanding, p99 240 us
+    assert out.peak.probe.first == Probe(IO_URING, 1, 6)  # refined: 6 outstanding, p99 240 us
     over = next(s for s in out.steps if s.measured.probe == Probe(IO_URING, 1, 8))
     assert over.outcome == "over the latency ceiling (p99 320 us > 250 us)"
     grown = [s.measured.probe.iodepth for s in out.steps if s.phase == "grow-qd"]
@@ -336,7 +361,92 @@ def test_after_more_jobs_the_queue_grows_again() -> None:
         qd = min(p.iodepth, 4) if p.threads >= 2 else 1
         return Measured(p, True, min(p.threads, 4) * qd * 1000.0, 0.0, {"mean": 10.0})
     out = search(rules(try_split=False), measure)
-    assert out.peak is not None and out.peak.probe == Probe(IO_URING, 4, 4)
+    assert out.peak is not None and out.peak.probe.first == Probe(IO_URING, 4, 4)
     phases = [s for s, *_ in loads(out.steps)]
     assert phases[:6] == ["grow-qd", "grow-qd", "grow-jobs", "grow-jobs", "grow-jobs",
                           "grow-qd"]
+
+
+# -- confirmation: a lucky probe does not name the peak ------------------------------------------
+
+def noisy(first: dict[Probe, float], again: dict[Probe, float], rest: float = 1000.0
+          ) -> Callable[[Probe], Measured]:
+    """IOPS of each point's first and second probe; every other point ``rest``."""
+    def measure(p: Probe) -> Measured:
+        table = again if p.trial else first
+        iops = table.get(p.first, rest)
+        return Measured(p, True, iops, iops * 4096, {"mean": 50.0, "p99": 100.0})
+    return measure
+
+
+def test_a_lucky_first_probe_loses_the_peak_to_the_confirmed_best() -> None:
+    lucky, steady = Probe(IO_URING, 1, 2), Probe(IO_URING, 1, 1)
+    # QD 2 measured 1,030 once (lucky) but 950 again; QD 1 measured 1,000 twice
+    out = search(rules(try_split=False, max_threads=1, max_qd=2),
+                 noisy({lucky: 1030.0, steady: 1000.0}, {lucky: 950.0, steady: 1000.0}))
+    confirms = [s for s in out.steps if s.phase == "confirm"]
+    assert [s.measured.probe for s in confirms] == [replace_trial(lucky), replace_trial(steady)]
+    assert out.peak is not None and out.peak.probe == replace_trial(steady)
+    assert out.peak.iops == 1000.0  # the second probe's figure, not the luckiest one's
+    assert confirms[1].outcome == "mean of two probes 1,000 IOPS: the peak"
+    assert confirms[0].outcome == "mean of two probes 990 IOPS"
+    assert "at io_uring 1 x QD 1 after" in out.message  # the point, not "again"
+
+
+def replace_trial(p: Probe) -> Probe:
+    return dataclasses.replace(p, trial=1)
+
+
+def test_among_equal_means_the_lighter_load_is_the_peak() -> None:
+    deep, light = Probe(IO_URING, 1, 2), Probe(IO_URING, 1, 1)
+    # QD 2's mean 1,020 is 0.5 % over QD 1's 1,015: equal within 2 %, so the lighter load
+    out = search(rules(try_split=False, max_threads=1, max_qd=2),
+                 noisy({deep: 1030.0, light: 1000.0}, {deep: 1010.0, light: 1030.0}))
+    assert out.peak is not None and out.peak.probe == replace_trial(light)
+    # QD 2 confirmed 4 % ahead: it stays the peak
+    ahead = search(rules(try_split=False, max_threads=1, max_qd=2),
+                   noisy({deep: 1030.0, light: 1000.0}, {deep: 1080.0, light: 1000.0}))
+    assert ahead.peak is not None and ahead.peak.probe == replace_trial(deep)
+    assert ahead.peak.iops == 1080.0
+
+
+def test_no_rival_within_five_percent_means_no_confirmation() -> None:
+    out = search(rules(try_split=False), little(50_000))
+    rivals = [s for s in out.steps if s.phase == "confirm"]
+    # 50K at QD 8 and 16 and 2 x QD 8: the equal plateau points are confirmed, at most 3
+    assert 0 < len(rivals) <= 3
+    alone = search(rules(try_split=False, max_threads=1, max_qd=2),
+                   noisy({Probe(IO_URING, 1, 2): 2000.0}, {}))
+    assert not [s for s in alone.steps if s.phase == "confirm"]
+    assert alone.peak is not None and alone.peak.probe == Probe(IO_URING, 1, 2)
+
+
+def test_a_confirmation_over_the_ceiling_is_not_the_peak() -> None:
+    a, b = Probe(IO_URING, 1, 2), Probe(IO_URING, 1, 1)
+
+    def measure(p: Probe) -> Measured:
+        iops = {a: 1030.0, b: 1000.0}[p.first]
+        p99 = 900.0 if (p.first == a and p.trial) else 100.0  # QD 2 breaks it the second time
+        return Measured(p, True, iops, 0.0, {"mean": 50.0, "p99": p99})
+    out = search(rules(try_split=False, max_threads=1, max_qd=2,
+                       limits=(LatencyLimit("p99", 500.0),)), measure)
+    assert out.peak is not None and out.peak.probe == replace_trial(b)
+    over = next(s for s in out.steps if s.measured.probe == replace_trial(a))
+    assert over.outcome.startswith("over the latency ceiling") and "not the peak" in over.outcome
+
+
+def test_the_budget_during_confirmation_keeps_what_was_measured() -> None:
+    lucky, steady = Probe(IO_URING, 1, 2), Probe(IO_URING, 1, 1)
+    measure = noisy({lucky: 1030.0, steady: 1000.0}, {lucky: 950.0, steady: 1000.0})
+    whole = search(rules(try_split=False, max_threads=1, max_qd=2), measure)
+    budget = len(whole.steps) - 1  # room for the best's second probe only
+    out = search(rules(try_split=False, max_threads=1, max_qd=2, max_probes=budget), measure)
+    assert out.peak is not None and out.peak.probe == replace_trial(lucky)
+    assert out.stopped == "the last step gained under 2 %"
+
+
+def test_reach_probes_each_engine_once_by_name() -> None:
+    out = search(rules(try_split=False, engines=(IO_URING, LIBAIO, FAST, PSYNC)),
+                 little(50_000))
+    reach = [s.measured.probe for s in out.steps if s.phase == "reach"]
+    assert reach == [Probe(IO_URING, 8, 256), Probe(LIBAIO, 8, 256)]

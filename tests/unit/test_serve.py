@@ -24,7 +24,7 @@ from ssdlab.errors import RunNotFound
 from ssdlab.serve import auth, data
 from ssdlab.store.db import Store
 from tests.support import servestore as ss
-from tests.support.cli import one_line_error, ssdlab_in_process
+from tests.support.cli import killed_at_exit, one_line_error, ssdlab_in_process
 from tests.support.postgres import PgServer
 
 pytest.importorskip("starlette")
@@ -166,7 +166,7 @@ def test_ctrl_c_stops_the_server_with_a_stream_open(store: tuple[Path, str]) -> 
     proc = subprocess.Popen([sys.executable, "-m", "ssdlab", "serve", "--port", "0",
                              "--store", str(store[0])], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
-    try:
+    with killed_at_exit(proc):
         assert proc.stdout is not None
         line = proc.stdout.readline()
         url = line.split(" at ", 1)[1].split(" ", 1)[0]
@@ -183,10 +183,6 @@ def test_ctrl_c_stops_the_server_with_a_stream_open(store: tuple[Path, str]) -> 
         assert opened.wait(30)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 130, err
     assert "stopped" in out and "Traceback" not in err
 

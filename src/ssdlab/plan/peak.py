@@ -344,8 +344,9 @@ SPEC = SuiteSpec(
     help="find the peak: jobs x QD x ioengine for the most IOPS within a latency ceiling",
     description="""For 4 KiB random and 128 KiB sequential reads and writes, search fio's
     jobs, queue depth and ioengine (libaio, io_uring and its fast paths, psync) adaptively:
-    grow the load while IOPS rise, compare engines, refine around the best, stop when a step
-    gains under 2 %, within --max-latency. Reports the peak, its configuration, latency at
+    grow the load while IOPS rise, compare engines, try the deepest load once, refine around
+    the best, stop when a step gains under 2 %, within --max-latency; the best points are
+    measured again before the peak is named. Reports the peak, its configuration, latency at
     the peak and at the knee, and whether the host or the drive limited it; `--threads auto
     --qd auto` of other suites use what it found. docs/peak.md.""",
     target=TargetKind.DEVICE,

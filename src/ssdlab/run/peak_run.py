@@ -32,7 +32,9 @@ from ssdlab.run.prepare import (
     TargetRequest,
     checked_range,
     prepare_device,
+    prepare_resume_target,
     refuse_nbd,
+    stored_args,
 )
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import (
@@ -41,7 +43,6 @@ from ssdlab.run.session import (
     SessionRun,
     TestFailed,
     dry_run,
-    resume_with,
 )
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
@@ -81,11 +82,23 @@ def pinning(base: PreparedTarget, cpus: frozenset[int]) -> tuple[str, str]:
                                   f"jobs on CPUs {format_cpulist(cpus)}")
 
 
+def _writes(args: PeakArgs) -> bool:
+    return any(BY_NAME[w].writes for w in plan.parse_workloads(args.workloads))
+
+
 def prepare_peak(request: TargetRequest, args: PeakArgs) -> PreparedPeak:
     """Everything checked before any I/O; read-only when no workload writes."""
-    writes = any(BY_NAME[w].writes for w in plan.parse_workloads(args.workloads))
     build_options(args, 1)  # bad values before the target
-    return _prepared(prepare_device(request, read_only=not writes), args)
+    return _prepared(prepare_device(request, read_only=not _writes(args)), args)
+
+
+def prepare_peak_resume(run: RunData, request: TargetRequest) -> PreparedPeak:
+    """A stopped peak run on its target again: a run of read workloads only stays read-only,
+    so it resumes on a block device without ``--destroy-data`` as it started."""
+    args = stored_args(run, PeakArgs)
+    base = prepare_resume_target(run, request.destroy_data, request.fio,
+                                 read_only=not _writes(args))
+    return _prepared(base, args)
 
 
 def _prepared(base: PreparedTarget, args: PeakArgs) -> PreparedPeak:
@@ -113,7 +126,8 @@ def _float(cell: Cell, key: str) -> float | None:
 def measured_of(cell: Cell) -> Measured:
     """A stored probe's cell back as what the search measured."""
     probe = Probe(Engine.parse(str(cell["engine"])), int(str(cell["threads"])),
-                  int(str(cell["iodepth"])), bool(cell.get("split")))
+                  int(str(cell["iodepth"])), bool(cell.get("split")),
+                  int(str(cell.get("trial") or 0)))
     return Measured(probe, bool(cell.get("ok")), _float(cell, "iops") or 0.0,
                     _float(cell, "bw_bytes_per_s") or 0.0,
                     {m: _float(cell, k) for m, k in LATENCY_KEYS.items()},
@@ -214,6 +228,7 @@ class PeakRun(SessionRun[PreparedPeak]):
         cell.update(host)
         cell.update({"engine": p.engine.label, "ioengine": p.engine.name,
                      "fast_paths": list(p.engine.fast_paths), "split": p.split,
+                     "trial": p.trial,
                      "cpus_allowed": o.cpus_allowed, "ok": ok,
                      "probe_error": None if ok else (run.error or "fio measured no I/O")})
         self.session.fio_round(w.name, round_no, run, "probe",
@@ -250,6 +265,6 @@ RUNNER = Runner(
     describe=describe,
     progress=lambda p: Progress(quick=p.options.quick),
     start=PeakRun,
-    prepare_resume=resume_with(_prepared, PeakArgs),
+    prepare_resume=prepare_peak_resume,
     read_only=lambda p: not p.options.writes,
 )
