@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -85,6 +86,8 @@ def test_transition_at_gc_start_and_a_killed_run_resumes(
     assert len(kept) >= 3, kept
     time.sleep(0.5)  # fio dies with ssdlab (PDEATHSIG)
     assert processes_using(emu.target) == []  # no fio left writing to the device
+    # a round's log directory (and the gate's) that the SIGKILL left behind
+    left = list(Path(tempfile.gettempdir()).glob(f"ssdlab-*-{proc.pid}-*"))
 
     refused = ssdlab("resume", run_id, "--store", str(store), env=env)
     assert refused.returncode == 3 and "--destroy-data" in refused.stderr  # block device
@@ -93,6 +96,8 @@ def test_transition_at_gc_start_and_a_killed_run_resumes(
     rounds = _ok_rounds(store, run_id)
     assert rounds[: len(kept)] == kept and rounds == list(range(1, len(rounds) + 1))
     assert len(rounds) == 14
+    assert not [d for d in left if d.exists()], left  # swept by the next ssdlab
+    print(f"scratch directories left by the SIGKILL, then swept: {len(left)}")
 
     doc = json.loads(ssdlab("export", run_id, "--store", str(store)).stdout)
     assert doc["run"]["status"] == "complete"

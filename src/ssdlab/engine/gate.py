@@ -70,13 +70,13 @@ import re
 import select
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ssdlab.engine import scratch
 from ssdlab.engine.jobmerge import Job, parse_job_file, positions
 from ssdlab.plan.units import parse_size
 
@@ -321,25 +321,6 @@ def namespace_works() -> bool:
 DIR_PREFIX = "ssdlab-gate-"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep(parent: Path) -> None:
-    """Remove the gate directories in ``parent`` whose ssdlab died without removing them
-    (SIGKILL leaves no ``finally``)."""
-    for directory in parent.glob(f"{DIR_PREFIX}*-*"):
-        pid = directory.name[len(DIR_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(directory, ignore_errors=True)
-
-
 def gate_enabled() -> bool:
     """Whether rounds go through the gate (``SSDLAB_FIO_GATE=0`` turns it off)."""
     return os.environ.get(GATE_ENV, "1").strip().lower() not in ("0", "off", "no")
@@ -352,9 +333,7 @@ def gated(job_text: str) -> Iterator[tuple[str, Path | None]]:
     if not gate_enabled():
         yield job_text, None
         return
-    parent = Path(tempfile.gettempdir())
-    sweep(parent)
-    directory = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent))
+    directory = scratch.make("gate")
     try:
         job = gate_job(job_text, directory, memory_available())
         if (job is None or shutil.which("flock") is None or shutil.which("dd") is None

@@ -17,15 +17,14 @@ import dataclasses
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ssdlab import __version__
 from ssdlab.analysis.block_presets import summarise, timeline_total
+from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, fio_log_path, merge_rate_logs, read_log
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor
@@ -316,7 +315,7 @@ class PresetRun(SessionRun[PreparedPreset]):
 
     def _measure(self, n: int, m: Measurement) -> dict[str, Any]:
         caches = self._before(m)
-        logdir = Path(tempfile.mkdtemp(prefix="ssdlab-preset-")) if m.log_iops else None
+        logdir = scratch.make("preset") if m.log_iops else None
         try:
             prefix = str(logdir / "iops") if logdir else None
             self.progress.phase(label(m))

@@ -6,12 +6,11 @@ latency, and the per-interval IOPS timeline."""
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, LogEntry, fio_log_path, read_log
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun, watchdog_seconds
@@ -114,7 +113,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
         params = rp.test_params(o)
         self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
                             result=ReplayResult().to_json())
-        logdir = Path(tempfile.mkdtemp(prefix="ssdlab-replay-"))
+        logdir = scratch.make("replay")
         try:
             prefix = str(logdir / "replay")
             text = job_text(self.p, rp.replay_job(o, s.info.path, prefix))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from ssdlab.analysis.saturation import (
     wait_state,
 )
 from ssdlab.analysis.steady import SNIA_RULE, check_window
+from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
@@ -152,7 +152,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         o = self.o
         number = state.round_no + 1
         cell = burst_cell(o, self.p.range, plan.WSAT_CELL, o.round_seconds)
-        logdir = Path(tempfile.mkdtemp(prefix="ssdlab-wsat-"))
+        logdir = scratch.make("wsat")
         try:
             prefix = logdir / "wsat"
             text = plan.wsat_job(o, self.p.range, number, str(prefix), self.session.fio.job_text)
@@ -260,7 +260,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         count = o.baseline_rounds - first
         burst_ms = round(o.burst_seconds * 1000)
         cell = burst_cell(o, self.p.range, f"hir_baseline_w{wait_s:g}", count * o.burst_seconds)
-        logdir = Path(tempfile.mkdtemp(prefix="ssdlab-hir-"))
+        logdir = scratch.make("hir")
         try:
             prefix = logdir / "base"
             extra = (("write_iops_log", str(prefix)), ("log_avg_msec", str(burst_ms)))

@@ -9,11 +9,9 @@ in the store and the report draws it from there.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ssdlab.analysis.cliff import rate_by_bytes
@@ -25,6 +23,7 @@ from ssdlab.analysis.slc_probe import (
     transfers_from_bw_samples,
     with_times,
 )
+from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, completions, read_log
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.plan import slc_probe as plan
@@ -171,7 +170,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
     # -- one write -------------------------------------------------------------------------
     def _pass(self, pass_no: int) -> tuple[PassVerdict, dict[str, Any] | None]:
         cell = self.o.cell(pass_no)
-        logdir = Path(tempfile.mkdtemp(prefix="ssdlab-slc-"))
+        logdir = scratch.make("slc")
         try:
             prefix = str(logdir / "slc")
             text = plan.write_job(self.o, pass_no, prefix, self.session.fio.job_text)
