@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine.gate import (
-    DIR_PREFIX,
     GATE_ENV,
     MEMORY_SHARE,
     Gate,
@@ -226,6 +225,9 @@ def test_the_gate_commands_survive_fio_s_job_file_syntax(tmp_path: Path) -> None
     odd = tmp_path / "a dir;x"
     odd.mkdir()
     assert gate_job(ROUND, odd) is None  # its commands could not name it plainly
+
+
+DIR_PREFIX = "ssdlab-gate-"  # engine/scratch.py: ssdlab-KIND-PID-random
 
 
 def test_directories_a_killed_ssdlab_left_are_swept(tmp_path: Path,

@@ -317,10 +317,6 @@ def namespace_works() -> bool:
         return False
 
 
-#: a gate directory is DIR_PREFIX, the pid of the ssdlab that made it, "-", random
-DIR_PREFIX = "ssdlab-gate-"
-
-
 def gate_enabled() -> bool:
     """Whether rounds go through the gate (``SSDLAB_FIO_GATE=0`` turns it off)."""
     return os.environ.get(GATE_ENV, "1").strip().lower() not in ("0", "off", "no")
@@ -333,8 +329,7 @@ def gated(job_text: str) -> Iterator[tuple[str, Path | None]]:
     if not gate_enabled():
         yield job_text, None
         return
-    directory = scratch.make("gate")
-    try:
+    with scratch.scratch_dir("gate") as directory:
         job = gate_job(job_text, directory, memory_available())
         if (job is None or shutil.which("flock") is None or shutil.which("dd") is None
                 or not namespace_works()):
@@ -342,5 +337,3 @@ def gated(job_text: str) -> Iterator[tuple[str, Path | None]]:
             return
         with Gate(job.threads, directory):
             yield job.text, directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)

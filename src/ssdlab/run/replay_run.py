@@ -5,7 +5,6 @@ latency, and the per-interval IOPS timeline."""
 
 from __future__ import annotations
 
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -113,15 +112,12 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
         params = rp.test_params(o)
         self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
                             result=ReplayResult().to_json())
-        logdir = scratch.make("replay")
-        try:
+        with scratch.scratch_dir("replay") as logdir:
             prefix = str(logdir / "replay")
             text = job_text(self.p, rp.replay_job(o, s.info.path, prefix))
             self.progress.phase("replay", 1, rp.planned_seconds(o))
             run = s.run_fio(text, (), json_plus=True, timeout_s=_timeout(o))
             entries = self._log(prefix, run)
-        finally:
-            shutil.rmtree(logdir, ignore_errors=True)
         cell = self._cell(run)
         ok = run.ok and cell is not None
         s.fio_round(TEST, 1, run, "replay", status="ok" if ok else "failed",

@@ -18,7 +18,6 @@ the return to the baseline as one continuous fio run cut into rounds by its IOPS
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +151,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         o = self.o
         number = state.round_no + 1
         cell = burst_cell(o, self.p.range, plan.WSAT_CELL, o.round_seconds)
-        logdir = scratch.make("wsat")
-        try:
+        with scratch.scratch_dir("wsat") as logdir:
             prefix = logdir / "wsat"
             text = plan.wsat_job(o, self.p.range, number, str(prefix), self.session.fio.job_text)
             self.progress.phase("round", number, o.round_seconds)
@@ -164,8 +162,6 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                                        tracking={}, cells=[])
                 raise TestFailed(f"round {number}: {run.error}")
             points = _rate_points(prefix, o.threads, o.log_msec, o.block_bytes)
-        finally:
-            shutil.rmtree(logdir, ignore_errors=True)
         measured = cell_from_job(cell, job)
         # the group's wall runtime (job_runtime sums the jobs' runtimes)
         seconds = max(job.write.runtime_ms, job.read.runtime_ms) / 1000 or o.round_seconds
@@ -260,8 +256,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         count = o.baseline_rounds - first
         burst_ms = round(o.burst_seconds * 1000)
         cell = burst_cell(o, self.p.range, f"hir_baseline_w{wait_s:g}", count * o.burst_seconds)
-        logdir = scratch.make("hir")
-        try:
+        with scratch.scratch_dir("hir") as logdir:
             prefix = logdir / "base"
             extra = (("write_iops_log", str(prefix)), ("log_avg_msec", str(burst_ms)))
             text = self.session.fio.job_text((cell,), f"hir back to baseline after "
@@ -269,8 +264,6 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             self.progress.phase(f"baseline after {wait_label(wait_s)}")
             run = self.session.run_fio(text, (cell,), json_plus=True)
             points = _rate_points(prefix, o.threads, burst_ms, o.block_bytes) if run.ok else []
-        finally:
-            shutil.rmtree(logdir, ignore_errors=True)
         self.store.add_step(self.run_id, HIR, "fio", {
             "ok": run.ok, "error": run.error, "baseline_after_wait_s": wait_s,
         }, fio_record(run, "hir-baseline"))

@@ -8,7 +8,6 @@ in the store and the report draws it from there.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,8 +169,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
     # -- one write -------------------------------------------------------------------------
     def _pass(self, pass_no: int) -> tuple[PassVerdict, dict[str, Any] | None]:
         cell = self.o.cell(pass_no)
-        logdir = scratch.make("slc")
-        try:
+        with scratch.scratch_dir("slc") as logdir:
             prefix = str(logdir / "slc")
             text = plan.write_job(self.o, pass_no, prefix, self.session.fio.job_text)
             self.progress.phase(f"sequential write, pass {pass_no}")
@@ -188,8 +186,6 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             if not run.ok:
                 raise TestFailed(f"the sequential write (pass {pass_no}) failed: {run.error}")
             points = rate_by_bytes(self._transfers(run, prefix), self.o.slice_bytes)
-        finally:
-            shutil.rmtree(logdir, ignore_errors=True)
         first_round = self._round_no + 1
         self._store_points(pass_no, with_times(points), run.started_at)
         if self._round_no >= first_round:  # the members over the whole write, its slices
