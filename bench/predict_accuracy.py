@@ -220,7 +220,7 @@ def judge(series: Mapping[str, Sequence[float]], max_rounds: int, noisy: bool = 
             break
     last = snia_round or n
     out: dict[str, Any] = {"snia_round": snia_round, "snia_window_average": snia_avg,
-                           "rounds_run": last}
+                           "rounds_run": last, **arrival(series, snia_round, snia_avg)}
     for k in range(1, last + 1):
         found = predict_run({v: list(s[:k]) for v, s in series.items()}, SNIA_RULE,
                             max_rounds, TOLERANCE, noisy=noisy)
@@ -240,6 +240,28 @@ def judge(series: Mapping[str, Sequence[float]], max_rounds: int, noisy: bool = 
     return out
 
 
+def arrival(series: Mapping[str, Sequence[float]], snia_round: int | None,
+            snia_avg: Mapping[str, float] | None) -> dict[str, Any]:
+    """Where the measured rounds themselves reach the full run's answer: the first round
+    from which every round up to the SNIA one is within MAX_ERROR_PCT of the SNIA window
+    average (each variable), and how far the round at half the SNIA rounds still is from
+    it (the variable furthest off). A prediction made before the arrival round names a
+    level no round has shown yet: it extrapolates the curve. None when even the SNIA
+    round is further off (counted as the SNIA round in the mean)."""
+    if snia_round is None or snia_avg is None:
+        return {"arrival_round": None, "at_half_pct": None}
+
+    def off(v: str, k: int) -> float:
+        return 100 * (series[v][k - 1] / snia_avg[v] - 1)
+
+    arrived = next((k for k in range(1, snia_round + 1)
+                    if all(abs(off(v, j)) <= MAX_ERROR_PCT
+                           for v in snia_avg for j in range(k, snia_round + 1))), None)
+    half = max(snia_round // 2, 1)
+    return {"arrival_round": arrived,
+            "at_half_pct": max((off(v, half) for v in snia_avg), key=abs)}
+
+
 def verdict_of(result: dict[str, Any]) -> str:
     if result["snia_round"] is None:
         return "ok: no claim" if result["predicted_round"] is None else "FAIL: claimed"
@@ -257,6 +279,7 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
               and abs(c["error_pct"]) <= MAX_ERROR_PCT]
     claimed = [c["case"] for c in never if c["predicted_round"] is not None]
     mean_fraction = sum(fractions) / len(fractions) if fractions else None
+    arrivals = [(c["arrival_round"] or c["snia_round"]) / c["snia_round"] for c in steady]
     wrong = [c["case"] for c in steady if c["predicted_round"] is not None
              and abs(c["error_pct"]) > MAX_ERROR_PCT]
     return {
@@ -266,6 +289,7 @@ def summary(cases: list[dict[str, Any]]) -> dict[str, Any]:
         "not_predicted_before_snia": [c["case"] for c in steady
                                       if c["predicted_round"] is None],
         "mean_rounds_fraction": mean_fraction,
+        "mean_arrival_fraction": sum(arrivals) / len(arrivals) if arrivals else None,
         "claims_where_never_steady": claimed,
         "error_criterion_met": not wrong,
         "fraction_criterion_met": mean_fraction is not None
@@ -282,8 +306,9 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
 
 def table(cases: list[dict[str, Any]]) -> list[str]:
     lines = ["| case | SNIA round | SNIA window avg | predicted round | predicted | "
-             "+- 95 % | error % | rounds fraction | verdict |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "+- 95 % | error % | rounds fraction | verdict | arrival round | "
+             "at half % |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for c in cases:
         snia = c["snia_window_average"]
         first = next(iter(c["series"]))
@@ -293,7 +318,8 @@ def table(cases: list[dict[str, Any]]) -> list[str]:
             f"| {c['case']} | {_fmt(c['snia_round'], 'd')} | "
             f"{_fmt(snia[first] if snia else None)} | {_fmt(c['predicted_round'], 'd')} | "
             f"{_fmt(predicted)} | {_fmt(half, '.1f')} | {_fmt(c.get('error_pct'), '+.1f')} | "
-            f"{_fmt(c.get('rounds_fraction'), '.2f')} | {verdict_of(c)} |")
+            f"{_fmt(c.get('rounds_fraction'), '.2f')} | {verdict_of(c)} | "
+            f"{_fmt(c.get('arrival_round'), 'd')} | {_fmt(c.get('at_half_pct'), '+.0f')} |")
     return lines
 
 
@@ -327,7 +353,13 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"{', '.join(s['predicted_outside_5pct']) or 'none'}; not predicted before "
                 f"the SNIA rule passed: {', '.join(s['not_predicted_before_snia']) or 'none'})"
                 f". Mean rounds fraction {_fmt(s['mean_rounds_fraction'], '.2f')} (a case "
-                f"with no prediction counts as 1). Never-steady cases: "
+                f"with no prediction counts as 1). The rounds themselves arrive within "
+                f"{MAX_ERROR_PCT:g} % of the full run's answer, to stay, at "
+                f"{_fmt(s['mean_arrival_fraction'], '.2f')} of its rounds on average (arrival "
+                f"round: from it on every round is within {MAX_ERROR_PCT:g} %; at half %: the "
+                f"round at half the SNIA rounds against the answer; none arrived: counted as the "
+                f"SNIA round): a prediction before "
+                f"the arrival round names a level no round has shown yet. Never-steady cases: "
                 f"{s['never_steady_cases']}, claims among them: "
                 f"{', '.join(s['claims_where_never_steady']) or 'none'}.", ""]
     out += ["## Real `--predict` runs", "",
