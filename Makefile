@@ -74,10 +74,13 @@ unit: venv
 integration: setup
 	$(BIN)/pytest tests/integration -q
 
+# the suite in two parts: two test files at a time (pytest-xdist, each file whole on one
+# worker), then the files marked solo, which judge speed, alone
 test: setup
 	@$(MAKE) --no-print-directory lint
 	$(MAKE) -s -C emulator test
-	$(BIN)/pytest -q --durations=15
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo" --durations=10
+	$(BIN)/pytest -q -m solo --durations=5
 
 bench: setup
 	$(BIN)/python bench/harness_overhead.py

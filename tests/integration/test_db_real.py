@@ -26,7 +26,9 @@ from tests.integration.conftest import emulator_available
 from tests.support.browser import Browser, require_chromium
 from tests.support.cli import one_line_error, ssdlab, wait_for
 
-pytestmark = [pytest.mark.root, pytest.mark.fio]
+# solo (make test runs it alone, after the rest): it checks machine-wide that no database
+# server, shared-memory segment or cgroup of ssdlab's is left
+pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.solo]
 
 GIB = 1024**3
 #: short phases: the tools' numbers are exact for any length, and the ranking below holds

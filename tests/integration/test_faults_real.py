@@ -19,7 +19,9 @@ import pytest
 from ssdlab.targets import emulator
 from tests.support.cli import one_line_error, ssdlab
 
-pytestmark = [pytest.mark.root, pytest.mark.fio]
+# solo (make test runs it alone, after the rest): the watchdog's margin over a healthy
+# round is 1 s
+pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.solo]
 
 MIB = 1 << 20
 CELLS = ("--block-sizes", "4", "--mixes", "0/100", "--latency-block-sizes", "4",

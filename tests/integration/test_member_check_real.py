@@ -31,7 +31,9 @@ from ssdlab.engine.runner import FioExecutor
 from ssdlab.run.member_check import check_members
 from ssdlab.targets import emulator
 
-pytestmark = [pytest.mark.root, pytest.mark.fio]
+# solo (make test runs it alone, after the rest): a normal member is measured against its
+# peers within 20 %
+pytestmark = [pytest.mark.root, pytest.mark.fio, pytest.mark.solo]
 
 MIB = 1024 * 1024
 SIZE = 128 * MIB

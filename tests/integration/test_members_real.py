@@ -137,5 +137,7 @@ def test_the_slow_member_is_named_and_only_it(slow: int | None, emu_run_dir: Pat
             assert verdict.member == expected, verdict.message
     finally:
         subprocess.run(["umount", str(mount)], check=False, capture_output=True)
-        subprocess.run(["btrfs", "device", "scan", "--forget"], check=False,
+        # its own members only: a bare --forget unregisters every unmounted btrfs device
+        # on the machine, another test's array among them
+        subprocess.run(["btrfs", "device", "scan", "--forget", *loops], check=False,
                        capture_output=True)

@@ -32,7 +32,8 @@ def test_quick_pts_on_a_loop_device_exports_every_cell(quick_pts: QuickPts) -> N
     assert run.stderr == ""
     assert "[QUICK]" in run.stdout
 
-    exported = ssdlab("export", "last", "--format", "json", "--store", str(store))
+    # by its id: the session's store also holds the runs the report test adds
+    exported = ssdlab("export", quick_pts.run_id, "--format", "json", "--store", str(store))
     assert exported.returncode == 0 and exported.stderr == ""
     doc = json.loads(exported.stdout)
     assert doc["schema_version"] == 1 and doc["run"]["quick"] is True
@@ -74,7 +75,7 @@ def test_quick_pts_on_a_loop_device_exports_every_cell(quick_pts: QuickPts) -> N
     assert {"cpu_model", "cpu_count", "memory_bytes", "kernel"} <= set(host)
     assert doc["versions"]["fio"].startswith("3.")
 
-    shown = ssdlab("show", "last", "--store", str(store))
+    shown = ssdlab("show", quick_pts.run_id, "--store", str(store))
     assert shown.returncode == 0 and shown.stderr == ""
     assert "QUICK PROFILE" in shown.stdout and "1024 KiB" in shown.stdout
 

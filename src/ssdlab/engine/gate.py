@@ -292,11 +292,12 @@ class Gate:
             self._open(self.opened)
 
     def _open(self, number: int) -> None:
+        # counted before its jobs are released: whoever sees them run sees it counted
+        self.opened = number + 1
         fd = self._locks.pop(number)
         (self.dir / f"go{number}").touch()
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        self.opened = number + 1
 
 
 #: how a gated fio is started: init of a PID namespace of its own, killed (with every job
