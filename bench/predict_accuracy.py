@@ -357,9 +357,9 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"{MAX_ERROR_PCT:g} % of the full run's answer, to stay, at "
                 f"{_fmt(s['mean_arrival_fraction'], '.2f')} of its rounds on average (arrival "
                 f"round: from it on every round is within {MAX_ERROR_PCT:g} %; at half %: the "
-                f"round at half the SNIA rounds against the answer; none arrived: counted as the "
-                f"SNIA round): a prediction before "
-                f"the arrival round names a level no round has shown yet. Never-steady cases: "
+                f"round at half the SNIA rounds against the answer; none arrived: counted as "
+                f"the SNIA round): a prediction before the arrival round names a level no "
+                f"round has shown yet. Never-steady cases: "
                 f"{s['never_steady_cases']}, claims among them: "
                 f"{', '.join(s['claims_where_never_steady']) or 'none'}.", ""]
     out += ["## Real `--predict` runs", "",

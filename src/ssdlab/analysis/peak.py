@@ -12,9 +12,8 @@ code (``measure`` answers them from the store) and goes on where it stopped.
    has only QD 1, grows its own jobs. An engine replaces the current one only when it gains
    at least ``min_gain_pct`` ("only if it helps"). Then **reach**: each queued engine (by
    name, its first variant) once at the deepest load allowed (``max_threads`` x
-   ``max_qd``), since growing stops at the
-   first flat step and a device can rise again past a plateau; it too must gain
-   ``min_gain_pct`` (and keep to the ceiling) to be kept.
+   ``max_qd``), since growing stops at the first flat step and a device can rise again
+   past a plateau; it too must gain ``min_gain_pct`` (and keep to the ceiling) to be kept.
 3. **Refine** around the best: its neighbours (QD x1.5, x0.75, /2; jobs +1, -1), moving to
    the best neighbour while it gains at least ``min_gain_pct``; then CPU pinning (fio's
    ``cpus_allowed_policy=split``: each job on a CPU of its own), kept only if it helps.
