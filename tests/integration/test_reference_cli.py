@@ -10,7 +10,7 @@ import pytest
 
 from ssdlab.errors import UserError
 from ssdlab.store.db import Store
-from tests.support.cli import one_line_error, sha256_of, ssdlab
+from tests.support.cli import HINTED, one_line_error, sha256_of, ssdlab
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "published-results.csv"
 IMPORTED = re.compile(r"^imported (.+) \((\d+) rows?\) as run (\S+) \(read-only reference\)$")
@@ -60,7 +60,7 @@ def test_specs_without_a_match() -> None:
     result = ssdlab("specs", "Samsung", "PM9A3")
     assert result.returncode == 2
     assert one_line_error(result) == (
-        "Error: no vendor spec matches 'Samsung PM9A3' (see `ssdlab specs`)"
+        f"Error: no vendor spec matches 'Samsung PM9A3' (see `{HINTED} specs`)"
     )
     assert result.stdout == ""
 

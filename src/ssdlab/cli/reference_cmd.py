@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.cli.common import add_command, add_store_option, open_store
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.reference.specs import VendorSpec, find_specs, load_specs
 from ssdlab.report.terminal import num
 
@@ -102,7 +102,7 @@ def specs_command(args: argparse.Namespace, argv: list[str]) -> int:
     query = " ".join(args.match)
     chosen = find_specs(query, load_specs())
     if not chosen:
-        raise UserError(f"no vendor spec matches {query!r} (see `ssdlab specs`)")
+        raise UserError(f"no vendor spec matches {query!r} (see `{command()} specs`)")
     if args.json:
         print(json.dumps([dataclasses.asdict(s) for s in chosen], indent=2))
         return int(ExitCode.OK)

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from ssdlab.errors import EnvironmentProblem
+from ssdlab.errors import EnvironmentProblem, command
 from ssdlab.store.backend import (
     APPLICATION_ID,
     Db,
@@ -219,7 +219,7 @@ def connect(location: StoreLocation | Path, *, read_only: bool = False) -> Db:
             if version != SCHEMA_VERSION:
                 raise EnvironmentProblem(
                     f"results store {location} has schema version {version}; open it once "
-                    f"with `ssdlab runs --store ...` to bring it to version {SCHEMA_VERSION}")
+                    f"with `{command()} runs --store ...` to bring it to version {SCHEMA_VERSION}")
         else:
             ensure_schema(db)
     except BaseException as exc:
