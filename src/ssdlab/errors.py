@@ -1,4 +1,5 @@
-"""The one user-facing error type and the documented exit codes.
+"""The one user-facing error type, the documented exit codes, and how hints name the
+command.
 
 Anything raised that is not a :class:`UserError` is a bug and may show a traceback.
 """
@@ -51,3 +52,20 @@ class RunNotFound(UserError):
     """The run id or prefix given matches no run in the store."""
 
     exit_code = ExitCode.NOT_FOUND
+
+
+#: what hints tell the user to type to run ssdlab; see :func:`command`
+_COMMAND = ["ssdlab"]
+
+
+def command() -> str:
+    """The command a hint names (``see `ssdlab show RUN```): ``ssdlab`` when that name on
+    PATH runs this very ssdlab, else the path it was started by (``.venv/bin/ssdlab``),
+    as the command-line entry point found it (``cli/main.py``); ``ssdlab`` when ssdlab is
+    used as a library."""
+    return _COMMAND[0]
+
+
+def set_command(text: str) -> None:
+    """Name the command as :func:`command` gives it (the entry point does, once)."""
+    _COMMAND[0] = text

@@ -23,7 +23,7 @@ from typing import Any
 from ssdlab.analysis.endurance import written_between
 from ssdlab.analysis.member_check import outlier_verdict
 from ssdlab.engine.runner import Executor, FioExecutor
-from ssdlab.errors import TargetError, UserError
+from ssdlab.errors import TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
 from ssdlab.plan.matrix import (
     MEMBER_CHECK,
@@ -95,7 +95,7 @@ def _child_suite(name: str) -> Suite:
     suite = find(name)
     if suite is None or not suite.spec.runnable or name == SUITE:
         raise UserError(f"--suite {name!r} is not a suite a matrix can run "
-                        "(see `ssdlab run --help`)")
+                        f"(see `{command()} run --help`)")
     if suite.spec.target not in (TargetKind.DEVICE, TargetKind.DEVICE_OR_DIR, TargetKind.DIR):
         raise UserError(f"--suite {name}: it does not run on one target")
     return suite
@@ -311,7 +311,7 @@ class MatrixRun:
 
     def _levels(self, previous: RunData | None) -> str:
         interrupted = (f"matrix {self.run_id} interrupted; completed levels are kept "
-                       f"(continue it with `ssdlab resume {self.run_id}`)")
+                       f"(continue it with `{command()} resume {self.run_id}`)")
         done = {t.name: t for t in previous.tests} if previous else {}
         failed: list[str] = []
         with recorded_ending(lambda s, m: self.store.finish_run(self.run_id, s, m),

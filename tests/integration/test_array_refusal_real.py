@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import LoopFactory
 from tests.support.browser import require_tool
+from tests.support.cli import HINTED
 
 pytestmark = [pytest.mark.root]
 
@@ -144,7 +145,7 @@ def test_create_status_destroy_a_btrfs_array(loop_device: LoopFactory, shm_dir: 
     status = _ssdlab("array", "status", env=env)
     assert status.returncode == 0
     assert "lab: btrfs raid1 of 2 members" in status.stdout
-    assert "kept until `ssdlab array destroy`" in status.stdout and "mounted on" in status.stdout
+    assert f"kept until `{HINTED} array destroy`" in status.stdout and "mounted on" in status.stdout
     # a suite on it records the array it ran on
     run = _ssdlab("run", "cdm", "--target", str(target), "--profile", "quick", "--modes",
                   "write", "--label", "controller=none", env=env)
@@ -165,4 +166,4 @@ def test_create_status_destroy_a_btrfs_array(loop_device: LoopFactory, shm_dir: 
                                text=True, check=True)
         assert probe.stdout.strip() == ""
     missing = _ssdlab("array", "destroy", "lab", env=env)
-    assert missing.returncode == 5 and "no array named 'lab'" in missing.stderr
+    assert missing.returncode == 2 and "no array named 'lab'" in missing.stderr

@@ -28,12 +28,19 @@ SHORT = PtsArgs(profile="quick", block_sizes="4", mixes="0/100", latency_block_s
 
 def _demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, dict[str, object]]:
     out = tmp_path / "demo-results"
-    code = main(["demo", "--size", "64MiB", "--output-dir", str(out),
-                 "--store", str(tmp_path / "s.sqlite")])
+    typed = ["demo", "--size", "64MiB", "--output-dir", str(out),
+             "--store", str(tmp_path / "s.sqlite")]
+    code = main(typed)
     printed = capsys.readouterr().out
     assert code == 0, printed
     (export,) = out.glob("*.json")
     doc: dict[str, object] = json.loads(export.read_text())
+    run = doc["run"]
+    assert isinstance(run, dict)
+    assert run["argv"] == typed  # what was typed, once: not ["demo", "demo", ...]
+    run_id = run["id"]
+    assert printed.splitlines()[-3:] == [  # one command a line, nothing a shell would pipe
+        "next:", f"  ssdlab show {run_id}", f"  ssdlab export {run_id} --format csv"]
     return printed, doc
 
 

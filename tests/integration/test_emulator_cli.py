@@ -49,6 +49,8 @@ def test_start_write_stats_stop(run_dir: dict[str, str]) -> None:
     state = _state(run_dir)
     loop, mnt = state["loop_device"], state["mountpoint"]
     assert loop.startswith("/dev/loop") and _mounted(mnt)
+    fresh = ssdlab("emulator", "status", env=run_dir).stdout
+    assert "no host writes yet" in fresh and "write amplification" not in fresh, fresh
     fio = subprocess.run(
         [
             "fio",
@@ -71,6 +73,8 @@ def test_start_write_stats_stop(run_dir: dict[str, str]) -> None:
     assert truth["counters"]["host_write_bytes"] == written
     shown = ssdlab("emulator", "status", env=run_dir)
     assert "default: running" in shown.stdout
+    waf = truth["counters"]["write_amplification"]
+    assert f"write amplification {waf:.2f}\n" in shown.stdout, shown.stdout
     stopped = ssdlab("emulator", "stop", env=run_dir)
     assert stopped.returncode == 0 and stopped.stderr == ""
     assert not _mounted(mnt)
@@ -122,8 +126,8 @@ def test_bad_input(run_dir: dict[str, str]) -> None:
         assert f"--time-scale {scale!r}" in one_line_error(bad_scale)
     assert "no emulators" in ssdlab("emulator", "status", env=run_dir).stdout
     missing = ssdlab("emulator", "stop", "--name", "nosuch", env=run_dir)
-    assert missing.returncode == 5
-    one_line_error(missing)
+    assert missing.returncode == 2  # a bad argument, not "no such run" (5)
+    assert "--name nosuch: no emulator of that name" in one_line_error(missing)
 
 
 def test_a_run_on_the_emulator_records_its_ground_truth(

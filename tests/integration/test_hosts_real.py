@@ -32,7 +32,7 @@ from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 from tests.integration.conftest import only_run_id
 from tests.support.browser import open_page
-from tests.support.cli import one_line_error, ssdlab
+from tests.support.cli import HINTED, one_line_error, ssdlab
 from tests.support.netlab import NetLab
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
@@ -290,7 +290,7 @@ def test_a_host_killed_mid_run(emu_run_dir: Path, shm_dir: Path) -> None:
         assert proc.returncode == 1, out + err
         line = one_line_error(subprocess.CompletedProcess(argv, 1, out, err))
         assert line.startswith("Error: host h2 "), line
-        assert f"`ssdlab resume {only_run_id(lab.store)}` goes on" in line
+        assert f"`{HINTED} resume {only_run_id(lab.store)}` goes on" in line
         kept = _ok_rounds(lab.store)
         assert len(kept) >= 2 and kept == list(range(1, len(kept) + 1))
         run_id = only_run_id(lab.store)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ZramFactory
-from tests.support.cli import killed_at_exit, one_line_error, ssdlab, wait_for
+from tests.support.cli import HINTED, killed_at_exit, one_line_error, ssdlab, wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -69,7 +69,7 @@ def test_a_short_peak_search_on_zram(zram_device: ZramFactory, tmp_path: Path) -
             f"{run_id} (rnd4k_read: ") in planned.stdout
     no_peak = ssdlab(*auto, "--tests", "throughput")  # no sequential workload was searched
     assert no_peak.returncode == 2
-    assert "run `ssdlab run peak --target" in one_line_error(no_peak)
+    assert f"run `{HINTED} run peak --target" in one_line_error(no_peak)
 
     shown = ssdlab("show", "last", "--store", store)
     assert shown.returncode == 0 and shown.stderr == "" and "latency at the peak" in shown.stdout

@@ -10,7 +10,7 @@ import pytest
 
 from ssdlab.errors import UserError
 from ssdlab.store.db import Store
-from tests.support.cli import one_line_error, sha256_of, ssdlab
+from tests.support.cli import HINTED, one_line_error, sha256_of, ssdlab
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "published-results.csv"
 IMPORTED = re.compile(r"^imported (.+) \((\d+) rows?\) as run (\S+) \(read-only reference\)$")
@@ -32,19 +32,22 @@ def test_specs_lists_the_vendor_table() -> None:
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["vendor", "model", "GB", "read"]
     assert set(lines[1]) == {"-", " "}
-    rows = lines[2:-1]
+    rows = lines[2:16]
     assert len(rows) == 14
-    assert lines[-1].startswith("MB/s = 10^6 bytes/s")
+    assert lines[16].startswith("MB/s = 10^6 bytes/s")
+    assert ".txt" not in result.stdout  # no file of the project's that users lack
     micron = next(r for r in rows if "7450 PRO" in r and " 3,840 " in r)
     assert re.search(r"6,800 +5,300 +1,000,000 +180,000 +300,000 +80 +15 +1 ", micron)
     cd5 = next(r for r in rows if " CD5 " in r)
-    assert re.search(r"550,000 +50,000 +- +- +- +<1 +001_7e2a2261cc4b3893.txt$", cd5)
+    assert re.search(r"550,000 +50,000 +- +- +- +<1 +\[3\]$", cd5)
+    assert '  [3] Toshiba CD5 and CM5-R NVMe SSDs: "Тестирование SSD Toshiba CD5 и CM5-R", ' \
+        "a review in Russian, 2019-07-11" in lines
 
 
 def test_specs_filter_and_json() -> None:
     result = ssdlab("specs", "Micron", "9400", "MAX")
     assert result.returncode == 0 and result.stderr == ""
-    assert len(result.stdout.splitlines()) == 2 + 3 + 1
+    assert len(result.stdout.splitlines()) == 2 + 3 + 1 + 2 + 1  # one source cited
     as_json = ssdlab("specs", "--json", "SN640")
     assert as_json.returncode == 0 and as_json.stderr == ""
     (row,) = json.loads(as_json.stdout)
@@ -60,7 +63,7 @@ def test_specs_without_a_match() -> None:
     result = ssdlab("specs", "Samsung", "PM9A3")
     assert result.returncode == 2
     assert one_line_error(result) == (
-        "Error: no vendor spec matches 'Samsung PM9A3' (see `ssdlab specs`)"
+        f"Error: no vendor spec matches 'Samsung PM9A3' (see `{HINTED} specs`)"
     )
     assert result.stdout == ""
 

@@ -111,6 +111,43 @@ def test_every_stored_round_shows_on_the_live_page(tmp_path: Path) -> None:
     assert status == "complete" and len(delays) >= 1
 
 
+@pytest.mark.fio
+def test_a_dashboard_started_before_any_store_shows_the_first_run(tmp_path: Path) -> None:
+    """A lab starts its dashboard first, as a service: the store (not even its directory)
+    does not exist yet. The runs page shows an empty list, the server makes nothing, and
+    the run made afterwards (real fio, the short run above) appears on the open page."""
+    require_chromium()
+    store = tmp_path / "lab" / "results.sqlite"
+    with _process(_ssdlab("serve", "--port", "0", "--store", str(store))) as server:
+        assert server.stdout is not None
+        url = server.stdout.readline().split(" at ", 1)[1].split(" ", 1)[0]
+        assert server.stdout.readline().startswith(f"no results store at {store} yet")
+        with Browser() as browser, browser.open_url(url) as page:
+            _until("the empty list", lambda: page.evaluate(
+                "document.body.dataset.runs") == "0", WAIT_PER_ROUND_S)
+            assert page.evaluate("document.getElementById('count').textContent") == \
+                "no runs yet in this store"
+            assert not store.parent.exists()  # the server made nothing
+            run = _ssdlab("run", "pts", "--target", str(tmp_path / "t.img"), *RUN,
+                          "--store", str(store))
+            with _process(run):
+                _until("the store made", store.exists, 60)
+                made = time.monotonic()
+                _until("the run on the open runs page", lambda: page.evaluate(
+                    "document.body.dataset.runs") == "1", 60 + WAIT_PER_ROUND_S)
+                shown_s = time.monotonic() - made
+                out, err = run.communicate(timeout=120)
+                assert run.returncode == 0, err + out[-2000:]
+            run_id = _run_id(store)
+            _until("the run complete on the page", lambda: page.evaluate(
+                "document.querySelector('#runs tbody tr td.st').textContent") == "complete",
+                WAIT_PER_ROUND_S)
+            assert page.evaluate("document.querySelector('#runs tbody tr a').textContent") \
+                == run_id
+            assert page.console_errors() == []
+    print(f"the run showed on the page {shown_s:.2f} s after the store file appeared")
+
+
 def _has_run(store: Path) -> bool:
     with Store.open(store) as opened:
         return len(opened.list_runs()) == 1

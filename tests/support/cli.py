@@ -11,6 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import ssdlab as ssdlab_package
+from ssdlab.cli.main import invoked_as
+
+#: the command ssdlab's hints name when a test starts it as ``python -m ssdlab`` (the
+#: script beside this python, unless ``ssdlab`` on PATH is that script: cli/main.py)
+HINTED = invoked_as(os.path.join(os.path.dirname(ssdlab_package.__file__), "__main__.py"))
+
 
 def ssdlab(
     *args: str, timeout: float = 900, env: dict[str, str] | None = None

@@ -174,6 +174,9 @@ def test_a_test_page_shows_the_set_up_figures_published_bars_and_timelines(
                 "p99: published, other hardware: 19.8 ms", "p99: this run: 28.7 ms"):
         assert f'data-tip="{tip}"' in page, tip
     assert "WARNING" not in page
+    # the review cited as a reader can find it, not by a file of the project's
+    assert "from the review Micron 9400 PRO and MAX NVMe SSDs: a review in Chinese, " \
+        "StorageReview." in page and ".txt" not in page
     # Little's law: the review's 11,615 TPS at 11.02 ms are 128 in flight for 32 threads
     assert "give 128 for the 32 threads stated (4.0x)" in page
     assert "summed over about 4 of them" in page

@@ -203,3 +203,60 @@ def test_find_specs_filters_and_an_empty_query_is_everything() -> None:
     assert [s.capacity_gb for s in find_specs("7450", specs)] == [960, 1920, 3840, 7680, 15360]
     assert {s.model for s in find_specs("3840", specs)} == {"7450 PRO", "Ultrastar DC SN640"}
     assert {s.model for s in find_specs("pro 7680", specs)} == {"7450 PRO", "9400 PRO"}
+
+
+# -- where the figures come from, cited as a user can find it ------------------------
+
+
+def _ids(resource: str) -> set[str]:
+    import csv
+    import io
+    text = resources.files("ssdlab.reference").joinpath(resource).read_text(encoding="utf-8")
+    return {row["source"] for row in csv.DictReader(io.StringIO(text))}
+
+
+def test_every_document_the_packaged_figures_come_from_is_cited() -> None:
+    from ssdlab.reference.sources import load_sources
+    sources = load_sources()
+    named = _ids("data/vendor-specs.csv") | _ids("data/published-db.csv")
+    assert named and named <= set(sources)
+    for source in sources.values():
+        citation = source.cite()
+        assert source.language and source.about and citation.startswith(source.about)
+        assert f"a review in {source.language}" in citation
+        assert ".txt" not in citation and source.id not in citation
+
+
+def test_a_source_the_package_does_not_know_is_cited_as_given() -> None:
+    from ssdlab.reference.sources import cite
+    assert cite("my-review.pdf") == "my-review.pdf"
+    assert cite("001_7e2a2261cc4b3893.txt") == (
+        'Toshiba CD5 and CM5-R NVMe SSDs: "Тестирование SSD Toshiba CD5 и CM5-R", '
+        "a review in Russian, 2019-07-11")
+
+
+def test_specs_cites_the_reviews_and_the_shipped_file_never_a_file_users_lack() -> None:
+    from tests.support.cli import ssdlab_in_process
+    result = ssdlab_in_process("specs")
+    assert result.returncode == 0 and result.stderr == ""
+    assert ".txt" not in result.stdout
+    lines = result.stdout.splitlines()
+    rows = lines[2:16]
+    assert [r.rsplit(None, 1)[-1] for r in rows] == ["[1]"] * 5 + ["[2]"] * 6 + ["[3]"] * 2 + [
+        "[4]"]  # in the order the rows first name them
+    notes = lines[lines.index("sources (the vendors' figures as these reviews quote them):"):]
+    assert notes[1].startswith("  [1] Micron 7450 PRO U.3 drives")
+    assert notes[3].startswith("  [3] Toshiba CD5 and CM5-R NVMe SSDs: ")
+    assert len([n for n in notes if n.startswith("  [")]) == 4
+    shipped = notes[-1].removeprefix("the figures ship with ssdlab: ").split(" (")[0]
+    assert Path(shipped).read_text(encoding="utf-8").startswith("vendor,model,")
+
+
+def test_specs_json_cites_each_row() -> None:
+    import json
+
+    from tests.support.cli import ssdlab_in_process
+    (row,) = json.loads(ssdlab_in_process("specs", "--json", "SN640").stdout)
+    assert row["source"] == "004_a5748b6666db09c4.txt"  # the data's own key, as before
+    assert row["cited"] == ('WD Ultrastar DC SN640 NVMe SSD: "NVMe SSD Western Digital '
+                            'Ultrastar DC SN640", a review in Russian, 2020-07-01')

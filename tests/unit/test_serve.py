@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ssdlab.analysis.steady import SNIA_RULE, check_window
-from ssdlab.errors import RunNotFound
+from ssdlab.errors import RunNotFound, UserError
 from ssdlab.serve import auth, data
 from ssdlab.store.db import Store
 from tests.support import servestore as ss
@@ -141,10 +141,38 @@ def test_a_short_token_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2 and "16 characters" in one_line_error(result)
 
 
-def test_a_missing_store_is_refused_not_created(tmp_path: Path) -> None:
-    result = ssdlab_in_process("serve", "--store", str(tmp_path / "none.sqlite"))
-    assert result.returncode == 5 and "no results store" in one_line_error(result)
-    assert not (tmp_path / "none.sqlite").exists()
+def test_serve_starts_before_any_store_and_shows_runs_once_one_is_made(
+        tmp_path: Path) -> None:
+    """A lab starts its dashboard first, as a service: no store yet is an empty list (the
+    server never makes the store), and the runs show as soon as a run makes it."""
+    path = tmp_path / "later" / "results.sqlite"  # not even its directory yet
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "ssdlab", "serve", "--port", "0",
+                             "--store", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    with killed_at_exit(proc):
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split(" at ", 1)[1].split(" ", 1)[0]
+        assert proc.stdout.readline().strip() == (
+            f"no results store at {path} yet: the dashboard shows its runs as soon as a "
+            "run makes it")
+        status, _, body = get(url + "api/runs")
+        assert status == 200 and json.loads(body)["total"] == 0
+        assert get(url)[0] == 200
+        status, _, body = get(url + "metrics")
+        assert status == 200 and b"ssdlab_runs_running 0.0\n" in body
+        status, _, body = get(url + "api/runs/20260101")
+        assert status == 404 and b"no results store" in body
+        assert not path.exists() and not path.parent.exists()  # nothing made
+        path.parent.mkdir()
+        with Store.open(path) as opened:
+            run_id = ss.new_running_run(opened)
+        status, _, body = get(url + "api/runs")
+        assert status == 200 and [r["id"] for r in json.loads(body)["runs"]] == [run_id]
+        assert get(url + f"api/runs/{run_id}")[0] == 200
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
 
 
 def test_without_the_serve_extra_one_line_says_what_to_install(
@@ -213,9 +241,31 @@ def test_pages_data_and_report(store: tuple[Path, str]) -> None:
 
 
 def test_open_store_readonly_never_creates_a_store(tmp_path: Path) -> None:
-    with pytest.raises(RunNotFound):
-        data.open_store_readonly(tmp_path / "none.sqlite")
+    """No store yet reads as a store without runs, and is not made."""
+    with data.open_store_readonly(tmp_path / "none.sqlite") as opened:
+        assert opened.list_runs() == []
+        with pytest.raises(RunNotFound, match=r"no results store at .* yet"):
+            opened.resolve("last")
+        assert data.runs_list(opened.list_runs(), {})["total"] == 0
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_an_empty_sqlite_file_is_a_store_not_made_yet(tmp_path: Path) -> None:
+    """A run creates the file, then its tables: in between it is a store without runs."""
+    path = tmp_path / "results.sqlite"
+    path.touch()
+    with data.open_store_readonly(path) as opened:
+        assert opened.list_runs() == []
+    assert path.stat().st_size == 0  # still not written
+
+
+def test_an_sqlite_file_of_another_program_is_still_refused(tmp_path: Path) -> None:
+    import sqlite3
+    path = tmp_path / "other.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    with pytest.raises(UserError, match="not an ssdlab results store"):
+        data.open_store_readonly(path)
 
 
 def test_the_runs_list_filters(tmp_path: Path) -> None:
@@ -296,6 +346,20 @@ def test_the_vendored_files_are_those_recorded() -> None:
     assert set(recorded) == {"uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE"}
     for name, digest in recorded.items():
         assert hashlib.sha256((ASSETS / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_an_empty_postgresql_database_is_an_empty_list_until_a_run_makes_the_store(
+        pg: PgServer) -> None:
+    from ssdlab.serve.app import running
+    url = pg.new_database()
+    with running(url) as base:
+        status, _, body = get(base + "api/runs")
+        assert status == 200 and json.loads(body)["total"] == 0
+        assert get(base + "metrics")[0] == 200
+        with Store.open(url) as opened:
+            run_id = ss.new_running_run(opened)
+        status, _, body = get(base + "api/runs")
+        assert status == 200 and [r["id"] for r in json.loads(body)["runs"]] == [run_id]
 
 
 def test_the_dashboard_and_metrics_of_a_postgresql_store(pg: PgServer) -> None:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ssdlab.cli.common import add_command, add_destroy_data_option
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.plan.array import BACKENDS, LEVELS, create_commands, destroy_commands, plan_array
 from ssdlab.plan.units import parse_size
 
@@ -69,15 +69,15 @@ def create_command(args: argparse.Namespace, argv: list[str]) -> int:
                       mount_dir=arrays.default_mount_dir(args.name), chunk_bytes=chunk)
     if args.dry_run:
         print(f"DRY RUN: nothing will be written. Would build {plan.describe()}:")
-        for command in create_commands(plan):
-            print(f"  $ {' '.join(command)}")
-        print("and `ssdlab array destroy` would run:")
-        for command in destroy_commands(plan):
-            print(f"  $ {' '.join(command)}")
+        for step in create_commands(plan):
+            print(f"  $ {' '.join(step)}")
+        print(f"and `{command()} array destroy` would run:")
+        for step in destroy_commands(plan):
+            print(f"  $ {' '.join(step)}")
         return int(ExitCode.OK)
     state = arrays.build(plan, infos)
     print(f"target: {plan.target}")
-    print(f"tear it down with: ssdlab array destroy {state.plan.name}")
+    print(f"tear it down with: {command()} array destroy {state.plan.name}")
     return int(ExitCode.OK)
 
 
@@ -96,7 +96,8 @@ def status_command(args: argparse.Namespace, argv: list[str]) -> int:
 def destroy_command(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.run import array as arrays
     if args.leftovers == bool(args.name):
-        raise UserError("give the array's name or --leftovers (see `ssdlab array status`)")
+        raise UserError(f"give the array's name or --leftovers (see `{command()} array "
+                        "status`)")
     if args.leftovers:
         states = [s for s in arrays.load_states() if s.leftover()]
     else:
@@ -106,8 +107,8 @@ def destroy_command(args: argparse.Namespace, argv: list[str]) -> int:
     for state in states:
         if args.dry_run:
             print(f"DRY RUN: would tear down {state.plan.describe()}:")
-            for command in destroy_commands(state.plan):
-                print(f"  $ {' '.join(command)}")
+            for step in destroy_commands(state.plan):
+                print(f"  $ {' '.join(step)}")
             continue
         if state.owner_alive() and state.owner is not None:
             raise UserError(f"array {state.plan.name} belongs to run {state.owner}, which is "

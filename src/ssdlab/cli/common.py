@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ssdlab.errors import RunNotFound
+from ssdlab.errors import RunNotFound, command
 from ssdlab.plan.optionsets import destroy_data_opt, store_opt
 from ssdlab.plan.suite import Opt
 from ssdlab.store.location import StoreLocation
@@ -91,8 +91,8 @@ def open_existing_store(args: argparse.Namespace) -> Store:
     path = store_path(args)
     if not path.exists():
         raise RunNotFound(
-            f"no results store at {path} yet; run `ssdlab run` or "
-            "`ssdlab demo` first, or pass --store"
+            f"no results store at {path} yet; run `{command()} run` or "
+            f"`{command()} demo` first, or pass --store"
         )
     return Store.open(path)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ssdlab.cli.common import add_command, add_store_option, open_store
 from ssdlab.cli.suite_cmd import execute
-from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
+from ssdlab.errors import EnvironmentProblem, ExitCode, UserError, command
 from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.units import parse_size
 from ssdlab.suites import find
@@ -61,12 +61,13 @@ def register(sub: Any) -> None:
 
 def _run(target: str, size: int | None, destroy_data: bool, args: argparse.Namespace,
          argv: list[str]) -> str:
-    """The quick PTS suite on ``target``: the run id."""
+    """The quick PTS suite on ``target``: the run id. ``argv``: the command line as typed
+    (``demo ...``), which the run records."""
     from ssdlab.run.prepare import TargetRequest
     suite = find("pts")
     assert suite is not None
     ran = execute(suite, TargetRequest(target, None, size, destroy_data, args.fio), DEMO_ARGS,
-                  args, ["demo", *argv])
+                  args, argv)
     assert ran is not None  # the demo never dry-runs
     return ran[0].run_id
 
@@ -115,5 +116,11 @@ def demo_command(args: argparse.Namespace, argv: list[str]) -> int:
     with open(out, "w", encoding="utf-8") as fh:
         write_export(run, "json", fh, result_json)
     print(f"results: store {store.path}, run {run_id}; JSON export {out.resolve()}")
-    print(f"next: ssdlab show {run_id} | ssdlab export {run_id} --format csv")
+    print("\n".join(next_steps(run_id)))
     return int(ExitCode.OK)
+
+
+def next_steps(run_id: str) -> list[str]:
+    """What to type next, one command a line (``A | B`` would read as a shell pipe)."""
+    return ["next:", f"  {command()} show {run_id}",
+            f"  {command()} export {run_id} --format csv"]

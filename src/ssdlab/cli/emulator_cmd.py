@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ssdlab.cli.common import add_command
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.plan.units import format_bytes, parse_size
 from ssdlab.targets import emulator
 
@@ -102,10 +103,9 @@ def _time_scale(text: str) -> float:
 def stop_command(args: argparse.Namespace, argv: list[str]) -> int:
     names = [s.name for s in emulator.status()] if args.all else [args.name]
     stopped = [name for name in names if emulator.stop(name)]
-    if not args.all and not stopped:
-        raise UserError(
-            f"no emulator named {args.name} (see `ssdlab emulator status`)", ExitCode.NOT_FOUND
-        )
+    if not args.all and not stopped:  # a name that names nothing: a bad argument (2)
+        raise UserError(f"--name {args.name}: no emulator of that name (see `{command()} "
+                        "emulator status`)")
     for name in stopped:
         print(f"emulator {name} stopped")
     return int(ExitCode.OK)
@@ -116,17 +116,26 @@ def status_command(args: argparse.Namespace, argv: list[str]) -> int:
     if not found:
         print("no emulators")
     for item in found:
-        state = "running" if item.running else "STALE (run `ssdlab emulator stop`)"
+        state = "running" if item.running else f"STALE (run `{command()} emulator stop`)"
         print(f"{item.name}: {state} at {item.mountpoint}")
         if item.running and item.emulator is not None:
             truth = emulator.stats(item.emulator)
             if args.json:
                 print(json.dumps(truth, indent=2))
             else:
-                counters = truth.get("counters", {})
-                waf = counters.get("write_amplification") if isinstance(counters, dict) else None
-                print(
-                    f"  target {item.emulator.target}, profile {item.emulator.profile}, "
-                    f"write amplification {waf}"
-                )
+                counters = truth.get("counters")
+                print(f"  target {item.emulator.target}, profile {item.emulator.profile}, "
+                      + write_amplification_text(counters if isinstance(counters, dict) else {}))
     return int(ExitCode.OK)
+
+
+def write_amplification_text(counters: Mapping[str, object]) -> str:
+    """The drive's write amplification as status shows it: two decimals, or "no host
+    writes yet" (the daemon says 0.0 then: nothing written, nothing amplified)."""
+    host = counters.get("host_write_bytes")
+    waf = counters.get("write_amplification")
+    if host == 0:
+        return "no host writes yet"
+    if not isinstance(host, int) or not isinstance(waf, int | float):
+        return "write amplification unknown"
+    return f"write amplification {waf:.2f}"

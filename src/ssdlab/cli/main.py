@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,7 +25,7 @@ from ssdlab.cli import (
     serve_cmd,
     store_cmd,
 )
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, UserError, command, set_command
 
 EPILOG = """exit codes:
   0    success
@@ -46,7 +48,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line with exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"{message} (see `{self.prog} --help`)")
+        words = self.prog.split()[1:]  # "ssdlab run pts": the command's own words
+        raise UserError(f"{message} (see `{' '.join([command(), *words])} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,5 +104,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.OK)
 
 
+def invoked_as(argv0: str, *, python: str = sys.executable, path: str | None = None) -> str:
+    """What hints should tell the user to type to run this ssdlab (``argv0``: how it was
+    started, ``sys.argv[0]``): its name (``ssdlab``) when that name on ``path`` (default:
+    $PATH) is this very command, else the path it was started by, as the shell needs it
+    (``.venv/bin/ssdlab``). Started as ``python -m ssdlab``: the ``ssdlab`` script beside
+    that python, else ``PYTHON -m ssdlab``."""
+    if os.path.basename(argv0) == "__main__.py":
+        script = os.path.join(os.path.dirname(python), "ssdlab")
+        if not os.path.isfile(script):
+            return f"{shlex.quote(python)} -m ssdlab"
+        argv0 = script
+    name = os.path.basename(argv0)
+    found = shutil.which(name, path=path)
+    try:
+        same = found is not None and os.path.samefile(found, argv0)
+    except OSError:
+        same = False
+    return name if same else shlex.quote(argv0)
+
+
 def entry() -> None:
+    """The ``ssdlab`` command (and ``python -m ssdlab``)."""
+    set_command(invoked_as(sys.argv[0]))
     sys.exit(main())

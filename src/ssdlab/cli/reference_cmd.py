@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.cli.common import add_command, add_store_option, open_store
-from ssdlab.errors import ExitCode, UserError
-from ssdlab.reference.specs import VendorSpec, find_specs, load_specs
+from ssdlab.errors import ExitCode, UserError, command
+from ssdlab.reference.sources import cite, shipped
+from ssdlab.reference.specs import SPECS_RESOURCE, VendorSpec, find_specs, load_specs
 from ssdlab.report.terminal import num
 
 
@@ -68,7 +69,7 @@ _HEADER = (
 _LEFT = {0, 1, 11}  # left-aligned columns; numbers are right-aligned
 
 
-def _spec_row(s: VendorSpec) -> list[str]:
+def _spec_row(s: VendorSpec, note: str) -> list[str]:
     numbers = (
         s.capacity_gb,
         s.seq_read_mb_s,
@@ -79,12 +80,20 @@ def _spec_row(s: VendorSpec) -> list[str]:
         s.latency_read_us,
         s.latency_write_us,
     )
-    return [s.vendor, s.model, *[_claimed(n) for n in numbers], s.dwpd or "-", s.source]
+    return [s.vendor, s.model, *[_claimed(n) for n in numbers], s.dwpd or "-", note]
+
+
+def _notes(specs: Sequence[VendorSpec]) -> dict[str, str]:
+    """Each source the rows name -> its note mark, ``[1]``..., in the order of the rows."""
+    order = list(dict.fromkeys(s.source for s in specs))
+    return {source: f"[{n}]" for n, source in enumerate(order, 1)}
 
 
 def specs_table(specs: Sequence[VendorSpec]) -> list[str]:
-    """The vendor table as aligned text lines."""
-    body = [list(_HEADER), *[_spec_row(s) for s in specs]]
+    """The vendor table as aligned text lines, then the sources its notes cite and where
+    the figures are on this host."""
+    notes = _notes(specs)
+    body = [list(_HEADER), *[_spec_row(s, notes[s.source]) for s in specs]]
     widths = [max(len(row[i]) for row in body) for i in range(len(_HEADER))]
     lines = []
     for n, row in enumerate(body):
@@ -95,6 +104,12 @@ def specs_table(specs: Sequence[VendorSpec]) -> list[str]:
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
+    lines.append("MB/s = 10^6 bytes/s; IOPS at 4 KiB random; latency: the vendor's typical "
+                 "figure; '-': not stated")
+    lines.append("sources (the vendors' figures as these reviews quote them):")
+    lines += [f"  {mark} {cite(source)}" for source, mark in notes.items()]
+    lines.append(f"the figures ship with ssdlab: {shipped(SPECS_RESOURCE)} "
+                 "(docs/reference-data.md)")
     return lines
 
 
@@ -102,15 +117,12 @@ def specs_command(args: argparse.Namespace, argv: list[str]) -> int:
     query = " ".join(args.match)
     chosen = find_specs(query, load_specs())
     if not chosen:
-        raise UserError(f"no vendor spec matches {query!r} (see `ssdlab specs`)")
+        raise UserError(f"no vendor spec matches {query!r} (see `{command()} specs`)")
     if args.json:
-        print(json.dumps([dataclasses.asdict(s) for s in chosen], indent=2))
+        print(json.dumps([{**dataclasses.asdict(s), "cited": cite(s.source)} for s in chosen],
+                         indent=2))
         return int(ExitCode.OK)
     print("\n".join(specs_table(chosen)))
-    print(
-        "MB/s = 10^6 bytes/s; IOPS at 4 KiB random; latency: the vendor's typical figure; "
-        "'-': not stated"
-    )
     return int(ExitCode.OK)
 
 

@@ -14,7 +14,7 @@ from ssdlab.cli.common import (
     open_existing_store,
     open_store,
 )
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.store.records import RunData
 from ssdlab.suites import Suite, find
 
@@ -117,6 +117,6 @@ def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
     print(f"run {done.run_id} {done.status}; results in {path}")
     failed = [t.name for t in done.tests if t.status == "failed"]
     if failed:
-        raise UserError(f"test(s) failed: {', '.join(failed)} (see `ssdlab show {run.run_id}`)",
-                        ExitCode.FAILURE)
+        raise UserError(f"test(s) failed: {', '.join(failed)} (see `{command()} show "
+                        f"{run.run_id}`)", ExitCode.FAILURE)
     return int(ExitCode.OK)

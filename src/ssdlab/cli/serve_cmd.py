@@ -24,10 +24,11 @@ def register(sub: Any) -> None:
         current test and round, the ETA, the steady-state tracking variables round by
         round with the window and the limits, per-member and per-host panels; a finished
         run links to its report. Also /metrics, the running runs' last rounds for
-        Prometheus. Never writes the store. Binds to {DEFAULT_HOST} by default; any other
-        address needs an access token (--token or ${TOKEN_ENV}), which every request must
-        then carry. Needs the serve extra: pip install 'ssdlab[serve]'. Stops with
-        Ctrl-C (exit code 130).""",
+        Prometheus. Never writes the store, nor makes it: started before any run made
+        it, the dashboard shows no runs until one does. Binds to {DEFAULT_HOST} by
+        default; any other address needs an access token (--token or ${TOKEN_ENV}),
+        which every request must then carry. Needs the serve extra: pip install
+        'ssdlab[serve]'. Stops with Ctrl-C (exit code 130).""",
     )
     serve.add_argument("--host", default=DEFAULT_HOST, metavar="ADDRESS",
                        help=f"address to listen on (default: {DEFAULT_HOST}; any other "
@@ -48,13 +49,14 @@ def _token(args: argparse.Namespace) -> str | None:
 def serve_command(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.errors import UserError
     from ssdlab.serve.auth import check_bind
-    from ssdlab.serve.data import open_store_readonly
+    from ssdlab.serve.data import NoStoreYet, open_store_readonly
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: give a port from 0 to 65535")
     token = _token(args)
     check_bind(args.host, token)
     location = store_path(args)
-    open_store_readonly(location).close()  # a missing or unusable store: refused now
+    opened = open_store_readonly(location)  # an unusable store: refused now
+    opened.close()
     missing = [name for name in ("starlette", "uvicorn") if importlib.util.find_spec(name) is None]
     if missing:
         raise EnvironmentProblem(f"ssdlab serve needs {' and '.join(missing)} (not installed): "
@@ -63,6 +65,9 @@ def serve_command(args: argparse.Namespace, argv: list[str]) -> int:
     sock = app.bind(args.host, args.port)
     print(f"serving {location} at {app.url_of(sock)} (read-only"
           f"{', token required' if token else ''}); Ctrl-C stops", flush=True)
+    if isinstance(opened, NoStoreYet):  # never made here: the first run makes it
+        print(f"no results store at {location} yet: the dashboard shows its runs as soon "
+              "as a run makes it", flush=True)
     try:
         app.serve_forever(location, token, sock)
     except KeyboardInterrupt:

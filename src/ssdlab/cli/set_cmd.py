@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import open_existing_store, run_labels, store_path
-from ssdlab.errors import ExitCode, UserError
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.suites import Suite, find
 
 if TYPE_CHECKING:
@@ -150,12 +150,12 @@ def report(suite: Suite, outcome: SetOutcome) -> int:
             print(prefix + f"run {o.run_id or '(not recorded)'} "
                   f"{run.status_text if run is not None else 'did not start'}")
     print(f"set {outcome.set_id}: {len(outcome.members)} runs, {outcome.fio_runs} fio runs "
-          f"shared; see them: ssdlab show {outcome.set_id}    report: ssdlab report "
+          f"shared; see them: {command()} show {outcome.set_id}    report: {command()} report "
           f"{outcome.set_id} -o DIR")
     code = max(worst(outcome), int(ExitCode.FAILURE) if failures else int(ExitCode.OK))
     if outcome.interrupted:
         raise UserError(f"set {outcome.set_id} interrupted; completed rounds are kept in "
-                        f"{outcome.store_path} (continue it with `ssdlab resume "
+                        f"{outcome.store_path} (continue it with `{command()} resume "
                         f"{outcome.set_id}`)", ExitCode.INTERRUPTED)
     if failures:
         raise UserError(f"set {outcome.set_id}: {len(failures)} of {len(outcome.members)} "

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ssdlab.errors import UserError
+from ssdlab.errors import UserError, command
 
 MAX_CONFIG_BYTES = 1 << 20
 #: file name suffix -> format
@@ -232,7 +232,7 @@ def _check_keys(table: dict[str, Any], name: str, schema: Mapping[str, Kind], su
 def _unknown(raw_key: str, key: str, schema: Mapping[str, Kind], suite: str) -> str:
     close = difflib.get_close_matches(key.lower(), schema, n=1, cutoff=0.6)
     hint = f" (did you mean {close[0]!r}?)" if close else (
-        f" (the keys are the long options of `ssdlab run {suite} --help`)")
+        f" (the keys are the long options of `{command()} run {suite} --help`)")
     return f"unknown key {show(raw_key)} for ssdlab run {suite}{hint}"
 
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ssdlab.errors import UserError
+from ssdlab.errors import UserError, command
 
 SPECS_RESOURCE = "data/vendor-specs.csv"
 
@@ -344,7 +344,7 @@ def find_spec(query: str, specs: Sequence[VendorSpec] | None = None) -> VendorSp
     if len(chosen) == 1:
         return chosen[0]
     if not chosen:
-        raise UserError(f"no vendor spec matches {query!r} (see `ssdlab specs`)")
+        raise UserError(f"no vendor spec matches {query!r} (see `{command()} specs`)")
     listed = "; ".join(s.label for s in chosen)
     raise UserError(
         f"{query!r} matches {len(chosen)} vendor specs ({listed}); "

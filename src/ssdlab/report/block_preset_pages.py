@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ssdlab.errors import command
 from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
@@ -395,7 +396,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
              *([f"  {result.message}"] if result.message else []), see_line(run)]
     failed = test is None or test.status == "failed"
     return Outcome(tuple(lines), f"the {run.suite} preset failed: {result.error} "
-                   f"(see `ssdlab show {run.run_id}`)" if failed else None)
+                   f"(see `{command()} show {run.run_id}`)" if failed else None)
 
 
 PAGES = SuitePages(

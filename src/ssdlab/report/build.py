@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssdlab import __version__
-from ssdlab.errors import UserError
+from ssdlab.errors import UserError, command
 from ssdlab.reference.specs import VendorSpec, find_spec, load_specs, match_spec_explained
 from ssdlab.report import compare_pages, run_pages
 from ssdlab.report.charts import colour
@@ -148,7 +148,7 @@ def load_runs(store: Store, refs: Sequence[str]) -> list[RunData]:
 def write_report(store: Store, request: ReportRequest) -> ReportFiles:
     """Validate everything, then write report.html (and report.pdf) into ``out_dir``."""
     if not request.run_refs:
-        raise UserError("give at least one run (see `ssdlab runs`)")
+        raise UserError(f"give at least one run (see `{command()} runs`)")
     runs = load_runs(store, request.run_refs)
     ids = [r.run_id for r in runs]
     baseline = 0

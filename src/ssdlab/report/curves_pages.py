@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ssdlab.errors import command
 from ssdlab.plan.curves import TEST, CurvesResult, PointRecord, WorkloadRecord
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -219,7 +220,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     lines = [run_line(run, store_path, quick_note(run, ": not a valid result")),
              *(f"  {name}: {verdict.get('message')}" for name, verdict in test.verdicts.items()
                if isinstance(verdict, dict)),
-             f"  see them: ssdlab report {run.run_id} -o DIR"]
+             f"  see them: {command()} report {run.run_id} -o DIR"]
     error = result_of(test, CurvesResult).error
     failure = f"test curves failed: {error or ''}" if test.status == "failed" else None
     return Outcome(tuple(lines), failure)

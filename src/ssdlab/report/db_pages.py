@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from ssdlab.plan.db import SPEC, SUITE, SYSBENCH, DatasetRecord, DbResult, SecondPoint
 from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.reference.db_published import PublishedDb, published_match
+from ssdlab.reference.sources import cite
 from ssdlab.report import charts as ch
 from ssdlab.report.curves_pages import WIDE
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -197,7 +198,7 @@ def published_html(run: RunData, test: TestData, r: DbResult, anchor: str) -> st
         return ""
     p = match.published
     where = note(f"Published, other hardware: {p.device}, {p.title}, from the review "
-                 f"{p.source}.")
+                 f"{cite(p.source)}.")
     quick = note("This run used the quick profile (a few MB for seconds): beside the "
                  "review's hours on 100 tables of 10 million rows it shows the scale "
                  "only.") if run.quick else ""

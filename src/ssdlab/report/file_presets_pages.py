@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ssdlab.errors import command
 from ssdlab.plan.file_presets import (
     CacheRecord,
     FilePresetResult,
@@ -195,7 +196,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     result = result_of(test, FilePresetResult)
     line = f"run {run.run_id} {run.status_text}; {result.message or test.status}"
     failed = test.status == "failed"
-    return Outcome((line,), f"{run.suite} failed: {result.error} (see `ssdlab show "
+    return Outcome((line,), f"{run.suite} failed: {result.error} (see `{command()} show "
                    f"{run.run_id}`)" if failed else None)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ssdlab.errors import command
 from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, PointRecord
 from ssdlab.plan.pts import cell_label
 from ssdlab.report import charts as ch
@@ -371,7 +372,8 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     lines = [run_line(run, store_path, quick_note(run, ": not a valid result"))]
     if result.host_bound is not None and result.host_bound.host_bound:
         lines.append(f"  {result.host_bound.message}")
-    lines.append(f"  see them: ssdlab report {run.run_id} -o DIR    export: ssdlab export "
+    cmd = command()
+    lines.append(f"  see them: {cmd} report {run.run_id} -o DIR    export: {cmd} export "
                  f"{run.run_id} --format json")
     failed = test is None or test.status == "failed"
     return Outcome(tuple(lines), f"test {TEST} failed: {result.error or ''}" if failed else None)

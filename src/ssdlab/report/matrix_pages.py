@@ -5,6 +5,7 @@ marked; bars per level), and each level's array, write penalty and members per r
 from __future__ import annotations
 
 from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
+from ssdlab.errors import command
 from ssdlab.plan.array import LEVELS
 from ssdlab.plan.matrix import MEMBER_CHECK, LevelResult, MemberCheckResult
 from ssdlab.plan.units import format_bytes
@@ -210,11 +211,11 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     lines = [f"matrix {run.run_id} {run.status_text}; results in {store_path}"]
     lines += [f"  {r.level}: {r.child_status or t.status}, run {r.child_run or '-'}"
               for t, r in levels]
-    lines.append(f"report: ssdlab report {run.run_id}")
+    lines.append(f"report: {command()} report {run.run_id}")
     failed = [r.level for t, r in levels if t.status == "failed"]
     if failed:
         return Outcome(tuple(lines), f"level(s) failed: {', '.join(failed)} "
-                       f"(see `ssdlab show {run.run_id}`)")
+                       f"(see `{command()} show {run.run_id}`)")
     return Outcome(tuple(lines))
 
 

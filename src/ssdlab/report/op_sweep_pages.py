@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ssdlab.errors import command
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.op_sweep import (
     TEST,
@@ -229,7 +230,8 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     failed = [s.label for s in result.settings if s.status == "failed"]
     if test is None or test.status == "failed" or failed:
         what = ", ".join(failed) or "every setting"
-        return Outcome(tuple(lines), f"OP sweep: {what} failed (see `ssdlab show {run.run_id}`)")
+        return Outcome(tuple(lines), f"OP sweep: {what} failed (see `{command()} show "
+                       f"{run.run_id}`)")
     return Outcome(tuple(lines))
 
 

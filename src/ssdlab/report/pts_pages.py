@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
+from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.report import charts as ch
@@ -59,7 +60,7 @@ def _state_banner(test: TestData) -> str:
     predicted = prediction_line(test)
     if test.status == "predicted" and predicted is not None:
         return _not_steady_banner(test) + banner(
-            "predicted", f"{predicted}; every measured round is kept, and `ssdlab resume` "
+            "predicted", f"{predicted}; every measured round is kept, and `{command()} resume` "
             "continues the test to the SNIA rule")
     if test.status == "not_steady":
         return _not_steady_banner(test)
@@ -373,8 +374,9 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
 
 
 def outcome(run: RunData, store_path: object) -> Outcome:
+    cmd = command()
     return Outcome((run_line(run, store_path, quick_note(run)),
-                    f"  see them: ssdlab show {run.run_id}    export: ssdlab export "
+                    f"  see them: {cmd} show {run.run_id}    export: {cmd} export "
                     f"{run.run_id} --format json"), failed_tests_error(run))
 
 

@@ -4,6 +4,7 @@ latency, and the IOPS timeline. Everything comes from the stored test result."""
 
 from __future__ import annotations
 
+from ssdlab.errors import command
 from ssdlab.plan.replay import TEST, ReplayCell, ReplayResult, TimelinePoint
 from ssdlab.report import charts as ch
 from ssdlab.report.curves_pages import WIDE
@@ -78,7 +79,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     test = run.test(TEST)
     r = result_of(test, ReplayResult)
     lines = (f"run {run.run_id} {run.status_text}; {r.message or test.status}",
-             f"  see them: ssdlab report {run.run_id} -o DIR")
+             f"  see them: {command()} report {run.run_id} -o DIR")
     return Outcome(lines, f"replay failed: {r.error}" if test.status == "failed" else None)
 
 

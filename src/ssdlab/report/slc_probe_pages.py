@@ -5,6 +5,7 @@ the estimate. Everything comes from the stored rounds (one per slice of bytes) a
 
 from __future__ import annotations
 
+from ssdlab.errors import command
 from ssdlab.plan.slc_probe import TEST, PassRecord, SlcProbeResult
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
@@ -157,7 +158,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     lines = [run_line(run, store_path, quick_note(run, "")),
              *([f"  {result.message}"] if result.message else []), see_line(run)]
     failed = test is None or test.status == "failed"
-    return Outcome(tuple(lines), f"the SLC probe failed (see `ssdlab show {run.run_id}`)"
+    return Outcome(tuple(lines), f"the SLC probe failed (see `{command()} show {run.run_id}`)"
                    if failed else None)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
+from ssdlab.errors import command
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
@@ -141,8 +142,8 @@ def header_lines(run: RunData) -> list[str]:
         lines.append(f"note: {run.message}")
     lines.append(f"started {_when(run.created_at)}, finished {_when(run.finished_at)}")
     if run.set_id is not None:
-        lines.append(f"one run of set {run.set_id} (several targets at once: ssdlab show "
-                     f"{run.set_id})")
+        lines.append(f"one run of set {run.set_id} (several targets at once: {command()} "
+                     f"show {run.set_id})")
     lines += [
         _target_line(t),
         *([f"  {transport}"] if (transport := transport_text(t)) else []),
@@ -204,7 +205,7 @@ def params_line(test: TestData) -> str:
                  if p.get(k) not in (None, "", [])]
         name = _preset_name(p)
         shown = [name, *shown] if name else shown
-        return "  " + ", ".join(shown) if shown else "  (parameters: see ssdlab export)"
+        return "  " + ", ".join(shown) if shown else f"  (parameters: see {command()} export)"
     return (
         f"  rule {p.get('rule')} ({p.get('window')}-round window), tracking "
         f"{p.get('tracking_set')}, threads {cells[0].get('threads')} x QD "
@@ -264,7 +265,8 @@ def run_line(run: RunData, store_path: object, note: str = "") -> str:
 
 
 def see_line(run: RunData) -> str:
-    return f"  see them: ssdlab show {run.run_id}    report: ssdlab report {run.run_id} -o DIR"
+    cmd = command()
+    return f"  see them: {cmd} show {run.run_id}    report: {cmd} report {run.run_id} -o DIR"
 
 
 def failed_tests_error(run: RunData) -> str | None:
@@ -272,7 +274,7 @@ def failed_tests_error(run: RunData) -> str | None:
     failed = [t.name for t in run.tests if t.status == "failed"]
     if not failed:
         return None
-    return f"test(s) failed: {', '.join(failed)} (see `ssdlab show {run.run_id}`)"
+    return f"test(s) failed: {', '.join(failed)} (see `{command()} show {run.run_id}`)"
 
 
 # -- a set of runs (several targets at once, docs/sets.md) ----------------------------------

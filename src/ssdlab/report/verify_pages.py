@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ssdlab.errors import command
 from ssdlab.plan.units import format_bytes
 from ssdlab.plan.verify import TEST, VerifyResult
 from ssdlab.report.html import Page, banner, esc, kv_table, note, table
@@ -59,7 +60,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
              f"{r.message if r.message is not None else status}",)
     if status == "corrupt":
         return Outcome(lines, f"data corruption found on {run.target.get('path')} "
-                       f"(see `ssdlab show {run.run_id}`)")
+                       f"(see `{command()} show {run.run_id}`)")
     if status == "failed":
         return Outcome(lines, f"verify failed: {r.error}")
     return Outcome(lines)

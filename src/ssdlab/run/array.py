@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ssdlab.errors import ExitCode, TargetError, UserError
+from ssdlab.errors import ExitCode, TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands
 from ssdlab.plan.units import format_bytes
 from ssdlab.targets.array_status import health, parse_mdstat, parse_zpool_status
@@ -282,8 +282,9 @@ def find_state(name: str) -> ArrayState:
     for state in load_states():
         if state.plan.name == name:
             return state
-    raise UserError(f"ssdlab has built no array named {name!r} (see `ssdlab array status`)",
-                    ExitCode.NOT_FOUND)
+    # a name that names nothing: a bad argument (2), not "no such run" (docs/exit-codes.md)
+    raise UserError(f"ssdlab has built no array named {name!r} (see `{command()} array "
+                    "status`)")
 
 
 def array_of_target(path: str) -> ArrayState | None:
@@ -327,7 +328,7 @@ def build(plan: ArrayPlan, members: list[TargetInfo], *, owner: str | None = Non
     state = ArrayState(plan, "building", os.getpid(), _boot_id(), time.time(), owner,
                        backend_version(plan.backend), [member_identity(m) for m in members])
     if state.path.exists():
-        raise UserError(f"an array named {plan.name} exists already (`ssdlab array destroy "
+        raise UserError(f"an array named {plan.name} exists already (`{command()} array destroy "
                         f"{plan.name}` first)")
     state.save()
     try:
@@ -415,8 +416,9 @@ def built(plan: ArrayPlan, members: list[TargetInfo], *, owner: str | None = Non
 
 def describe_state(state: ArrayState) -> str:
     p = state.plan
-    alive = ("stopped: a leftover, torn down by the next run or `ssdlab array destroy`"
-             if state.leftover() else "kept until `ssdlab array destroy`")
+    destroy = f"`{command()} array destroy`"
+    alive = (f"stopped: a leftover, torn down by the next run or {destroy}"
+             if state.leftover() else f"kept until {destroy}")
     owner = f", built for run {state.owner}" if state.owner else ""
     return (f"{p.name}: {p.describe()}; {state.status}, {alive}"
             f"{owner}; {format_bytes(p.member_bytes)} per member")

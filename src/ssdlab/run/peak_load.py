@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ssdlab.errors import UserError
+from ssdlab.errors import UserError, command
 from ssdlab.plan.peak import SUITE, WORKLOADS, PeakResult
 from ssdlab.store.db import Store
 from ssdlab.store.location import StoreLocation, default_store_location
@@ -67,7 +67,7 @@ def peak_load(target: str, store: str | None, kind: str, option: str) -> PeakLoa
     UserError naming ``option`` when there is none."""
     location = _location(store)
     missing = (f"{option} auto: no peak run for {target} in the store {location.display()}"
-               f"; run `ssdlab run peak --target {target}` first")
+               f"; run `{command()} run peak --target {target}` first")
     if location.path is not None and not location.path.exists():
         raise UserError(missing)
     with Store.open_readonly(location) as s:

@@ -17,7 +17,7 @@ from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_d
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
-from ssdlab.errors import UserError
+from ssdlab.errors import UserError, command
 from ssdlab.plan import pts as plan
 from ssdlab.plan.options import PtsArgs, build_options, parse_tests
 from ssdlab.plan.pts import (
@@ -403,7 +403,7 @@ class PtsRun(SessionRun[PreparedPts]):
         self.progress.line(f"{test.name}: {primary.message}")
         if predicted is not None:
             self.progress.line(f"{test.name}: {predicted.message} (continue to the SNIA rule "
-                               f"with `ssdlab resume {self.run_id}`)")
+                               f"with `{command()} resume {self.run_id}`)")
         self._host_verdicts(test)
 
     def _host_verdicts(self, test: PtsTest) -> None:

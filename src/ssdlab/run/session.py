@@ -29,7 +29,7 @@ from ssdlab.engine.runner import (
     TickFn,
     watchdog_seconds,
 )
-from ssdlab.errors import ExitCode, TargetError, UserError
+from ssdlab.errors import ExitCode, TargetError, UserError, command
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.transport import transport_text
@@ -274,7 +274,7 @@ class RunSession:
         if remote is None:
             return
         remote.lost_hint = (f"; the completed rounds of every host are kept in "
-                            f"{self.store.path}: `ssdlab resume {self.run_id}` goes on when "
+                            f"{self.store.path}: `{command()} resume {self.run_id}` goes on when "
                             "it is back")
         self.store.add_event(self.run_id, None, HOSTS_KIND,
                              f"{len(remote.hosts)} hosts: {remote.spec()}",
@@ -309,7 +309,7 @@ class RunSession:
     def running(self) -> Iterator[None]:
         """Hold the target for the run; record how the run ended."""
         interrupted = (f"run {self.run_id} interrupted; completed rounds are kept in "
-                       f"{self.store.path} (continue it with `ssdlab resume {self.run_id}`)")
+                       f"{self.store.path} (continue it with `{command()} resume {self.run_id}`)")
         with recorded_ending(functools.partial(self.store.finish_run, self.run_id),
                              interrupted), self._hold(), self.connected():
             yield

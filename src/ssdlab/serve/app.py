@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError
 from ssdlab.serve import auth, data, metrics
 from ssdlab.serve.data import Location
+from ssdlab.store.db import Store
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 #: how often a live stream looks at the store
@@ -73,7 +74,8 @@ class ReportCache:
         """The report file of the finished run ``run_id``, or why there is none."""
         from ssdlab.report.build import ReportRequest, write_report
         with self._lock, contextlib.closing(data.open_store_readonly(self.location)) as store:
-            run_id = store.resolve(run_id)
+            run_id = store.resolve(run_id)  # no store yet: RunNotFound
+            assert isinstance(store, Store)
             summary = next(r for r in store.list_runs() if r.run_id == run_id)
             if summary.status == "running":
                 return "the run is still running: its report is made when it ends"

@@ -2,7 +2,9 @@
 
 Every read of the store goes through :func:`open_store_readonly`, one store per request
 (or per poll of a live stream): connections are never shared between threads. Nothing
-here writes the store.
+here writes the store, or makes one: a store no run has made yet reads as one without
+runs (:class:`NoStoreYet`), so the dashboard can start first and show the runs as soon
+as a run makes the store.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
 from ssdlab.errors import RunNotFound
@@ -21,6 +24,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.export import finite
 from ssdlab.store.location import StoreLocation
 from ssdlab.store.records import EventData, RoundData, RunData, RunSummary, TestData
+from ssdlab.store.schema import StoreNotMade
 
 JSON = dict[str, Any]
 #: where the store is: ``--store``'s text, a path, or the parsed location
@@ -37,16 +41,60 @@ MEMBERS_KIND = "members"
 EVENTS_SHOWN = 30
 
 
-def open_store_readonly(location: Location) -> Store:
+class Reader(Protocol):
+    """What the dashboard reads of a store: :class:`Store`, or :class:`NoStoreYet`."""
+
+    def list_runs(self) -> list[RunSummary]: ...
+
+    def resolve(self, ref: str) -> str: ...
+
+    def load(self, run_id: str) -> RunData: ...
+
+    def close(self) -> None: ...
+
+
+class NoStoreYet:
+    """A store no run has made yet (no SQLite file, or a database without ssdlab's
+    tables): no runs. Nothing is made: the next read opens the store once a run made it."""
+
+    def __init__(self, location: StoreLocation) -> None:
+        self.location = location
+
+    def _missing(self, ref: str) -> RunNotFound:
+        return RunNotFound(f"no run {ref!r}: no results store at {self.location} yet")
+
+    def list_runs(self) -> list[RunSummary]:
+        return []
+
+    def resolve(self, ref: str) -> str:
+        raise self._missing(ref)
+
+    def load(self, run_id: str) -> RunData:
+        raise self._missing(run_id)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> NoStoreYet:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def open_store_readonly(location: Location) -> Store | NoStoreYet:
     """The store at ``location``, opened for reading only (never created, migrated or
-    written): an SQLite file or a PostgreSQL database. The one place the dashboard opens
-    a store."""
+    written): an SQLite file or a PostgreSQL database; :class:`NoStoreYet` where no run has
+    made it yet. The one place the dashboard opens a store."""
     if not isinstance(location, StoreLocation):
         location = StoreLocation.parse(location)
     if not location.exists():
-        raise RunNotFound(f"no results store at {location} yet; run `ssdlab run` or "
-                          "`ssdlab demo` first, or pass --store")
-    return Store.open_readonly(location)
+        return NoStoreYet(location)
+    try:
+        return Store.open_readonly(location)
+    except StoreNotMade:
+        return NoStoreYet(location)
 
 
 def to_json(value: Any) -> str:
@@ -387,6 +435,6 @@ def run_view(run: RunData, now: float | None = None) -> JSON:
     }
 
 
-def load_run(store: Store, ref: str) -> RunData:
+def load_run(store: Reader, ref: str) -> RunData:
     """The run ``ref`` names (an id or a unique prefix of one)."""
     return store.load(store.resolve(ref))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
-from ssdlab.store.db import Store
+from ssdlab.serve.data import Reader
 from ssdlab.store.records import RoundData, RunData, TestData
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -225,7 +225,7 @@ def exposition(runs: Sequence[RunData]) -> str:
     return render(list(fams.values()))
 
 
-def collect(store: Store) -> str:
+def collect(store: Reader) -> str:
     """The exposition text of the running runs of ``store``."""
     runs = [store.load(r.run_id) for r in store.list_runs() if r.status == "running"]
     return exposition(runs)

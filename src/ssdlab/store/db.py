@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError
+from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError, command
 from ssdlab.store import records as rec
 from ssdlab.store.backend import Db
 from ssdlab.store.location import DEFAULT_STORE_ENV, StoreLocation, default_store_location
@@ -57,7 +57,7 @@ class StoreWriteError(EnvironmentProblem):
         super().__init__(
             f"cannot write the results store {db.location}: {db.write_error_reason(exc)};"
             " everything committed before is kept (fix that, then continue with"
-            " `ssdlab resume RUN`)"
+            f" `{command()} resume RUN`)"
         )
 
 
@@ -369,7 +369,7 @@ class Store:
     def _writable(self, c: Db, run_id: str) -> None:
         row = c.execute("SELECT read_only FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
-            raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
+            raise RunNotFound(f"no run {run_id} in {self.path} (see `{command()} runs`)")
         if row[0]:
             raise UserError(f"run {run_id} is a read-only reference run")
 
@@ -412,7 +412,7 @@ class Store:
         if ref in ids:
             return ref
         if not ids:
-            raise RunNotFound(f"no set matches {ref!r} in {self.path} (see `ssdlab runs`)")
+            raise RunNotFound(f"no set matches {ref!r} in {self.path} (see `{command()} runs`)")
         if len(ids) > 1:
             raise UserError(f"{ref!r} matches {len(ids)} sets ({', '.join(ids[:5])}); give "
                             "more of the id")
@@ -423,7 +423,7 @@ class Store:
             "SELECT id, created_at, finished_at, suite, argv_json, targets_json, detail_json"
             " FROM sets WHERE id = ?", (set_id,)).fetchone()
         if row is None:
-            raise RunNotFound(f"no set {set_id} in {self.path} (see `ssdlab runs`)")
+            raise RunNotFound(f"no set {set_id} in {self.path} (see `{command()} runs`)")
         runs = [(int(p), str(r)) for p, r in self._conn.execute(
             "SELECT position, run_id FROM set_runs WHERE set_id = ? ORDER BY position",
             (set_id,))]
@@ -445,15 +445,15 @@ class Store:
         ref = ref.strip()
         if ref.startswith(SET_PREFIX):
             set_id = self.find_set(ref)
-            raise UserError(f"{set_id} is a set of runs, not one run (see `ssdlab show "
-                            f"{set_id}`)")
+            raise UserError(f"{set_id} is a set of runs, not one run (see `{command()} "
+                            f"show {set_id}`)")
         if ref.lower() in _LAST_REFS:
             return self._newest()
         if ref and self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (ref,)).fetchone():
             return ref
         found = self._by_prefix(ref) if ref else []
         if not found:
-            raise RunNotFound(f"no run matches {ref!r} in {self.path} (see `ssdlab runs`)")
+            raise RunNotFound(f"no run matches {ref!r} in {self.path} (see `{command()} runs`)")
         if len(found) > 1:
             shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
             raise UserError(f"{ref!r} matches {len(found)} runs ({shown}); give more of the id")
@@ -485,5 +485,5 @@ class Store:
                 (run_id,),
             ).fetchone()
             if row is None:
-                raise RunNotFound(f"no run {run_id} in {self.path} (see `ssdlab runs`)")
+                raise RunNotFound(f"no run {run_id} in {self.path} (see `{command()} runs`)")
             return rec.load_run(c, row, with_raw=with_raw)

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from ssdlab.errors import EnvironmentProblem
+from ssdlab.errors import EnvironmentProblem, command
 from ssdlab.store.backend import (
     APPLICATION_ID,
     Db,
@@ -154,6 +154,12 @@ MIGRATIONS: tuple[Migration, ...] = (_migrate_to_1, _migrate_to_2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+class StoreNotMade(EnvironmentProblem):
+    """Opened for reading only, a database in which no run has made the store yet (schema
+    version 0, nothing of another program's either): no SQLite tables yet, or a PostgreSQL
+    database (schema) still empty."""
+
+
 def user_version(conn: sqlite3.Connection) -> int:
     """An SQLite file's schema version (``PRAGMA user_version``)."""
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -216,10 +222,12 @@ def connect(location: StoreLocation | Path, *, read_only: bool = False) -> Db:
             version = db.user_version()
             db.check_ours(version)
             _check_version(location, version)
+            if version == 0:
+                raise StoreNotMade(f"no results store at {location} yet (nothing in it)")
             if version != SCHEMA_VERSION:
                 raise EnvironmentProblem(
                     f"results store {location} has schema version {version}; open it once "
-                    f"with `ssdlab runs --store ...` to bring it to version {SCHEMA_VERSION}")
+                    f"with `{command()} runs --store ...` to bring it to version {SCHEMA_VERSION}")
         else:
             ensure_schema(db)
     except BaseException as exc:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ssdlab.errors import EnvironmentProblem, UserError
+from ssdlab.errors import EnvironmentProblem, UserError, command
 from ssdlab.targets.identity import read_mountinfo
 
 RUN_DIR = Path(os.environ.get("SSDLAB_EMU_RUN_DIR", "/run/ssdlab/emulators"))
@@ -110,7 +110,7 @@ def start(
     if existing is not None and _alive(existing.pid):
         raise UserError(
             f"emulator {name} is already running at {existing.mountpoint}; "
-            f"`ssdlab emulator stop --name {name}` first"
+            f"`{command()} emulator stop --name {name}` first"
         )
     if existing is not None:
         stop(name)  # stale leftovers of a crash
