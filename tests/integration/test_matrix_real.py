@@ -189,9 +189,9 @@ def test_a_latency_matrix_compares_latency_by_cell_labels(emu_run_dir: Path,
         for metric in ("lat_mean_us", "lat_p99_us"):  # the lowest latency marked the best
             _, table, classes = comparison_rows(levels, metric)
             assert len(table) == 9
-            for row, cls in zip(table, classes, strict=True):
-                values = [float(v.replace(",", "")) for v in row[1:]]
-                assert cls[1 + values.index(min(values))] == "sig-up", row
+            for n, (row, cls) in enumerate(zip(table, classes, strict=True)):
+                values = [getattr(r.rows[n], metric) for _, r in levels]  # as stored
+                assert cls[1 + values.index(min(values))] == "sig-up", (row, values)
         assert comparison_rows(levels, "iops")[1] == []
 
         shown = _ssdlab("show", matrix, env=env)
