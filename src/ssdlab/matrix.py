@@ -26,6 +26,7 @@ from ssdlab.engine.runner import Executor, FioExecutor
 from ssdlab.errors import TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
 from ssdlab.plan.matrix import (
+    BY_LATENCY,
     MEMBER_CHECK,
     SUITE,
     LevelResult,
@@ -46,7 +47,7 @@ from ssdlab.run.prepare import TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import RunInterrupted, Runner, boot_id, recorded_ending
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, TestData
 from ssdlab.suites import Suite, find
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info
@@ -350,7 +351,7 @@ class MatrixRun:
                             params={"seconds": seconds}, verdicts={"outliers":
                                                                   list(verdict.outliers)},
                             result=result.to_json())
-        self.say(f"member check: {verdict.message}")
+        self.say(verdict.message)  # a sentence that names the check itself
         if verdict.outliers:
             self.store.add_event(self.run_id, MEMBER_CHECK, "warning", verdict.message, None)
 
@@ -508,12 +509,29 @@ def level_rows(run: RunData) -> list[LevelRow]:
         grouped: dict[str, list[dict[str, Any]]] = {}
         for cell in last.cells:
             grouped.setdefault(_cell_label(cell), []).append(cell)
+        by = _compared_by(test)
         for label, cells in grouped.items():
             rows.append(LevelRow(
                 test.name, label, statistics.fmean(float(c.get("iops") or 0) for c in cells),
                 statistics.fmean(float(c.get("bw_bytes_per_s") or 0) for c in cells) / 1e6,
-                _opt_float(cells[0].get("read_pct")), _opt_int(cells[0].get("block_bytes"))))
+                _opt_float(cells[0].get("read_pct")), _opt_int(cells[0].get("block_bytes")),
+                _mean_of(cells, "lat_mean_us"), _mean_of(cells, "lat_p99_us"), by))
     return rows
+
+
+def _compared_by(test: TestData) -> str | None:
+    """How the levels compare on ``test``: by latency (``BY_LATENCY``) where the test
+    tracks latency (the PTS latency test tracks mean latency), else by IOPS and MB/s
+    (None, as LevelRow.compared_by stores it)."""
+    tracking = test.params.get("tracking")
+    chosen = tracking.get(test.params.get("tracking_set")) if isinstance(tracking, dict) else None
+    metrics = [str(v.get("metric")) for v in chosen or () if isinstance(v, dict)]
+    return BY_LATENCY if metrics and all(m.startswith("lat_") for m in metrics) else None
+
+
+def _mean_of(cells: list[dict[str, Any]], key: str) -> float | None:
+    values = [float(c[key]) for c in cells if isinstance(c.get(key), int | float)]
+    return statistics.fmean(values) if values else None
 
 
 def _cell_label(cell: dict[str, Any]) -> str:

@@ -119,7 +119,33 @@ def test_each_preset_runs_quick_and_is_reported(
     assert "QUICK PROFILE" in html
     shown = ssdlab("show", run_ids["cdm"], "--store", str(store), env=env)
     assert shown.returncode == 0 and "preset cdm v1" in shown.stdout
-    assert "best MB/s" in shown.stdout and "RND4K Q1T1" in shown.stdout
+    with Store.open(store) as opened:
+        _check_cdm_table(shown.stdout, opened.load(run_ids["cdm"]))
+    for preset, run_id in run_ids.items():  # each preset's own words, not the PTS's
+        banner = ssdlab("show", run_id, "--store", str(store), env=env).stdout.splitlines()[1]
+        assert banner == ("*** QUICK PROFILE: a 16 MiB file and short measurements, for "
+                          "demos and tests; not the preset's definition ***"), preset
+    listed = ssdlab("runs", "--store", str(store), env=env).stdout.splitlines()
+    assert listed[-1] == ("* quick profile: a 16 MiB file and short measurements, for demos "
+                          "and tests; not the preset's definition")
+
+
+def _check_cdm_table(shown: str, run: RunData) -> None:
+    """``show`` of a CrystalDiskMark-like run: its four rows with a Read and a Write column,
+    the best pass's MB/s and the mean's, as stored."""
+    lines = shown.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.split()[:1] == ["test"]]
+    assert lines[heads[0]].split() == ["test", "Read", "MB/s", "Write", "MB/s"]
+    stored = {(r["group"], r["mode"]): r for r in run.test("cdm").result["rows"]}
+    groups = ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"]
+    for head, figure in zip(heads[:2], ("best", "mean"), strict=True):
+        rows = [line.split() for line in lines[head + 2:head + 6]]
+        assert [" ".join(row[:2]) for row in rows] == groups
+        for group, row in zip(groups, rows, strict=True):
+            assert row[2:] == [f"{stored[(group, mode)][figure]['mb_per_s']:,.2f}"
+                               for mode in ("read", "write")]
+    assert len(heads) == 3  # and four rows in each table, no more:
+    assert not lines[heads[2] + 6].strip().startswith(("SEQ", "RND"))
 
 
 def test_the_other_sets_and_the_mix_mode_run_for_real(shm_dir: Path) -> None:

@@ -3,11 +3,18 @@ after another with a quick PTS IOPS test on each; the matrix is killed (SIGKILL)
 middle of RAID 1 and resumed: it completes, the level measured before the kill is not run
 again, the stopped level's own run goes on after its last round, and no array, mount or
 signature is left. The report compares the four levels side by side in Chromium and shows
-the members per round; each level's bytes written match the emulators' own count."""
+the members per round; each level's bytes written match the emulators' own count.
+
+A second matrix runs the PTS latency test (nine cells, as issue 30 found it) on btrfs RAID
+0 and 1 of two emulated SSDs: the levels are compared by mean and p99 latency, the lowest
+marked best, each measurement named by its cell label; the member check says its verdict
+once and its time as durations are written; no label of the report's charts overlaps
+another in Chromium."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -16,8 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from ssdlab.plan.matrix import BY_LATENCY, LevelResult
+from ssdlab.report.matrix_pages import comparison_rows, levels_of
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
+from tests.integration.test_report_chart_labels import OVERLAPS_JS
 from tests.support.browser import Browser, require_chromium, require_tool
 from tests.support.cli import wait_for
 
@@ -140,3 +150,69 @@ def test_matrix_killed_and_resumed_compares_levels(emu_run_dir: Path, shm_dir: P
         assert all(level in headers for level in LEVELS)
         charts = page.evaluate("document.querySelectorAll('svg').length")
         assert charts >= 4 * 3  # three member charts per level, and the bars
+
+
+LATENCY = ("--profile quick --tests latency --block-sizes 8,4,0.5 --mixes 100/0,65/35,0/100 "
+           "--round-seconds 0.2 --max-rounds 5 --no-precondition")
+
+
+def test_a_latency_matrix_compares_latency_by_cell_labels(emu_run_dir: Path,
+                                                         shm_dir: Path) -> None:
+    require_tool("mkfs.btrfs", "btrfs-progs")
+    require_chromium()
+    emus = [emulator.start(f"lat{i}", "enterprise-tlc", 128 * MIB, loop=True) for i in range(2)]
+    try:
+        store = shm_dir / "r.sqlite"
+        env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir),
+               "SSDLAB_STATE_DIR": str(shm_dir / "state"), "SSDLAB_STORE": str(store)}
+        ran = _ssdlab("run", "matrix", "--members", ",".join(str(e.loop_device) for e in emus),
+                      "--backend", "btrfs", "--levels", "0,1", "--suite", "pts",
+                      "--suite-options", LATENCY, "--member-check-seconds", "1",
+                      "--destroy-data", env=env)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr
+        # the member check: its verdict once, its time as durations are written (3.996 s)
+        assert "member check: member check:" not in ran.stdout
+        verdicts = re.findall(r"member check: (?:no outlier|\d+ of \d+ members below)",
+                              ran.stdout)
+        assert len(verdicts) == 1, ran.stdout
+        assert "(about 0:04)" in ran.stdout and not re.search(r"about \d+\.\d+ s", ran.stdout)
+
+        with Store.open(store) as s:
+            matrix = next(r.run_id for r in s.list_runs() if r.suite == "matrix")
+            run = s.load(matrix)
+        for level in ("raid0", "raid1"):
+            rows = LevelResult.from_json(run.test(level).result).rows
+            assert len(rows) == 9 and {r.by for r in rows} == {BY_LATENCY}
+            assert all(r.lat_mean_us and r.lat_p99_us and r.lat_p99_us >= r.lat_mean_us
+                       for r in rows), rows
+        levels = levels_of(run)
+        for metric in ("lat_mean_us", "lat_p99_us"):  # the lowest latency marked the best
+            _, table, classes = comparison_rows(levels, metric)
+            assert len(table) == 9
+            for n, (row, cls) in enumerate(zip(table, classes, strict=True)):
+                values = [getattr(r.rows[n], metric) for _, r in levels]  # as stored
+                assert cls[1 + values.index(min(values))] == "sig-up", (row, values)
+        assert comparison_rows(levels, "iops")[1] == []
+
+        shown = _ssdlab("show", matrix, env=env)
+        assert shown.returncode == 0
+        assert "latency: 8 KiB 100/0" in shown.stdout and "latency_bs" not in shown.stdout
+        assert re.search(r"measurement +mean us +p99 us +IOPS", shown.stdout)
+        out = shm_dir / "report"
+        made = _ssdlab("report", matrix, "-o", str(out), env=env)
+        assert made.returncode == 0, made.stderr
+        html = (out / "report.html").read_text(encoding="utf-8")
+        assert "mean latency (us) per level (lower is better)" in html
+        assert "latency_bs" not in html and "IOPS per level" not in html
+        with Browser() as browser, browser.open_page(out / "report.html",
+                                                     viewport=(718, 1000)) as page:
+            page.emulate_print()
+            measured = page.evaluate(OVERLAPS_JS)
+            assert measured["found"] == [] and page.console_errors() == []
+            names = page.evaluate(  # each name under an axis, its lines joined
+                "[...document.querySelectorAll('svg.chart text.xcat')].map(t => [...t.children]"
+                ".map(s => s.textContent).join(' ') || t.textContent)")
+            assert "latency: 8 KiB 100/0" in names, names
+    finally:
+        for e in emus:
+            emulator.stop(e.name)

@@ -108,6 +108,36 @@ def test_teardown_removes_the_state_only_when_everything_worked(state_dir: Path)
     assert not (state_dir / "tank.json").exists()
 
 
+@pytest.mark.parametrize("busy_times", [2, 1_000])
+def test_teardown_waits_for_members_still_busy_after_the_unmount(
+        state_dir: Path, monkeypatch: pytest.MonkeyPatch, busy_times: int) -> None:
+    """wipefs found a btrfs member busy just after the unmount (issue 30's matrix): it is
+    tried again until the member is let go, for a while only."""
+    monkeypatch.setattr(arrays, "BUSY_WAIT_S", 0.5)
+    plan = _plan("zfs", "5", "tank")
+    fake = FakeCommands()
+    arrays.build(plan, [_info(m, None) for m in plan.members], say=lambda _: None, run=fake)
+    wipes: list[list[str]] = []
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        if argv[0] != "wipefs":
+            return fake(argv)
+        wipes.append(argv)
+        busy = len(wipes) <= busy_times
+        return subprocess.CompletedProcess(argv, int(busy), "", "wipefs: error: /dev/sdb: "
+                                           "probing initialization failed: Device or "
+                                           "resource busy" if busy else "")
+
+    state = arrays.find_state("tank")
+    if busy_times == 2:
+        arrays.teardown(state, say=lambda _: None, run=run)
+        assert len(wipes) == 3 and not (state_dir / "tank.json").exists()
+    else:  # busy for good: the teardown fails after a while, its state kept
+        with pytest.raises(UserError, match="resource busy"):
+            arrays.teardown(state, say=lambda _: None, run=run)
+        assert 2 <= len(wipes) <= 5 and (state_dir / "tank.json").exists()
+
+
 def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

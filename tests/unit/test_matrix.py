@@ -5,18 +5,27 @@ tests/integration/test_matrix_real.py."""
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
 import pytest
 
 from ssdlab.errors import UserError
-from ssdlab.plan.matrix import LevelResult, MatrixArgs, validate
+from ssdlab.matrix import MatrixRun, PreparedMatrix, level_rows
+from ssdlab.plan.matrix import BY_LATENCY, LevelResult, MatrixArgs, validate
+from ssdlab.plan.options import PtsArgs
 from ssdlab.report.build import render
-from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome
+from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome, show_level
 from ssdlab.report.terminal import render_run
+from ssdlab.run.progress import Progress
+from ssdlab.run.pts_run import PtsRun
+from ssdlab.store import records
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
+from ssdlab.suites import Suite, find
+from tests.support.fake_fio import FakeFio
+from tests.support.prepared import file_info, make_prepared
 
 STORE = Path(__file__).parent.parent / "fixtures" / "store" / "matrix.sqlite"
 
@@ -72,18 +81,92 @@ def test_the_levels_side_by_side_mark_the_best(matrix: RunData) -> None:
     assert header == ["measurement", "raid0", "raid1"]
     assert len(rows) == 2 and all(sum(c == "sig-up" for c in cls) == 1 for cls in classes)
     r0, r1 = (LevelResult.from_json(matrix.test(lv).result) for lv in ("raid0", "raid1"))
-    at = next(i for i, row in enumerate(rows) if row[0].endswith("_r0"))
+    # each measurement by the PTS suite's cell label, not its cell id (iops_bs4096_r0)
+    assert [row[0] for row in rows] == ["iops: 4 KiB 0/100", "iops: 4 KiB 100/0"]
     iops = [next(x.iops for x in r.rows if x.cell.endswith("_r0")) for r in (r0, r1)]
-    assert classes[at][1 + iops.index(max(iops))] == "sig-up"
+    assert classes[0][1 + iops.index(max(iops))] == "sig-up"  # the most IOPS: the best
+    assert comparison_rows(levels_of(matrix), "lat_mean_us")[1] == []  # rates, not latency
 
 
 def test_show_report_and_outcome(matrix: RunData, tmp_path: Path) -> None:
     shown = render_run(matrix)
     assert "== raid0 [complete]" in shown and "write penalty 1.0" in shown
     assert "target 2 member devices" in shown and "None" not in shown
+    assert "iops: 4 KiB 100/0" in shown and "_bs4096" not in shown
+    # a matrix of PTS runs: the matrix says what its quick runs are, its levels' PTS
+    # runs (in their outcome lines) that they are not valid PTS results
+    assert "*** QUICK PROFILE: each level's run in its suite's quick profile" in shown
     html, _ = render([matrix])
     for text in ("RAID levels compared", "Level raid0", "Level raid1", "Member check",
                  "Members per round", "outcome"):
         assert text in html, text
     lines = outcome(matrix, tmp_path).lines
     assert lines[-1] == f"report: ssdlab report {matrix.run_id}"
+
+
+# -- a latency test on the levels, the member check's lines ----------------------------
+
+
+def _latency_child(tmp_path: Path, store: Store, iops: float) -> RunData:
+    """A PTS latency test's run (the fake fio: mean latency 1e6 / IOPS us, p99 twice it)."""
+    tmp_path.mkdir()
+    prepared = make_prepared(tmp_path, PtsArgs(profile="quick", tests="latency", purge="none",
+                                               precondition=False))
+    fio = FakeFio(lambda name, round_no: iops)
+    return store.load(PtsRun(prepared, store, fio, Progress(io.StringIO(), live=False))
+                      .execute(["t"]))
+
+
+def test_a_latency_test_is_compared_by_its_latency_lower_is_better(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "s.sqlite")
+    # raid0 answers in 100 us, raid1 in 250 us
+    rows = {lv: level_rows(_latency_child(tmp_path / lv, store, iops))
+            for lv, iops in (("raid0", 10_000.0), ("raid1", 4_000.0))}
+    assert {r.by for rs in rows.values() for r in rs} == {BY_LATENCY}
+    assert all(r.lat_mean_us == pytest.approx(100.0) and r.lat_p99_us == pytest.approx(200.0)
+               for r in rows["raid0"])
+    tests = [records.TestData(lv, "complete", {}, {}, LevelResult(lv, "btrfs", rows=rs).to_json())
+             for lv, rs in rows.items()]
+    run = RunData("20990101-000000-0000", 0.0, None, "matrix", "quick", True, "complete", "",
+                  "/dev/a,/dev/b", None, False, {}, {}, {}, {}, [], tests)
+    levels = levels_of(run)
+    assert comparison_rows(levels, "iops")[1] == []  # not compared by IOPS ...
+    for metric in ("lat_mean_us", "lat_p99_us"):  # ... but by mean and p99 latency
+        header, table_rows, classes = comparison_rows(levels, metric)
+        assert header == ["measurement", "raid0", "raid1"] and len(table_rows) == 9
+        assert all(cls == ["", "sig-up", ""] for cls in classes)  # the lowest is the best
+        assert {row[0] for row in table_rows} >= {"latency: 8 KiB 100/0", "latency: 0.5 KiB 0/100"}
+    html, _ = render([run])
+    assert "mean latency (us) per level (lower is better)" in html
+    assert "p99 latency (us) per level (lower is better)" in html
+    assert "IOPS per level" not in html and "latency_bs" not in html
+    shown = [line.split() for line in show_level(run, tests[1])]
+    assert ["measurement", "mean", "us", "p99", "us", "IOPS"] in shown
+    assert ["latency:", "4", "KiB", "65/35", "250.0", "500.0", "4,000"] in shown
+
+
+def _pts() -> Suite:
+    suite = find("pts")
+    assert suite is not None
+    return suite
+
+
+def test_the_member_check_says_its_verdict_once_and_its_time_rounded(tmp_path: Path) -> None:
+    paths = [tmp_path / f"m{i}.img" for i in range(4)]
+    options = validate(MatrixArgs(members=",".join(map(str, paths)), levels="0",
+                                  member_check_seconds=5.0))
+    prepared = PreparedMatrix(MatrixArgs(members="x"), options,
+                              tuple(file_info(p) for p in paths), (), _pts(),
+                              True, "fio", {}, {}, ())
+    store = Store.open(tmp_path / "s.sqlite")
+    out = io.StringIO()
+    run = MatrixRun(prepared, store, FakeFio(lambda name, _round: 1000.0),
+                    Progress(out, live=False))
+    run.run_id = store.new_run(suite="matrix", profile="default", quick=False, target={},
+                               host={}, plan={}, versions={}, argv=[])
+    run._member_check()
+    text = out.getvalue()
+    assert "member check: member check:" not in text
+    assert text.count("member check: no outlier among 4 members") == 1
+    # 4 members x 2 reads x 3 passes of 1.667 s: about 40 s, as durations are written
+    assert "(about 0:40)" in text and "40.008" not in text

@@ -23,6 +23,7 @@ from ssdlab.analysis.steady import SNIA_RULE, check_window
 from ssdlab.errors import RunNotFound, UserError
 from ssdlab.serve import auth, data
 from ssdlab.store.db import Store
+from ssdlab.suites import find
 from tests.support import servestore as ss
 from tests.support.cli import killed_at_exit, one_line_error, ssdlab_in_process
 from tests.support.postgres import PgServer
@@ -295,6 +296,9 @@ def test_the_run_view_of_a_running_run(store: tuple[Path, str]) -> None:
     view = data.run_view(run, now=run.tests[0].rounds[-1].ended_at)
     assert view["current"] == {"test": ss.TEST, "round": 6, "phase": "round", "max_rounds": 25}
     assert view["rounds_stored"] == 6 and view["report"] is None
+    # what a quick run of its suite is, in the suite's words (the page shows it after QUICK)
+    suite = find(view["run"]["suite"])
+    assert suite is not None and view["run"]["quick_text"] == suite.spec.quick_text
     assert view["eta"]["later_tests"] == ["throughput"] and view["eta"]["low_s"] == 0
     assert view["eta"]["high_s"] == pytest.approx(19 * (run.tests[0].rounds[-1].ended_at
                                                        - run.tests[0].rounds[0].ended_at) / 5)

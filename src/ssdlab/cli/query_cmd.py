@@ -39,11 +39,17 @@ def register(sub: Any) -> None:
     add_store_option(export)
 
 
+#: the TESTS column of ``ssdlab runs``; a longer list is cut with "..."
+TESTS_WIDTH = 28
+
+
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.report.suite import quick_summary
+    from ssdlab.report.terminal import clip
     if not store_path(args).exists():
         print(f"no runs yet: there is no results store at {store_path(args)}")
         return int(ExitCode.OK)
@@ -58,7 +64,8 @@ def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
     set_w = 26 if sets else 0  # the SET column only where runs ran in sets (docs/sets.md)
     print(
         f"{'RUN':22} {'STARTED (UTC)':16} {'SUITE':{suite_w}} {'PROFILE':{profile_w}} "
-        f"{'STATUS':11} {'TESTS':28} {'SET' if sets else '':{set_w}}{' ' if sets else ''}"
+        f"{'STATUS':11} {'TESTS':{TESTS_WIDTH}} {'SET' if sets else '':{set_w}}"
+        f"{' ' if sets else ''}"
         "TARGET"
     )
     for r in runs:
@@ -66,10 +73,11 @@ def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
         print(
             f"{r.run_id:22} {_when(r.created_at):16} {r.suite:{suite_w}} "
             f"{r.profile + ('*' if r.quick else ''):{profile_w}} {r.status:11} "
-            f"{','.join(r.tests)[:28]:28} {in_set}{_target(r)}"
+            f"{clip(','.join(r.tests), TESTS_WIDTH, ','):{TESTS_WIDTH}} {in_set}{_target(r)}"
         )
-    if any(r.quick for r in runs):
-        print("* quick profile: not a valid PTS result")
+    quick = [r.suite for r in runs if r.quick]
+    if quick:
+        print(f"* quick profile: {quick_summary(quick)}")
     return int(ExitCode.OK)
 
 

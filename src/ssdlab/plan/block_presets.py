@@ -433,7 +433,9 @@ def _spec(name: str, help: str, description: str, size_help: str, args_type: typ
                      target=TargetKind.DEVICE_OR_DIR, options=options, args_type=args_type,
                      results={name: PresetResult},
                      config_first=("size", "store", "fio", "dir", "profile",
-                                   *(o.key for o in own)))
+                                   *(o.key for o in own)),
+                     quick_text="a 16 MiB file and short measurements, for demos and tests; "
+                     "not the preset's definition")
 
 
 @dataclass(frozen=True)

@@ -617,6 +617,8 @@ OPTIONS = (
 
 SPEC = SuiteSpec(
     name=TEST,
+    quick_text=("short points, fewer fractions and workloads, for "
+                "demos and tests; not a valid result"),
     help="vdbench-style curves: latency against delivered IOPS at fractions of the maximum "
     "rate (methodology 2)",
     description="""Per workload (preset 'curves': four corners, 70/30 mixes, database- and

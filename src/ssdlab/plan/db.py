@@ -454,6 +454,7 @@ OPTIONS = (
 
 SPEC: SuiteSpec[DbArgs] = SuiteSpec(
     name=SUITE,
+    quick_text="a few MB and seconds, a try-out; not the review's sizes",
     help="sysbench OLTP on MariaDB and pgbench on PostgreSQL, private servers on the target",
     description="""Each workload runs on a private server made for the run: a file system
     on --target (or a work directory in --dir) holds its data and logs, it listens only on

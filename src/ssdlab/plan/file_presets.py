@@ -489,7 +489,8 @@ def _spec(name: str, help: str, description: str, args_type: type[Any], size_hel
     return SuiteSpec(
         name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
         options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
-        args_type=args_type, results={name: FilePresetResult})
+        args_type=args_type, results={name: FilePresetResult},
+        quick_text="tiny sizes, for a try-out; not the preset's definition")
 
 
 def _aja_options() -> tuple[Opt, ...]:

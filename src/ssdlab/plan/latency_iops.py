@@ -507,6 +507,8 @@ class LatencyIopsResult(Record):
 
 SPEC = SuiteSpec(
     name=TEST,
+    quick_text=("0.5 s warm-up and 2 s measured per "
+                "point, for demos and tests; not a valid result"),
     help="latency against IOPS: threads x queue-depth ladders (methodology 1.6, 1.9)",
     description="""For every block size and read/write mix, one curve per thread count: the
     queue depth climbs until mean latency reaches the target or IOPS stops rising; mean, p99

@@ -136,9 +136,19 @@ class MemberCheckResult(Record):
     message: str = ""
 
 
+#: a level row compared by its rates (IOPS, MB/s: higher is better)
+BY_RATE = "rate"
+#: ... or by its latency (mean and p99: lower is better), as a test tracking latency is
+BY_LATENCY = "latency"
+
+
 @dataclass(frozen=True)
 class LevelRow(Record):
-    """One measurement of a level's run: a test's cell, its IOPS and MB/s."""
+    """One measurement of a level's run: a test's cell (its id), its IOPS and MB/s, its
+    mean and p99 latency (rows stored before they were kept have none), and how the levels
+    are compared on it (:attr:`by`)."""
+
+    OMIT_NONE = frozenset({"lat_mean_us", "lat_p99_us", "compared_by"})
 
     test: str
     cell: str
@@ -146,6 +156,14 @@ class LevelRow(Record):
     mb_s: float
     read_pct: float | None = None
     block_bytes: int | None = None
+    lat_mean_us: float | None = None
+    lat_p99_us: float | None = None
+    compared_by: str | None = None  # BY_LATENCY; None: BY_RATE
+
+    @property
+    def by(self) -> str:
+        """``BY_LATENCY`` or ``BY_RATE``: the figures the levels are compared by."""
+        return self.compared_by or BY_RATE
 
 
 @dataclass(frozen=True)
@@ -234,6 +252,8 @@ OPTIONS = (
 
 SPEC = SuiteSpec(
     name=SUITE,
+    quick_text=("each level's run in its suite's quick profile, "
+                "for demos and tests; not a valid result"),
     help="the same suite on several RAID levels of the same drives (build, run, destroy)",
     description="""Checks every member (guardrails, then a short read-only sequential and
     random read with an outlier verdict), then for each level builds the array (md, ZFS or

@@ -395,6 +395,8 @@ class OpSweepResult(Record):
 
 SPEC = SuiteSpec(
     name=SUITE,
+    quick_text=("1-second rounds at OP 0, 20 and 40 % "
+                "only, for demos and tests; not a valid PTS result"),
     help="over-provisioning sweep: steady 4 KiB random-write IOPS at 0-60 %% OP and a "
     "recommendation (methodology 4)",
     description="""For each OP setting (the share of the capacity left unused): purge the

@@ -291,6 +291,7 @@ OPTIONS = (
 
 SPEC = SuiteSpec(
     name="pts",
+    quick_text="shortened rounds, for demos and tests; not a valid PTS result",
     help="SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
     description="""The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and 1024
     KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity

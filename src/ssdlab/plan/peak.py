@@ -341,6 +341,7 @@ OPTIONS = (
 
 SPEC = SuiteSpec(
     name=SUITE,
+    quick_text="probes of 1 s after a 0.5 s ramp, for demos and tests; not a valid peak",
     help="find the peak: jobs x QD x ioengine for the most IOPS within a latency ceiling",
     description="""For 4 KiB random and 128 KiB sequential reads and writes, search fio's
     jobs, queue depth and ioengine (libaio, io_uring and its fast paths, psync) adaptively:

@@ -342,6 +342,8 @@ class HirResult(Record):
 
 SPEC = SuiteSpec(
     name=SUITE,
+    quick_text=("1-second rounds and a short Host Idle Recovery, "
+                "for demos and tests; not a valid PTS result"),
     help="Write Saturation and Host Idle Recovery (methodology 1.7-1.8)",
     description="""From purge, 4 KiB random writes run continuously until a round limit, an
     amount written or a time limit (Write Saturation: FOB IOPS, saturated IOPS, where the

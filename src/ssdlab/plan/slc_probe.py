@@ -342,6 +342,8 @@ class SlcProbeResult(Record):
 
 SPEC = SuiteSpec(
     name=SUITE,
+    quick_text=("half the capacity written, 2 s idle, for "
+                "demos and tests; a larger cache shows no cliff"),
     help="SLC-cache probe: sequential write from purge, throughput against bytes "
     "written, the cache size (methodology 1.4)",
     description="""Purge the whole target, then ONE sequential write from offset 0 (one

@@ -30,6 +30,8 @@ A = TypeVar("A")
 
 #: ``Opt.field`` of an option that fills the field of its own name (its ``dest``)
 SAME = "="
+#: a quick run's banner text of a suite that does not say its own
+QUICK_TEXT = "shortened, for demos and tests; not a valid result"
 
 
 class TargetKind(enum.Enum):
@@ -91,6 +93,9 @@ class SuiteSpec(Generic[A]):
     config_first: tuple[str, ...] = field(default=("size", "store", "fio"))
     #: several --target run at once as a set (docs/sets.md); False: one target only
     many_targets: bool = True
+    #: what a run of its quick profile is, after "QUICK PROFILE: " wherever the run shows
+    #: (its banner): what the profile shortens and what the result is not
+    quick_text: str = QUICK_TEXT
 
     def args(self, values: Mapping[str, Any]) -> A:
         """The suite's arguments from parsed option values (by ``dest``)."""

@@ -23,6 +23,7 @@ from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.report.terminal import num, quick_note, run_line, see_line, text_table
+from ssdlab.report.words import plain
 from ssdlab.store.records import RunData, TestData
 
 READ_COLOUR = "#009E73"
@@ -39,8 +40,7 @@ def _cells(test: TestData) -> list[dict[str, Any]]:
 
 
 def _settings_text(settings: dict[str, Any]) -> str:
-    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in settings.items()
-                     if not isinstance(v, list | dict))
+    return plain({k: v for k, v in settings.items() if not isinstance(v, list | dict)})
 
 
 def preset_header(test: TestData) -> str:
@@ -85,6 +85,16 @@ def _modes(rows: list[RowRecord]) -> list[str]:
     return [m for m in ("read", "write", "mix") if m in present]
 
 
+def _mode_name(mode: str, mix_pct: object) -> str:
+    """A column's mode as CrystalDiskMark heads it: Read, Write, Mix (R70)."""
+    return MODE_NAMES[mode] + (f" (R{mix_pct})" if mode == "mix" else "")
+
+
+def _settings(test: TestData) -> dict[str, Any]:
+    settings = test.params.get("settings")
+    return settings if isinstance(settings, dict) else {}
+
+
 def _cdm_cell(figures: FiguresRecord) -> str:
     return (f"<b>{num(figures.mb_per_s, 2)}</b><br>"
             f"<span class=\"small\">{num(figures.iops, 0)} IOPS &middot; "
@@ -104,8 +114,7 @@ def cdm_table(rows: list[RowRecord], which: Callable[[RowRecord], FiguresRecord]
     """The four-row table: a row per test, a column per mode; MB/s with IOPS and mean
     latency under it (``which``: the best pass or the mean of the passes)."""
     by, modes = _by(rows), _modes(rows)
-    header = ["", *[f"{MODE_NAMES[m]}{f' (R{mix_pct})' if m == 'mix' else ''} MB/s"
-                    for m in modes]]
+    header = ["", *[f"{_mode_name(m, mix_pct)} MB/s" for m in modes]]
     body = [[f"<b>{esc(g)}</b>", *[_cdm_cell(which(by[(g, m)])) if (g, m) in by else "-"
                                    for m in modes]] for g in _groups(rows)]
     return table(header, body, cls="cdm")
@@ -113,9 +122,7 @@ def cdm_table(rows: list[RowRecord], which: Callable[[RowRecord], FiguresRecord]
 
 def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     rows = _rows(test)
-    settings = test.params.get("settings") if isinstance(test.params.get("settings"),
-                                                         dict) else {}
-    assert isinstance(settings, dict)
+    settings = _settings(test)
     passes, mix = settings.get("passes"), settings.get("mix_read_pct")
     body = preset_header(test)
     if rows:
@@ -370,12 +377,16 @@ def block_presets_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str
 # --------------------------------------------------------------------------- ssdlab show, run
 
 
+def _show_head(test: TestData) -> tuple[list[str], list[RowRecord]]:
+    """The preset's and its verdict's lines, and its table's rows."""
+    p, result = test.params, result_of(test, PresetResult)
+    return [f"  preset {p.get('preset')} v{p.get('preset_version', '?')}",
+            f"  verdict: {result.message or result.error or test.status}"], result.rows or []
+
+
 def show_lines(run: RunData, test: TestData) -> list[str]:
     """The preset, its verdict and its results table (MB/s = 10^6 bytes/s)."""
-    p, result = test.params, result_of(test, PresetResult)
-    lines = [f"  preset {p.get('preset')} v{p.get('preset_version', '?')}",
-             f"  verdict: {result.message or result.error or test.status}"]
-    rows = result.rows or []
+    lines, rows = _show_head(test)
     if not rows:
         return lines
     body = [[r.group, r.mode, num(r.best.mb_per_s, 1), num(r.mean.mb_per_s, 1),
@@ -384,6 +395,32 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
             "  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
             *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",
                      "best mean lat us", "passes"], body)]
+
+
+def cdm_show_lines(run: RunData, test: TestData) -> list[str]:
+    """CrystalDiskMark's table: a row per test (SEQ1M Q8T1 ...), a column per mode (Read,
+    Write, and Mix where it ran), in MB/s of the best pass and of the mean of the passes;
+    then the best pass's IOPS and mean latency laid out the same way."""
+    lines, rows = _show_head(test)
+    if not rows:
+        return lines
+    by, modes, groups = _by(rows), _modes(rows), _groups(rows)
+    passes, mix = _settings(test).get("passes"), _settings(test).get("mix_read_pct")
+
+    def grid(*figures: tuple[str, Callable[[RowRecord], float | None], int]) -> list[str]:
+        """A row per test; per figure (unit, value, digits) a column per mode."""
+        return text_table(
+            ["test", *[f"{_mode_name(m, mix)} {unit}" for unit, _, _ in figures for m in modes]],
+            [[g, *[num(value(by[(g, m)]) if (g, m) in by else None, digits)
+                   for _, value, digits in figures for m in modes]] for g in groups])
+
+    return [*lines,
+            f"  best of {passes} pass(es), as CrystalDiskMark shows it (MB/s = 10^6 bytes/s):",
+            *grid(("MB/s", lambda r: r.best.mb_per_s, 2)),
+            f"  mean of {passes} pass(es):",
+            *grid(("MB/s", lambda r: r.mean.mb_per_s, 2)),
+            "  best pass: IOPS and mean latency:",
+            *grid(("IOPS", lambda r: r.best.iops, 0), ("us", lambda r: r.best.lat_mean_us, 1))]
 
 
 def outcome(run: RunData, store_path: object) -> Outcome:
@@ -401,7 +438,7 @@ def outcome(run: RunData, store_path: object) -> Outcome:
 
 PAGES = SuitePages(
     pages={"cdm": cdm_pages, "atto": atto_pages, "iometer": iometer_pages},
-    show={"cdm": show_lines, "atto": show_lines, "iometer": show_lines},
+    show={"cdm": cdm_show_lines, "atto": show_lines, "iometer": show_lines},
     outcome=outcome,
     overlay=block_presets_overlay,
 )

@@ -23,8 +23,9 @@ from ssdlab.reference.specs import VendorSpec, find_spec, load_specs, match_spec
 from ssdlab.report import compare_pages, run_pages
 from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
-from ssdlab.report.html import QUICK_TEXT, Page, PrintPart, document, esc, print_parts, table
+from ssdlab.report.html import Page, PrintPart, document, esc, print_parts, table
 from ssdlab.report.pdf import htmls_to_pdf, print_jobs
+from ssdlab.report.suite import quick_banner
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
@@ -86,8 +87,9 @@ def _cover(runs: Sequence[RunData], title: str, labels: Sequence[str]) -> str:
          esc(run.profile + (" (QUICK)" if run.quick else "")), esc(run.status)]
         for i, run in enumerate(runs)
     ]
-    quick = any(r.quick for r in runs)
-    warn = f'<div class="banner quick">{esc(QUICK_TEXT)} (marked runs)</div>' if quick else ""
+    quick = [r.suite for r in runs if r.quick]
+    warn = (f'<div class="banner quick">{esc(quick_banner(quick))} (marked runs)</div>'
+            if quick else "")
     return (
         f"<h1>{esc(title)}</h1>"
         f'<p class="small">Generated {stamp} by ssdlab {esc(__version__)} from the results '

@@ -13,6 +13,7 @@ spans decades (:func:`ssdlab.report.scales.wants_log`) unless told otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 from collections.abc import Callable, Sequence
@@ -24,6 +25,33 @@ from ssdlab.report.scales import Scale, fmt_axis, fmt_value, value_scale
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#000000", "#F0E442")
 DASHES = ("", "6 3", "2 3", "9 3 2 3")
 FONT = "font-family:system-ui,'DejaVu Sans',Arial,sans-serif"
+
+
+#: advance widths of DejaVu Sans in thousandths of an em, of " " to "~": the report's font
+#: where Debian's Chromium lays it out (system-ui is DejaVu Sans there), and wider than
+#: the sans-serif fonts of other systems; any other character counts as one em
+_ADVANCE = (
+    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636,
+    636, 636, 636, 636, 636, 636, 636, 636, 636, 337, 337, 838, 838, 838, 531, 1000, 684,
+    686, 698, 770, 632, 575, 775, 752, 295, 295, 656, 557, 863, 748, 787, 603, 787, 695,
+    635, 611, 732, 684, 989, 685, 611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550,
+    635, 615, 352, 635, 634, 278, 278, 579, 278, 974, 634, 612, 635, 635, 411, 521, 392,
+    634, 592, 818, 592, 592, 525, 636, 337, 636, 838,
+)
+#: DejaVu Sans's ascent and descent in em: the height of a line of text's box
+ASCENT, DESCENT = 0.928, 0.236
+LABEL_GAP = 3.0  # px at least between two names under an axis
+#: a name turned under the axis longer than this is cut with an ellipsis (its marks' tips
+#: and the tables name it whole)
+MAX_TURNED_PX = 170.0
+TURNED_Y = 10.0  # a turned name ends this far below the axis
+SIN45 = math.sqrt(0.5)
+
+
+def text_width(text: str, size: float) -> float:
+    """``text``'s width in px at font size ``size`` (:data:`_ADVANCE`)."""
+    return size * sum(_ADVANCE[ord(c) - 32] if 32 <= ord(c) < 127 else 1000
+                      for c in text) / 1000
 
 
 def colour(index: int) -> str:
@@ -130,41 +158,130 @@ def _x_axis_numeric(scale: Scale, frame: Frame, label: str, integer: bool) -> li
     ticks = scale.ticks(8)
     if integer:
         ticks = [t for t in ticks if abs(t - round(t)) < 1e-9]
-    for tick in ticks:
+    for tick in _apart(ticks, scale):
         x = scale(tick)
         out.append(
             f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(frame.y0)}" y2="{_f(frame.y0 + 4)}" '
-            f'stroke="#555"/><text x="{_f(x)}" y="{_f(frame.y0 + 15)}" text-anchor="middle" '
-            f'font-size="10">{_esc(fmt_axis(tick))}</text>'
+            f'stroke="#555"/><text class="xtick" x="{_f(x)}" y="{_f(frame.y0 + 15)}" '
+            f'text-anchor="middle" font-size="10">{_esc(fmt_axis(tick))}</text>'
         )
     return [*out, _x_label(frame, label)]
 
 
+def _apart(ticks: Sequence[float], scale: Scale) -> list[float]:
+    """Every ``n``-th tick, the fewest dropped so that no two labels touch."""
+    for every in range(1, len(ticks) + 1):
+        kept = list(ticks[::every])
+        widths = [text_width(fmt_axis(t), 10) for t in kept]
+        if all(abs(scale(b) - scale(a)) >= (wa + wb) / 2 + LABEL_GAP for a, b, wa, wb
+               in zip(kept, kept[1:], widths, widths[1:], strict=False)):
+            return kept
+    return list(ticks[:1])
+
+
 def _x_label(frame: Frame, label: str) -> str:
     return (
-        f'<text x="{_f((frame.x0 + frame.x1) / 2)}" y="{frame.height - 6}" '
+        f'<text class="xtitle" x="{_f((frame.x0 + frame.x1) / 2)}" y="{frame.height - 6}" '
         f'text-anchor="middle" font-size="11">{_esc(label)}</text>'
     )
 
 
-def _x_axis_categories(categories: Sequence[str], frame: Frame, label: str) -> list[str]:
-    """Category names under the axis; wrapped onto two lines where they would collide."""
+@dataclass(frozen=True)
+class CategoryAxis:
+    """How category names sit under the x axis so that none touches another: side by
+    side, each on one line; wrapped between words onto up to three lines; or turned 45
+    degrees, only every ``every``-th shown where even turned ones would touch."""
+
+    lines: tuple[tuple[str, ...], ...]  # each name's lines (none where it is not shown)
+    size: float  # their font size
+    turned: bool
+    every: int
+    depth: float  # px below the axis that the names reach
+    left: float  # px left of the chart's left edge that a turned name would reach
+
+
+def _wrapped(name: str, width: float, size: float) -> tuple[str, ...] | None:
+    """``name`` broken between words into lines of at most ``width`` px (None: a word is
+    wider)."""
+    lines: list[str] = []
+    for word in name.split(" "):
+        if lines and text_width(f"{lines[-1]} {word}", size) <= width:
+            lines[-1] += f" {word}"
+        elif text_width(word, size) <= width:
+            lines.append(word)
+        else:
+            return None
+    return tuple(lines)
+
+
+def _cut(name: str, size: float) -> str:
+    """``name``, or as much of it as fits in :data:`MAX_TURNED_PX` with an ellipsis."""
+    if text_width(name, size) <= MAX_TURNED_PX:
+        return name
+    while len(name) > 1 and text_width(name + "\u2026", size) > MAX_TURNED_PX:
+        name = name[:-1]
+    return name.rstrip() + "\u2026"
+
+
+def category_axis(categories: Sequence[str], frame: Frame) -> CategoryAxis:
+    """The names' layout under ``frame``'s plot (the first that fits of: one line, wrapped,
+    turned)."""
+    count = max(len(categories), 1)
+    room = (frame.x1 - frame.x0) / count - LABEL_GAP
+    if all(text_width(name, 10) <= room for name in categories):
+        return CategoryAxis(tuple((name,) for name in categories), 10, False, 1,
+                            14 + DESCENT * 10, 0.0)
+    wrapped = [_wrapped(name, room, 9) for name in categories]
+    if all(w is not None and len(w) <= 3 for w in wrapped):
+        lines = tuple(w or () for w in wrapped)
+        deepest = max(len(w) for w in lines)
+        return CategoryAxis(lines, 9, False, 1, 14 + 11 * (deepest - 1) + DESCENT * 9, 0.0)
+    size = 9.0
+    # turned names are parallel strips, a step apart along the axis: sin 45 of it across
+    pitch = (ASCENT + DESCENT) * size + LABEL_GAP
+    every = max(1, math.ceil(pitch / ((room + LABEL_GAP) * SIN45)))
+    shown = [_cut(name, size) if i % every == 0 else "" for i, name in enumerate(categories)]
+    reach = [SIN45 * (text_width(name, size) + DESCENT * size) for name in shown if name]
+    left = [SIN45 * (text_width(name, size) + ASCENT * size) - _category_x(i, count, frame)
+            for i, name in enumerate(shown) if name]
+    return CategoryAxis(tuple((name,) if name else () for name in shown), size, True, every,
+                        TURNED_Y + max(reach, default=0.0), max(0.0, *left))
+
+
+def with_room(axis: CategoryAxis, frame: Frame) -> Frame:
+    """``frame`` grown below (and left, for turned names) so that the names and the axis
+    title below them fit; the plot keeps its size."""
+    # the title's baseline is 6 px above the bottom; its box clears the names by 3 px
+    bottom = math.ceil(axis.depth + LABEL_GAP + ASCENT * 11 + 6)
+    down = max(0, bottom - frame.bottom)
+    side = math.ceil(axis.left + LABEL_GAP) if axis.left > 0 else 0
+    return dataclasses.replace(frame, width=frame.width + side, left=frame.left + side,
+                               height=frame.height + down, bottom=frame.bottom + down)
+
+
+def _x_axis_categories(categories: Sequence[str], frame: Frame, label: str,
+                       axis: CategoryAxis) -> list[str]:
+    """Category names under the axis, laid out as ``axis`` says."""
     out = []
-    step = (frame.x1 - frame.x0) / max(len(categories), 1)
-    for i, name in enumerate(categories):
+    for i, lines in enumerate(axis.lines):
+        if not lines:
+            continue
         x = _category_x(i, len(categories), frame)
-        lines = [name]
-        if len(name) * 5.6 > step and " " in name:
-            words = name.split(" ")
-            half = max(1, len(words) // 2)
-            lines = [" ".join(words[:half]), " ".join(words[half:])]
+        if axis.turned:
+            y = frame.y0 + TURNED_Y
+            out.append(
+                f'<text class="xcat" x="{_f(x)}" y="{_f(y)}" text-anchor="end" '
+                f'font-size="{axis.size:g}" transform="rotate(-45 {_f(x)} {_f(y)})">'
+                f"{_esc(lines[0])}</text>"
+            )
+            continue
         spans = "".join(
             f'<tspan x="{_f(x)}" dy="{0 if n == 0 else 11}">{_esc(line)}</tspan>'
             for n, line in enumerate(lines)
         )
         out.append(
-            f'<text x="{_f(x)}" y="{_f(frame.y0 + 14)}" text-anchor="middle" '
-            f'font-size="{10 if len(lines) == 1 else 9}">{spans}</text>'
+            f'<text class="xcat" x="{_f(x)}" y="{_f(frame.y0 + 14)}" text-anchor="middle" '
+            f'font-size="{axis.size:g}">{spans}</text>'
         )
     return [*out, _x_label(frame, label)]
 
@@ -202,9 +319,10 @@ def _legend(names: Sequence[tuple[int, str, str]], frame: Frame) -> list[str]:
     # what fits right of the swatch in the legend column (10 px DejaVu Sans: <= 6 px a
     # character); the full name is in the entry's tooltip
     fits = max(6, int((frame.right - 12 - 23 - 2) / 6))
+    rows = max(1, int((frame.height - 10 - frame.y1 - 8) // 16) + 1)  # rows above the bottom
     for row, (k, name, style) in enumerate(names):
         y = frame.y1 + 8 + row * 16
-        if y > frame.height - 10:
+        if row == rows - 1 and len(names) > rows:
             out.append(f'<text x="{_f(x)}" y="{_f(y)}" font-size="10">... {len(names) - row} '
                        "more</text>")
             break
@@ -243,6 +361,9 @@ def line_chart(
     x value (``Rule.y`` holds the x), labelled at the top.
     """
     frame = frame or Frame()
+    axis = category_axis(x_categories, frame) if x_categories is not None else None
+    if axis is not None:
+        frame = with_room(axis, frame)
     ys = [y for s in series for y in s.y if y is not None]
     extra = [v for b in bands for v in (b.lo, b.hi)] + [r.y for r in rules]
     yscale = value_scale([*ys, *extra], frame.y0, frame.y1, log=y_log,
@@ -250,13 +371,13 @@ def line_chart(
     out = _open("line", title, frame, chart_id)
     out += _y_axis(yscale, frame, y_label)
     xpos: Callable[[float], float]
-    if x_categories is not None:
-        categories = x_categories
+    if x_categories is not None and axis is not None:
+        categories, plot = x_categories, frame
 
         def xpos(v: float) -> float:
-            return _category_x(int(v), len(categories), frame)
+            return _category_x(int(v), len(categories), plot)
 
-        out += _x_axis_categories(x_categories, frame, x_label)
+        out += _x_axis_categories(x_categories, frame, x_label, axis)
     else:
         xs = [x for s in series for x in s.x] + [r.y for r in x_rules] or [0.0, 1.0]
         lo, hi = min(xs), max(xs)
@@ -282,12 +403,19 @@ def line_chart(
             f'<text x="{_f(frame.x1 - 3)}" y="{_f(y - 3)}" text-anchor="end" font-size="9" '
             f'fill="#333">{_esc(rule.label)}</text>'
         )
+    placed: list[tuple[float, float, float]] = []  # x_rules' labels: left, right, baseline
     for rule in x_rules:
         x = xpos(rule.y)
+        left, right = x + 3, x + 3 + text_width(rule.label, 9)
+        y = frame.y1 + 10
+        while any(a < right + LABEL_GAP and left < b + LABEL_GAP and abs(yy - y) < 11
+                  for a, b, yy in placed):
+            y += 11  # below a label it would touch
+        placed.append((left, right, y))
         out.append(
             f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(frame.y1)}" y2="{_f(frame.y0)}" '
             f'stroke="#333" stroke-width="1" stroke-dasharray="{rule.dash}"/>'
-            f'<text x="{_f(x + 3)}" y="{_f(frame.y1 + 10)}" font-size="9" '
+            f'<text x="{_f(left)}" y="{_f(y)}" font-size="9" '
             f'fill="#333">{_esc(rule.label)}</text>'
         )
     out.append(_frame_box(frame))
@@ -354,12 +482,13 @@ def bar_chart(
     frame: Frame | None = None,
 ) -> str:
     """Grouped vertical bars: one group per category, one bar per series (y[i])."""
-    frame = frame or Frame()
+    axis = category_axis(categories, frame or Frame())
+    frame = with_room(axis, frame or Frame())
     ys = [y for s in series for y in s.y if y is not None and math.isfinite(y)]
     yscale = value_scale(ys, frame.y0, frame.y1, log=y_log)
     out = _open("bar", title, frame, chart_id)
     out += _y_axis(yscale, frame, y_label)
-    out += _x_axis_categories(categories, frame, x_label)
+    out += _x_axis_categories(categories, frame, x_label, axis)
     out.append(_frame_box(frame))
     group = (frame.x1 - frame.x0) / max(len(categories), 1)
     width = group * 0.8 / max(len(series), 1)

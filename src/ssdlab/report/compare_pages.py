@@ -35,6 +35,7 @@ from ssdlab.report.html import Page, banner, charts, esc, note, table
 from ssdlab.report.run_pages import is_reference, run_label, written_by_run
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Overlay
+from ssdlab.report.words import plain
 from ssdlab.store.records import RunData
 
 KIB = 1024
@@ -80,7 +81,7 @@ def parameter_rows(runs: Sequence[RunData]) -> list[tuple[str, list[str]]]:
                       ("active_range_pct", "active range %"), ("ioengine", "ioengine"),
                       ("variant", "variant")):
         rows.append((name, [
-            "published" if is_reference(r) else str(_option(r, key)) for r in runs
+            "published" if is_reference(r) else plain(_option(r, key)) for r in runs
         ]))
     rows.append(("fio", [str(r.versions.get("fio", "-")) for r in runs]))
     rows.append(("idle CPUs", ["published" if is_reference(r) else _idle_policy(r) or "-"

@@ -15,7 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-QUICK_TEXT = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
+from ssdlab.plan.suite import QUICK_TEXT
+from ssdlab.report.words import plain
+
 NOT_STEADY_TEXT = "STEADY STATE NOT REACHED"
 
 
@@ -37,10 +39,12 @@ class Page:
     head_left: str = ""
     quick: bool = False
     toc: bool = True  # listed in the table of contents
+    #: the banner of a quick run's page: its suite's words (report/suite.py quick_banner)
+    quick_banner: str = f"QUICK PROFILE: {QUICK_TEXT}"
 
 
 def page_html(page: Page) -> str:
-    quick = f'<div class="banner quick">{esc(QUICK_TEXT)}</div>' if page.quick else ""
+    quick = f'<div class="banner quick">{esc(page.quick_banner)}</div>' if page.quick else ""
     return (
         f'<section class="page" id="{esc(page.anchor)}">'
         f'<div class="page-head"><span>{page.head_left}</span><span>ssdlab report</span></div>'
@@ -208,7 +212,8 @@ def table(
 
 
 def kv_table(pairs: Iterable[tuple[str, object]]) -> str:
-    rows = [(esc(k), esc(v if v not in (None, "") else "-")) for k, v in pairs]
+    """Named values, each in words (:func:`ssdlab.report.words.plain`)."""
+    rows = [(esc(k), esc(plain(v))) for k, v in pairs]
     return table(("", ""), rows, cls="kv")
 
 

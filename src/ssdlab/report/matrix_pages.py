@@ -1,13 +1,26 @@
 """Report pages of a RAID matrix: the member check, the levels side by side (a table like
-the NAS review's: each measurement's IOPS and MB/s per level, the best of each row
-marked; bars per level), and each level's array, write penalty and members per round."""
+the NAS review's: each measurement's IOPS and MB/s per level, or its mean and p99 latency
+where the test tracks latency, the best of each row marked; bars per level), and each
+level's array, write penalty and members per round."""
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
 from ssdlab.errors import command
 from ssdlab.plan.array import LEVELS
-from ssdlab.plan.matrix import MEMBER_CHECK, LevelResult, MemberCheckResult
+from ssdlab.plan.matrix import (
+    BY_LATENCY,
+    BY_RATE,
+    MEMBER_CHECK,
+    LevelResult,
+    LevelRow,
+    MemberCheckResult,
+)
+from ssdlab.plan.pts import cell_label
 from ssdlab.plan.units import format_bytes
 from ssdlab.report.charts import Series, bar_chart, line_chart
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -42,26 +55,71 @@ def _slow(r: LevelResult) -> str:
     return "none"
 
 
-def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str
-                    ) -> tuple[list[str], list[list[str]], list[list[str]]]:
-    """Header, rows and cell classes of the levels side by side for ``metric`` ("iops" or
-    "mb_s"): one row per measurement, one column per level, the best marked."""
-    keys: list[tuple[str, str]] = []
-    values: dict[tuple[str, str, str], float] = {}
+@dataclass(frozen=True)
+class LevelMetric:
+    """A figure the levels are compared by, on the rows compared that way (``by``)."""
+
+    key: str  # of LevelRow
+    title: str
+    digits: int
+    lower_is_better: bool
+    by: str  # BY_RATE or BY_LATENCY
+
+
+#: the figures of a level comparison: rates where a test measures rates, latency where it
+#: tracks latency (the PTS latency test), each with its direction
+METRICS = {m.key: m for m in (
+    LevelMetric("iops", "IOPS", 0, False, BY_RATE),
+    LevelMetric("mb_s", "MB/s", 1, False, BY_RATE),
+    LevelMetric("lat_mean_us", "mean latency (us)", 1, True, BY_LATENCY),
+    LevelMetric("lat_p99_us", "p99 latency (us)", 1, True, BY_LATENCY),
+)}
+
+Key = tuple[str, str]  # (test, cell id)
+
+
+def measurement_labels(rows: Iterable[LevelRow]) -> dict[Key, str]:
+    """Each measurement as a reader names it: ``test: 4 KiB 0/100`` (the PTS cell label)
+    for a cell id with its block size and mix, else the cell as stored (a preset's "SEQ1M
+    Q8T1 read"); the id where two cells of a test would read the same."""
+    wanted: dict[Key, str] = {}
+    for row in rows:
+        named = (row.block_bytes and row.read_pct is not None and " " not in row.cell)
+        wanted[(row.test, row.cell)] = (cell_label(row.block_bytes or 0, int(row.read_pct or 0))
+                                        if named else row.cell)
+    seen = Counter((test, label) for (test, _), label in wanted.items())
+    return {(test, cell): f"{test}: {label if seen[(test, label)] == 1 else cell}"
+            for (test, cell), label in wanted.items()}
+
+
+def _compared(levels: list[tuple[TestData, LevelResult]], metric: LevelMetric
+              ) -> tuple[list[Key], dict[Key, list[float | None]]]:
+    """The measurements compared by ``metric`` in order, and each one's value per level."""
+    names = [r.level for _, r in levels]
+    values: dict[Key, dict[str, float | None]] = {}
     for _, r in levels:
         for row in r.rows:
-            key = (row.test, row.cell)
-            if key not in keys:
-                keys.append(key)
-            values[(*key, r.level)] = row.iops if metric == "iops" else row.mb_s
+            if row.by == metric.by:
+                values.setdefault((row.test, row.cell), {})[r.level] = getattr(row, metric.key)
+    return list(values), {k: [v.get(name) for name in names] for k, v in values.items()}
+
+
+def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str
+                    ) -> tuple[list[str], list[list[str]], list[list[str]]]:
+    """Header, rows and cell classes of the levels side by side on ``metric`` (a key of
+    :data:`METRICS`): one row per measurement compared by it, one column per level, the
+    best marked (the lowest latency, the highest rate)."""
+    m = METRICS[metric]
+    keys, values = _compared(levels, m)
+    labels = measurement_labels(row for _, r in levels for row in r.rows)
     names = [r.level for _, r in levels]
     rows, classes = [], []
     for key in keys:
-        got = [values.get((*key, name)) for name in names]
-        best = max((v for v in got if v is not None), default=None)
-        rows.append([esc(f"{key[0]}: {key[1]}"),
-                     *["-" if v is None else num(v, 1 if metric == "mb_s" else 0) for v in got]])
-        classes.append(["", *["sig-up" if v is not None and v == best and len(names) > 1
+        got = values[key]
+        present = [v for v in got if v is not None]
+        best = (min if m.lower_is_better else max)(present) if present else None
+        rows.append([esc(labels[key]), *["-" if v is None else num(v, m.digits) for v in got]])
+        classes.append(["", *["sig-up" if v is not None and v == best and len(present) > 1
                               else "" for v in got]])
     return ["measurement", *names], rows, classes
 
@@ -69,37 +127,35 @@ def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str
 def comparison_page(run: RunData, anchor: str) -> Page:
     levels = levels_of(run)
     body = note("Each measurement of the suite on every level of the same members, from "
-                "each level's last round; the best level of each row in green. Each level's "
-                "own run (its report) has every round.")
+                "each level's last round; the best level of each row in green: the highest "
+                "IOPS and MB/s, and for a test that tracks latency the lowest mean and p99 "
+                "latency. Each level's own run (its report) has every round.")
     summary = [[esc(r.level), esc(r.child_status or t.status), _penalty(r),
                 "-" if r.imbalance is None else f"{r.imbalance:.2f}",
                 esc(_slow(r)), esc(r.child_run or "-")] for t, r in levels]
     body += "<h3>Levels</h3>" + table(
         ("level", "status", "write penalty (median of rounds)", "imbalance (max)",
          "slow member", "its run"), summary)
-    for metric, title in (("iops", "IOPS"), ("mb_s", "MB/s")):
-        header, rows, classes = comparison_rows(levels, metric)
+    for m in METRICS.values():
+        header, rows, classes = comparison_rows(levels, m.key)
         if rows:
-            body += f"<h3>{title} per level</h3>" + table(header, rows, cell_classes=classes)
-    _, iops_rows, _ = comparison_rows(levels, "iops")
-    if iops_rows:
-        names = [r.level for _, r in levels]
-        series = [Series(name, tuple(range(len(iops_rows))),
-                         tuple(_num_or_none(row[i + 1]) for row in iops_rows))
+            direction = "lower is better" if m.lower_is_better else "higher is better"
+            body += (f"<h3>{esc(m.title)} per level ({direction})</h3>"
+                     + table(header, rows, cell_classes=classes))
+    names = [r.level for _, r in levels]
+    labels = measurement_labels(row for _, r in levels for row in r.rows)
+    for m in (METRICS["iops"], METRICS["lat_mean_us"]):
+        keys, values = _compared(levels, m)
+        if not keys:
+            continue
+        series = [Series(name, tuple(range(len(keys))), tuple(values[k][i] for k in keys))
                   for i, name in enumerate(names)]
-        cats = [row[0] for row in iops_rows]
-        body += charts(bar_chart(f"{anchor}-bars", "IOPS per level", cats, series,
-                                 x_label="measurement", y_label="IOPS"))
+        body += charts(bar_chart(f"{anchor}-{m.key}", f"{m.title} per level",
+                                 [labels[k] for k in keys], series, x_label="measurement",
+                                 y_label=m.title, y_unit="us" if m.by == BY_LATENCY else m.title))
     if any(r.backend == "btrfs" and r.level in ("raid5", "raid6") for _, r in levels):
         body += banner("warning", BTRFS_PARITY_NOTE)
     return Page(f"{anchor}-compare", "RAID levels compared", body, head_left(run), run.quick)
-
-
-def _num_or_none(text: str) -> float | None:
-    try:
-        return float(text.replace(",", ""))
-    except ValueError:
-        return None
 
 
 def level_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
@@ -193,9 +249,18 @@ def show_level(run: RunData, test: TestData) -> list[str]:
     if r.error:
         lines.append(f"  error: {r.error}")
     lines += [f"  | {line}" for line in r.outcome]
-    lines += ["  " + line for line in text_table(
-        ("measurement", "IOPS", "MB/s"),
-        [(f"{x.test}: {x.cell}", num(x.iops), num(x.mb_s, 1)) for x in r.rows])]
+    labels = measurement_labels(r.rows)
+    rates = [x for x in r.rows if x.by == BY_RATE]
+    if rates:
+        lines += ["  " + line for line in text_table(
+            ("measurement", "IOPS", "MB/s"),
+            [(labels[(x.test, x.cell)], num(x.iops), num(x.mb_s, 1)) for x in rates])]
+    latency = [x for x in r.rows if x.by == BY_LATENCY]
+    if latency:
+        lines += ["  " + line for line in text_table(
+            ("measurement", "mean us", "p99 us", "IOPS"),
+            [(labels[(x.test, x.cell)], num(x.lat_mean_us, 1), num(x.lat_p99_us, 1),
+              num(x.iops)) for x in latency])]
     return lines
 
 

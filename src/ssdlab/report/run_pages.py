@@ -5,6 +5,7 @@ pages module (``report/<suite>_pages.py``: the SNIA pages of a PTS test are in
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ from ssdlab.report.html import (
     table,
 )
 from ssdlab.report.members_pages import member_rounds, members_page
+from ssdlab.report.suite import quick_banner
+from ssdlab.report.words import plain
 from ssdlab.store.records import RunData, TestData
 
 if TYPE_CHECKING:
@@ -180,21 +183,17 @@ def _host(run: RunData) -> list[tuple[str, object]]:
 def _plan(run: RunData) -> list[tuple[str, object]]:
     options = run.plan.get("options") if isinstance(run.plan.get("options"), dict) else None
     if options is None:
-        return [(str(k), v) for k, v in run.plan.items()]
-    shown = []
+        return [(str(k), plain(v)) for k, v in run.plan.items()]
+    shown: list[tuple[str, object]] = []
     for key, value in options.items():
         if key.endswith("block_bytes") and isinstance(value, list):
             value = ", ".join(block_label(int(v)) for v in value)
         elif key.endswith("mixes") and isinstance(value, list):
             value = ", ".join(Mix(int(v)).label for v in value)
-        elif isinstance(value, list):
-            value = ", ".join(str(v) for v in value)
         elif isinstance(value, dict) and {"preset", "preset_version"} <= set(value):
             value = f"{value['preset']} version {value['preset_version']}" + (
                 f" ({value['preset_title']})" if value.get("preset_title") else "")
-        elif isinstance(value, dict):
-            value = ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in value.items())
-        shown.append((key.replace("_", " "), value))
+        shown.append((key.replace("_", " "), plain(value)))
     return shown
 
 
@@ -320,7 +319,8 @@ def run_pages(run: RunData, index: int) -> list[Page]:
         hosts = hosts_page(run, test, f"{anchor}-hosts", head_left(run))
         if hosts is not None:
             pages.append(hosts)
-    return pages
+    banner_text = quick_banner([run.suite])
+    return [dataclasses.replace(p, quick_banner=banner_text) for p in pages]
 
 
 def finite(value: object) -> float | None:

@@ -7,11 +7,12 @@ Each suite's pages module defines one :class:`SuitePages` named ``PAGES``; the r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from ssdlab.jsonrecord import Record
+from ssdlab.plan.suite import QUICK_TEXT
 from ssdlab.report.figures import test_kind
 from ssdlab.report.html import Page
 from ssdlab.store.records import RunData, TestData
@@ -64,3 +65,23 @@ def result_of(test: TestData, record: type[R]) -> R:
 
 def failed_tests(run: RunData) -> list[str]:
     return [t.name for t in run.tests if t.status == "failed"]
+
+
+def quick_text(suite: str) -> str:
+    """What a quick run of ``suite`` is, in its suite's own words (its spec's
+    ``quick_text``: what the profile shortens and what the result is not)."""
+    from ssdlab.suites import find
+    found = find(suite)
+    return found.spec.quick_text if found is not None else QUICK_TEXT
+
+
+def quick_summary(suites: Iterable[str]) -> str:
+    """What quick runs of ``suites`` are: their suite's words where they share them, else
+    what every quick run is."""
+    texts = {quick_text(s) for s in suites}
+    return texts.pop() if len(texts) == 1 else QUICK_TEXT
+
+
+def quick_banner(suites: Iterable[str]) -> str:
+    """``QUICK PROFILE: ...``, the banner of quick runs of ``suites``."""
+    return f"QUICK PROFILE: {quick_summary(suites)}"

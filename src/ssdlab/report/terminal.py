@@ -15,9 +15,8 @@ from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
+from ssdlab.report.suite import quick_banner
 from ssdlab.store.records import RunData, SetData, TestData
-
-QUICK_BANNER = "QUICK PROFILE: shortened rounds, for demos and tests; not a valid PTS result"
 
 
 def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
@@ -32,6 +31,28 @@ def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str
         if n == 0:
             lines.append("  " + "  ".join("-" * w for w in widths))
     return lines
+
+
+#: what ends a text cut to fit its column
+CUT = "..."
+
+
+def clip(text: str, width: int, sep: str = "") -> str:
+    """``text`` in at most ``width`` characters; cut, it ends with "...", after the last
+    whole item (``sep``-separated) that fits where there is one."""
+    if len(text) <= width:
+        return text
+    room = width - len(CUT)
+    if sep:
+        kept = ""
+        for item in text.split(sep):
+            longer = f"{kept}{item}{sep}"
+            if len(longer) > room:
+                break
+            kept = longer
+        if kept:
+            return kept + CUT
+    return text[:room] + CUT
 
 
 def num(value: Any, digits: int = 0) -> str:
@@ -137,7 +158,7 @@ def header_lines(run: RunData) -> list[str]:
     if run.read_only:
         return lines + _reference_lines(run)
     if run.quick:
-        lines.append(f"*** {QUICK_BANNER} ***")
+        lines.append(f"*** {quick_banner([run.suite])} ***")
     if run.message:
         lines.append(f"note: {run.message}")
     lines.append(f"started {_when(run.created_at)}, finished {_when(run.finished_at)}")
@@ -248,7 +269,7 @@ def render_run(run: RunData) -> str:
             lines.append(members_line(members[test.name]))
         lines += host_lines(run, test)
     if run.quick:
-        lines += ["", f"*** {QUICK_BANNER} ***"]
+        lines += ["", f"*** {quick_banner([run.suite])} ***"]
     return "\n".join(lines) + "\n"
 
 

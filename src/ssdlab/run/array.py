@@ -55,6 +55,8 @@ VERSION_COMMANDS = {
     "zfs": ["zfs", "version"],
 }
 COMMAND_TIMEOUT_S = 600.0
+#: how long a teardown waits for a member still busy after the unmount before it fails
+BUSY_WAIT_S = 10.0
 
 
 class ArrayCommandFailed(UserError):
@@ -375,7 +377,7 @@ def teardown(state: ArrayState, *, say: Callable[[str], None] = print,
         if argv[:2] == ["mdadm", "--stop"] and not os.path.exists(plan.target):
             continue
         say(f"  $ {' '.join(argv)}")
-        done = run(argv)
+        done = _run_while_busy(argv, run) if argv[0] == "wipefs" else run(argv)
         if done.returncode != 0:
             failures.append(f"`{' '.join(argv)}`: {_first_line(done)}")
     if plan.backend == "btrfs":
@@ -387,6 +389,19 @@ def teardown(state: ArrayState, *, say: Callable[[str], None] = print,
                                  f"its state file {state.path} is kept")
     state.path.unlink(missing_ok=True)
     say(f"destroyed {plan.name}; members wiped: {', '.join(plan.members)}")
+
+
+def _run_while_busy(argv: list[str], run: Runner) -> subprocess.CompletedProcess[str]:
+    """``argv`` (wipefs, which opens the members exclusively), tried again for up to
+    :data:`BUSY_WAIT_S` while a member is still busy: a member the kernel has not yet
+    let go of just after the unmount (seen on btrfs: "Device or resource busy")."""
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        done = run(argv)
+        if (done.returncode == 0 or "busy" not in (done.stderr or "").lower()
+                or time.monotonic() >= deadline):
+            return done
+        time.sleep(0.2)
 
 
 def clean_leftovers(*, say: Callable[[str], None] = print, run: Runner = run_command,

@@ -31,7 +31,7 @@ from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import Executor, TickFn, watchdog_seconds
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.specs import KIB, FioJob, JobSection
-from ssdlab.plan.units import check_fio_seconds, fio_time
+from ssdlab.plan.units import check_fio_seconds, fio_time, format_duration
 from ssdlab.run.session import FIO_CELL_OVERHEAD_S
 
 SEQ_BLOCK_BYTES = 128 * KIB
@@ -164,7 +164,7 @@ def check_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
     say = progress or (lambda _line: None)
     say(f"member check: {_members(len(paths))}, sequential and 4 KiB random reads, "
         f"{fio_time(seconds)} each in {passes} pass{'' if passes == 1 else 'es'} "
-        f"(about {planned:g} s)")
+        f"(about {format_duration(planned)})")
     timeout = watchdog_seconds(planned + FIO_CELL_OVERHEAD_S * 2 * len(paths) * passes)
     run = executor.run(text, timeout, json_plus=False, on_tick=on_tick)
     if not run.ok or run.output is None:

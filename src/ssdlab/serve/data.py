@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
 from ssdlab.errors import RunNotFound
+from ssdlab.report.suite import quick_summary
 from ssdlab.store.db import Store
 from ssdlab.store.export import finite
 from ssdlab.store.location import StoreLocation
@@ -422,6 +423,7 @@ def run_view(run: RunData, now: float | None = None) -> JSON:
             "finished": run.finished_at, "target": run.target_path,
             "model": run.target_model or "", "hostname": run.host.get("hostname"),
             "set": run.set_id, "read_only": run.read_only, "argv": run.argv,
+            "quick_text": quick_summary([run.suite]),
         },
         "current": None if test is None or finished else {
             "test": test.name, "round": last, "phase": _phase(run, test),

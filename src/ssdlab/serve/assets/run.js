@@ -33,7 +33,7 @@
     }
     const report = view.report
       ? `<p><a class="button" id="report" href="${encodeURIComponent(run.id)}/report">report</a></p>` : "";
-    const quick = run.quick ? ' <span class="quick">QUICK: not a valid PTS result</span>' : "";
+    const quick = run.quick ? ` <span class="quick">QUICK: ${ssd.esc(run.quick_text)}</span>` : "";
     document.getElementById("summary").innerHTML = `<div>${now}${report}</div>` + kv([
       ["run", ssd.esc(run.id) + quick], ["status", status],
       ["suite", ssd.esc(`${run.suite} (${run.profile})`)], ["target", ssd.esc(run.target)],
