@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,10 +87,11 @@ class StatReading:
     lines: dict[str, str]
 
 
-def read_stats(names: list[str], *, sysfs: Path = SYSFS) -> StatReading:
-    """Read every member's stat line at (as near as can be) one moment."""
+def read_stats(names: list[str], *, sysfs: Path = SYSFS,
+               clock: Callable[[], float] = time.monotonic) -> StatReading:
+    """Read every member's stat line at (as near as can be) one moment of ``clock``."""
     lines: dict[str, str] = {}
-    at = time.monotonic()
+    at = clock()
     for name in names:
         text = read_attr(block_dir(name, sysfs=sysfs) / "stat")
         if text is None:
