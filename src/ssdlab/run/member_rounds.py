@@ -181,8 +181,9 @@ def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object],
                       "(tmpfs, FUSE, a network file system)")
     level, backend = array_level(details)
     if len(names) < 2 and level is None:
-        return None, (f"member devices not sampled: {path} is a plain drive (one device "
-                      f"below it, {names[0]}, and no array): no members to compare")
+        plain = "is a plain drive" if kind == "block" else "is on a plain drive"
+        return None, (f"member devices not sampled: {path} {plain} (one device below it, "
+                      f"{names[0]}, and no array): no members to compare")
     sampler = MemberSampler(names, level=level, backend=backend, sysfs=sysfs)
     if sampler.read() is None:
         return None, (f"member devices not sampled: the I/O statistics of "
