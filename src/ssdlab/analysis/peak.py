@@ -154,6 +154,7 @@ class SearchRules:
     max_probes: int = 60
     try_split: bool = True
     confirm: int = 3  # points measured again at the end, the best among them; 0 or 1: none
+    # (under a latency ceiling the best is measured again all the same)
 
 
 @dataclass(frozen=True)
