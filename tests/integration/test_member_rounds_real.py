@@ -80,3 +80,38 @@ def test_every_round_of_a_real_run_has_its_members(loop_device: LoopFactory,
     html = (out / "report.html").read_text()
     assert "<h2>Members: " in html and "<h3>Write penalty</h3>" in html
     assert "IOPS per member (read + write)" in html and all(n in html for n in names)
+
+
+def test_a_warm_up_is_not_counted_against_the_measured_writes(loop_device: LoopFactory,
+                                                              shm_dir: Path) -> None:
+    """issue 30: a fio run with a warm-up (ramp_time) counted its I/Os in the members'
+    counters but not in fio's, so the peak finder's 0.5 s ramp + 1 s probe showed a mirror
+    at 3 member writes per host write, not 2. Read from the first tick after the warm-up,
+    every round that writes is the mirror's 2 (within 15 %, the issue's bound)."""
+    require_tool("mkfs.btrfs", "btrfs-progs")
+    loops = [loop_device(320 * MIB) for _ in range(2)]
+    mount = shm_dir / "mnt"
+    make_btrfs(loops, "raid1", mount)
+    store = shm_dir / "results.sqlite"
+    done = ssdlab_in_process(
+        "run", "peak", "--target", str(mount / "ssdlab.test"), "--size", "128MiB",
+        "--profile", "quick", "--workloads", "rnd4k_write", "--engines", "io_uring",
+        "--max-threads", "2", "--max-qd", "4", "--max-probes", "3", "--pin", "none",
+        "--store", str(store))
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = re.search(r"^run (\S+) complete", done.stdout, re.M)
+    assert run_id, done.stdout
+    with Store.open(store) as opened:
+        run = opened.load(run_id.group(1))
+    rounds = member_rounds(run.events)["rnd4k_write"]
+    assert len(rounds) == len(run.test("rnd4k_write").rounds) >= 2
+    for r in rounds:
+        print(r.message, f"members {r.seconds:.2f} s, fio {r.host_seconds} s")
+        assert r.host_seconds is not None and 0 < r.seconds < 1.5  # after the ramp only
+        assert r.write_penalty is not None and abs(r.write_penalty - 2.0) <= 0.3, r.message
+    shown = ssdlab_in_process("show", run_id.group(1), "--store", str(store))
+    line = next(s for s in shown.stdout.splitlines() if s.startswith("  members "))
+    print(line)
+    median = re.search(r"write penalty (\d+\.\d+) \(median of \d+ rounds of small writes\)",
+                       line)
+    assert median and abs(float(median.group(1)) - 2.0) <= 0.3, line

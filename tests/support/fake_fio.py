@@ -164,10 +164,13 @@ class QueueFakeFio:
     """An executor for ladder tests: each job's IOPS and latency from a QueueDevice.
 
     ``fail_calls`` and ``interrupt_call`` count every invocation from 1 (preconditioning
-    included); ``points`` records (threads, iodepth) of each time-based job run.
+    included); ``points`` records (threads, iodepth) of each time-based job run. ``again``:
+    the device the peak finder's second probes of a point (job files of a probe ``..., again``)
+    meet, as if the drive had slowed between the probe and the re-test.
     """
 
     device: QueueDevice = field(default_factory=QueueDevice)
+    again: QueueDevice | None = None
     fail_calls: set[int] = field(default_factory=set)
     interrupt_call: int | None = None
     calls: list[str] = field(default_factory=list)
@@ -198,8 +201,10 @@ class QueueFakeFio:
         if call in self.fail_calls:
             return FioRun(job_text, ("fake-fio",), "", "fio: io_u error on file: EIO", 1, now,
                           now, False, None, "fio exited with status 1: fio: io_u error")
+        device = self.again if self.again is not None and ", again" in job_text \
+            else self.device
         doc = {"fio version": "fio-3.33",
-               "jobs": [_queue_job(s, self.device) for s in sections]}
+               "jobs": [_queue_job(s, device) for s in sections]}
         stdout = json.dumps(doc)
         return FioRun(job_text, ("fake-fio",), stdout, "", 0, now, now, False,
                       parse_fio_output(stdout), None)

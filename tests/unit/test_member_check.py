@@ -3,7 +3,9 @@ constructed numbers, the read-only job file, and the check through the fake fio.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,9 @@ from ssdlab.run.member_check import (
     member_check_job,
     section_names,
 )
+from ssdlab.targets.members import data_share
 from tests.support.fake_fio import FakeFio
+from tests.support.fakesys import VIRTUAL, FakeSys
 
 LOOPS = [f"/dev/loop{i}" for i in range(4)]
 
@@ -224,3 +228,69 @@ def test_a_failed_fio_run_fails_the_check() -> None:
 def test_a_writing_executor_is_refused() -> None:
     with pytest.raises(ValueError, match="read-only"):
         check_members(LOOPS, FioExecutor(read_only=False), seconds=1.0)
+
+
+# -- like with like: a member holding data against freshly trimmed peers (issue 30) --------
+
+
+def test_a_member_holding_data_is_not_called_slow_against_empty_peers() -> None:
+    """`run matrix` called the only member that held data "0.72x its peers" when the others
+    were freshly trimmed: reading space without data is faster on SSDs. Members are
+    compared only with peers holding data on a like share of their space."""
+    shares = [1.0, 0.0, 0.0, 0.0]
+    results = [MemberResult(LOOPS[i], 1000.0, iops, shares[i])
+               for i, iops in enumerate([7200.0, 10_000.0, 10_100.0, 9_900.0])]
+    verdict = outlier_verdict(results)
+    assert verdict.outliers == ()
+    assert verdict.message == (
+        "member check: no outlier among 3 members (none below 0.8x its peers); not judged: "
+        "/dev/loop0 holds data on 100 % of its space, its peers on 0 % (trimmed or never "
+        "written): space without data reads faster than data on SSDs, so they do not "
+        "compare (purge or fill the members alike first)")
+    assert verdict.lines[0] == ("/dev/loop0: sequential read 1,000.0 MB/s, 4 KiB random read "
+                                "7,200 IOPS; not judged: no peer holds data on a like share of "
+                                "its space")
+    assert "0.72x" not in verdict.message
+    # the empty ones are still compared with each other
+    slow = [MemberResult(r.name, r.seq_read_mb_s, 2_000.0 if r.name == LOOPS[3] else
+                         r.rand_read_iops, r.data_share) for r in results]
+    assert outlier_verdict(slow).outliers == (LOOPS[3],)
+
+
+def test_two_unlike_members_cannot_be_judged_and_unknown_shares_are_compared() -> None:
+    pair = [MemberResult(LOOPS[0], 1000.0, 7200.0, 0.9), MemberResult(LOOPS[1], 1000.0,
+                                                                      10_000.0, 0.1)]
+    verdict = outlier_verdict(pair)
+    assert verdict.outliers == ()
+    assert verdict.message.startswith("member check: cannot judge: the members hold data on "
+                                      "unlike shares of their space (/dev/loop0 90 %, "
+                                      "/dev/loop1 10 %) (trimmed or never written)")
+    # where ssdlab cannot tell what a member holds (None), members compare as before
+    unknown = [MemberResult(LOOPS[0], 1000.0, 7200.0, None),
+               MemberResult(LOOPS[1], 1000.0, 10_000.0, 0.0)]
+    assert outlier_verdict(unknown).outliers == (LOOPS[0],)
+
+
+def test_check_members_reads_what_each_member_holds() -> None:
+    def model(section: str, _round: int) -> float:
+        return 2_000.0 if "seq" in section else 50_000.0
+    shares = {LOOPS[0]: 1.0, LOOPS[1]: 0.0, LOOPS[2]: 0.0, LOOPS[3]: None}
+    results = check_members(LOOPS, FakeFio(model), seconds=1.0, held=shares.__getitem__)
+    assert [r.data_share for r in results] == [1.0, 0.0, 0.0, None]
+
+
+def test_what_a_loop_device_holds_is_its_backing_file_s_allocation(tmp_path: Path) -> None:
+    fake = FakeSys(tmp_path / "fake")
+    backing = tmp_path / "disk.img"
+    with open(backing, "wb") as f:
+        f.write(os.urandom(1 << 20))  # 1 MiB of data, then 7 MiB never written
+        f.truncate(8 << 20)
+        os.fsync(f.fileno())
+    fake.disk("loop0", "7:0", parent=VIRTUAL)
+    fake.write("loop0", "loop/backing_file", f"{backing}\n")
+    fake.disk("sdb", "8:16")
+    share = data_share("/dev/loop0", sysfs=fake.sys)
+    assert share is not None and abs(share - 1 / 8) <= 0.02
+    assert data_share("/dev/sdb", sysfs=fake.sys) is None  # a drive does not say
+    backing.unlink()
+    assert data_share("/dev/loop0", sysfs=fake.sys) is None  # its file deleted

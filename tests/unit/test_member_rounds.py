@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -25,19 +26,24 @@ from ssdlab.engine.runner import Executor, FioRun, TickFn
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.member_rounds import EVENT_KIND, MemberRound, member_rounds, summarise
 from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.peak import PeakArgs, build_options
+from ssdlab.plan.pts import active_range
 from ssdlab.report.build import render
 from ssdlab.report.html import esc
 from ssdlab.report.members_pages import BTRFS_PARITY_NOTE, members_page
 from ssdlab.report.terminal import render_run
 from ssdlab.run import session as session_module
+from ssdlab.run.cpu_window import FIO_STARTUP_S
 from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, find_sampler, host_io
+from ssdlab.run.peak_run import PeakRun, PreparedPeak
+from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
 from ssdlab.store.db import Store
 from ssdlab.store.records import EventData
-from tests.support.fake_fio import FakeFio
+from tests.support.fake_fio import FakeFio, FakeProcStat, QueueFakeFio
 from tests.support.fakesys import VIRTUAL, FakeSys
-from tests.support.prepared import make_prepared
+from tests.support.prepared import file_info, make_prepared
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -207,6 +213,30 @@ def test_the_members_under_a_block_target_and_its_level(tmp_path: Path) -> None:
     assert gone is None and "statistics of sdb, sdc cannot be read" in why
 
 
+def test_a_plain_drive_has_no_members_so_no_write_penalty(tmp_path: Path) -> None:
+    """issue 30: a single emulated SSD printed "write penalty 1.79". Members exist where two
+    or more devices are at the bottom of the target's stack, or on an array ssdlab built."""
+    fake = FakeSys(tmp_path)
+    fake.disk("loop0", "7:0", parent=VIRTUAL)
+    fake.write("loop0", "stat", STAT)
+    fake.disk("sdb", "8:16")
+    fake.partition("sdb", "sdb1", "8:17", 1)
+    fake.write("sdb", "stat", STAT)
+    fake.disk("dm-0", "253:0", parent=VIRTUAL)  # one device under a dm (LVM, dm-crypt)
+    fake.stack("dm-0", "loop0")
+    for path, name in (("/dev/loop0", "loop0"), ("/dev/sdb1", "sdb1"), ("/dev/dm-0", "dm-0")):
+        sampler, why = find_sampler(path, "block", name, {}, sysfs=fake.sys, proc=fake.proc)
+        assert sampler is None, path
+        assert why.startswith(f"member devices not sampled: {path} is a plain drive (one "
+                              "device below it"), why
+        assert why.endswith("and no array): no members to compare")
+    # an array ssdlab built is sampled whatever is left of it
+    array = {"array": {"backend": "md", "level": "raid1"}}
+    sampler, why = find_sampler("/dev/dm-0", "block", "dm-0", array, sysfs=fake.sys,
+                                proc=fake.proc)
+    assert sampler is not None and sampler.names == ["loop0"] and why == ""
+
+
 def test_a_file_on_tmpfs_has_no_members(tmp_path: Path) -> None:
     fake = FakeSys(tmp_path)
     fake.mount("0:40", "/scratch", "tmpfs", "tmpfs")
@@ -234,8 +264,9 @@ class Mirror:
     def _write(self, name: str) -> None:
         self.fs.write(name, "stat", " ".join(map(str, self.counters[name])) + "\n")
 
-    def apply(self, output: FioOutput | None) -> None:
-        reads, writes, read_bytes, write_bytes = host_io(output)
+    def apply(self, output: FioOutput | None, share: float = 1.0) -> None:
+        """Count ``share`` of the fio run's host I/Os into the members' counters."""
+        reads, writes, read_bytes, write_bytes = (round(n * share) for n in host_io(output))
         for i, name in enumerate(self.names):
             c = self.counters[name]
             if i == 0:
@@ -326,3 +357,100 @@ def test_a_target_without_members_is_not_sampled_and_says_so(
     assert [e.message for e in run.events if e.kind == OFF_KIND] == ["no members here"]
     assert not member_rounds(run.events)
     assert "  members " not in render_run(run) and "Members:" not in render([run])[0]
+
+
+# -- ramp I/Os are never counted against measured ones (issue 30) --------------------------
+
+
+def fio_seconds(text: str) -> float:
+    """``500ms`` or ``2s`` (plan.units.fio_time) in seconds."""
+    return float(text[:-2]) / 1000 if text.endswith("ms") else float(text.rstrip("s"))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RampedMirroredFio:
+    """The fake fio over the mirror, with time: a job file's ``ramp_time`` runs first at the
+    rate it measures (those I/Os reach the members, not fio's figures), then a progress tick
+    after fio's start-up and the ramp, then the measured ``runtime``."""
+
+    def __init__(self, inner: Executor, mirror: Mirror, clock: FakeClock,
+                 tick: bool = True) -> None:
+        self.inner, self.mirror, self.clock, self.tick = inner, mirror, clock, tick
+
+    def run(self, job_text: str, timeout_s: float, *, json_plus: bool = False,
+            on_tick: TickFn | None = None) -> FioRun:
+        run = self.inner.run(job_text, timeout_s, json_plus=json_plus)
+        ramp, runtime = (sum(fio_seconds(x) for x in re.findall(rf"^{key}=(\w+)$", job_text,
+                                                                 re.M))
+                         for key in ("ramp_time", "runtime"))
+        started = self.clock.now
+        late = 0.05  # the tick comes this long into the measured period
+        if ramp:
+            self.mirror.apply(run.output, share=ramp / runtime)  # the warm-up's I/Os
+        self.mirror.apply(run.output, share=late / runtime)
+        self.clock.now += FIO_STARTUP_S + ramp + late
+        if on_tick is not None and self.tick:
+            on_tick(self.clock.now - started)
+        self.mirror.apply(run.output, share=1 - late / runtime)
+        self.clock.now += runtime - late
+        return dataclasses.replace(run, started_at=started, ended_at=self.clock.now)
+
+
+def _ramped_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, tick: bool = True
+                ) -> list[MemberRound]:
+    """A quick peak search of 4 KiB random writes (0.5 s ramp + 1 s probes) on the mirror:
+    its member rounds."""
+    clock = FakeClock()
+    mirror = Mirror(tmp_path / "fake")
+    sampler = MemberSampler(list(mirror.names), level="raid1", backend="btrfs",
+                            sysfs=mirror.fs.sys, clock=clock)
+    monkeypatch.setattr(session_module, "find_sampler", lambda *a, **kw: (sampler, ""))
+    args = PeakArgs(profile="quick", workloads="rnd4k_write", engines="io_uring",
+                    max_threads=2, max_qd=4, pin="none")
+    target = tmp_path / "target.img"
+    target.write_bytes(b"")
+    info = file_info(target)
+    base = PreparedTarget(info, False, {"hostname": "test", "cpu_count": 2},
+                          {"ssdlab": "test", "fio": "3.33"})
+    prepared = PreparedPeak(base, build_options(args, 2), args,
+                            active_range(info.capacity_bytes, 100.0))
+    store = Store.open(tmp_path / "store.sqlite")
+    fio = RampedMirroredFio(QueueFakeFio(), mirror, clock, tick)
+    runner = PeakRun(prepared, store, fio, Progress(io.StringIO(), live=False, quick=True),
+                     read_stat=FakeProcStat(lambda: 30.0), fio_cpus=lambda: frozenset({0, 1}))
+    run = store.load(runner.execute(["test"]))
+    return member_rounds(run.events)["rnd4k_write"]
+
+
+def test_ramp_ios_are_never_counted_against_measured_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 30: `run peak` printed write penalties 1.50 and 1.52: (0.5 s ramp + 1 s probe)
+    / 1 s. The members are read at the first tick after the ramp: a mirror is 2.00."""
+    rounds = _ramped_run(tmp_path, monkeypatch)
+    assert rounds
+    for r in rounds:
+        assert r.write_penalty == pytest.approx(2.0, rel=1e-3), r.message
+        assert r.byte_penalty == pytest.approx(2.0, rel=1e-3), r.message
+        assert r.seconds == pytest.approx(0.95) and r.host_seconds == pytest.approx(1.0)
+    assert summarise(rounds).write_penalty == pytest.approx(2.0)
+
+
+def test_a_ramp_that_cannot_be_told_apart_gives_no_write_penalty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rounds = _ramped_run(tmp_path, monkeypatch, tick=False)  # no tick after the ramp
+    assert rounds
+    for r in rounds:
+        assert r.write_penalty is None and r.byte_penalty is None
+        assert "write penalty not measured: the warm-up (ramp) could not be told apart" \
+            in r.message
+    summary = summarise(rounds).message
+    assert summary.startswith("members loop0, loop1: write penalty not measured (the warm-up "
+                              f"could not be told apart from the measured period in "
+                              f"{len(rounds)} of {len(rounds)} rounds)"), summary

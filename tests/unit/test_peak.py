@@ -36,6 +36,7 @@ from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import auto_load
 from ssdlab.run.session import RunInterrupted
+from ssdlab.store import records
 from ssdlab.store.db import Store
 from ssdlab.store.export import run_to_json
 from tests.support.fake_fio import FakeProcStat, QueueDevice, QueueFakeFio
@@ -450,3 +451,148 @@ def test_reach_probes_each_engine_once_by_name() -> None:
                  little(50_000))
     reach = [s.measured.probe for s in out.steps if s.phase == "reach"]
     assert reach == [Probe(IO_URING, 8, 256), Probe(LIBAIO, 8, 256)]
+
+
+# -- the ceiling at the confirmation (issue 30): a peak is named only where its second probe
+# kept to the ceiling ---------------------------------------------------------------------------
+
+def slower_again(deep_from: int, first_p99: float = 100.0, again_p99: float = 3916.0
+                 ) -> Callable[[Probe], Measured]:
+    """Little's law at 50K IOPS on the first probe of every point (p99 ``first_p99``);
+    measured again, a load of ``deep_from`` outstanding I/Os or more has p99 ``again_p99``
+    (the drive slowed between the probe and the re-test), a lighter one its first figures."""
+    first = little(50_000)
+
+    def measure(p: Probe) -> Measured:
+        m = first(p)
+        over = p.trial and p.outstanding >= deep_from
+        return dataclasses.replace(m, latency_us={"mean": 50.0,
+                                                  "p99": again_p99 if over else first_p99})
+    return measure
+
+
+def test_a_lone_peak_is_measured_again_under_a_ceiling_and_not_named_when_it_broke_it() -> None:
+    ceiling = (LatencyLimit("p99", 1000.0),)
+    # alone: no rival within 5 %, so before a ceiling nothing was measured again
+    alone = {Probe(IO_URING, 1, 2): 2000.0}
+    measure = noisy(alone, {})
+    out = search(rules(try_split=False, max_threads=1, max_qd=2, limits=ceiling), measure)
+    confirms = [s for s in out.steps if s.phase == "confirm"]
+    assert [s.measured.probe for s in confirms] == [Probe(IO_URING, 1, 2, trial=1)]
+    assert out.peak is not None and out.peak.probe == Probe(IO_URING, 1, 2, trial=1)
+    # the same point breaks the ceiling when measured again: the lighter load, confirmed
+    # within it, is the peak, and the result says why the best first probe is not
+    broke = search(rules(try_split=False, max_threads=1, max_qd=2, limits=ceiling),
+                   slower_again(deep_from=2))
+    assert broke.peak is not None and broke.peak.probe == Probe(IO_URING, 1, 1, trial=1)
+    assert broke.peak.latency_us["p99"] == 100.0
+    over = next(s for s in broke.steps if s.measured.probe == Probe(IO_URING, 1, 2, trial=1))
+    assert over.outcome == "over the latency ceiling (p99 3,916 us > 1 ms): not the peak"
+    assert broke.unconfirmed == ("io_uring 1 x QD 2 is not the peak: 20,000 IOPS on its first "
+                                 "probe, but measured again p99 3,916 us > 1 ms")
+    assert broke.unconfirmed in broke.message
+
+
+def test_the_best_confirmed_load_is_named_when_the_best_ones_broke_the_ceiling() -> None:
+    ceiling = (LatencyLimit("p99", 1000.0),)
+    out = search(rules(try_split=False, limits=ceiling), slower_again(deep_from=6))
+    assert out.peak is not None and out.peak.probe.trial == 1
+    assert out.peak.probe.outstanding < 6
+    p99 = out.peak.latency_us["p99"]
+    assert p99 is not None and p99 <= 1000.0
+    # every point measured again at 6 or more outstanding I/Os broke it and is not the peak
+    again = [s for s in out.steps if s.phase == "confirm"]
+    assert any(s.measured.probe.outstanding >= 6 for s in again)
+    for s in again:
+        if s.measured.probe.outstanding >= 6:
+            assert s.outcome.endswith(": not the peak")
+    # of the loads lighter than those, the best first probe is the one confirmed
+    lighter = [s.measured for s in out.steps if s.measured.probe.trial == 0
+               and s.measured.probe.outstanding < 6]
+    assert out.peak.probe.first == max(lighter, key=lambda m: m.iops).probe
+    assert "is not the peak" in out.message
+
+
+def test_no_confirmed_load_is_no_peak_with_the_reason() -> None:
+    ceiling = (LatencyLimit("p99", 1000.0),)
+    out = search(rules(try_split=False, limits=ceiling), slower_again(deep_from=1))
+    assert out.peak is None and out.limited_by == "unknown"
+    assert out.message.startswith("no peak: no load kept to the latency ceiling (p99 <= 1 ms) "
+                                  "when measured again:")
+    assert "p99 3,916 us > 1 ms" in out.message
+    # nothing named has a confirmation over the ceiling, and no step is called the peak
+    assert not [s for s in out.steps if s.outcome.endswith(": the peak")]
+
+
+def test_the_budget_keeps_a_probe_to_confirm_the_peak_under_a_ceiling() -> None:
+    ceiling = (LatencyLimit("p99", 1000.0),)
+    out = search(rules(max_probes=3, limits=ceiling), little(50_000))
+    assert len(out.steps) == 3 and out.stopped == "the probe budget (3) ran out"
+    assert out.peak is not None and out.peak.probe == Probe(IO_URING, 1, 2, trial=1)
+    assert [s.phase for s in out.steps] == ["grow-qd", "grow-qd", "confirm"]
+
+
+CEILING = dataclasses.replace(ONE, engines="io_uring", max_latency="p99=1ms")
+
+
+def completed_under_a_ceiling(tmp_path: Path, fio: QueueFakeFio, args: PeakArgs = CEILING
+                              ) -> tuple[records.RunData, records.TestData, dict[str, Any]]:
+    """The run of ``fio``, complete and not failed whatever it found: its workload's test
+    and result."""
+    store, runner = run_peak(tmp_path, fio, args=args)
+    run = store.load(runner.execute(["test"]))
+    test = run.test("rnd4k_read")
+    assert run.status == "complete" and test.status == "complete"
+    assert PAGES.outcome(run, "STORE").failure is None  # not "fio or device error"
+    return run, test, test.result
+
+
+def test_a_run_never_names_a_peak_whose_confirmation_broke_the_ceiling(tmp_path: Path) -> None:
+    # the first probes meet a drive of 50K IOPS; the re-tests one of 10K: from 8 outstanding
+    # I/Os on, the second probe's p99 (2 x 8 / 10K s = 1.6 ms) breaks the 1 ms ceiling the
+    # first probe kept to (2 x 8 / 50K s = 320 us)
+    fio = QueueFakeFio(QueueDevice(100.0, 50_000.0), again=QueueDevice(100.0, 10_000.0))
+    run, test, result = completed_under_a_ceiling(tmp_path, fio)
+    peak = result["peak"]
+    assert result["found"] and peak["lat_p99_us"] <= 1000.0
+    assert peak["threads"] * peak["iodepth"] < 8
+    again = [s for s in result["steps"] if s["phase"] == "confirm"]
+    broke = [s for s in again if s["lat_p99_us"] > 1000.0]
+    assert broke and all(s["outcome"].endswith(": not the peak") for s in broke)
+    named = [s for s in again if s["outcome"].endswith(": the peak")]
+    assert [(s["threads"], s["iodepth"], s["iops"]) for s in named] == \
+        [(peak["threads"], peak["iodepth"], peak["iops"])]
+    assert "is not the peak" in result["unconfirmed"] and "measured again p99" in \
+        result["unconfirmed"]
+    assert "is not the peak" in "\n".join(PAGES.outcome(run, "STORE").lines)
+    assert "is not the peak" in "\n".join(PAGES.show["rnd4k_read"](run, test))
+    assert "is not the peak" in peak_page(run, test, "t")[0].body
+    assert "is not the peak" in json.dumps(run_to_json(run))
+
+
+def test_a_run_whose_every_confirmation_broke_the_ceiling_has_no_peak_and_exits_0(
+        tmp_path: Path) -> None:
+    fio = QueueFakeFio(QueueDevice(100.0, 50_000.0), again=QueueDevice(1000.0, 500.0))
+    run, test, result = completed_under_a_ceiling(tmp_path, fio)
+    assert not result["found"] and result["peak"] is None
+    assert result["message"].startswith("no peak: no load kept to the latency ceiling "
+                                         "(p99 <= 1 ms) when measured again: io_uring ")
+    verdict = "NO PEAK: no load kept to the latency ceiling"
+    assert verdict in "\n".join(PAGES.outcome(run, "STORE").lines)
+    assert verdict in "\n".join(PAGES.show["rnd4k_read"](run, test))
+    page = peak_page(run, test, "t")[0]
+    assert verdict in page.body and "FAILED" not in page.body
+    assert result["message"] in json.dumps(run_to_json(run))
+
+
+def test_no_load_within_the_ceiling_is_a_verdict_not_a_failure(tmp_path: Path) -> None:
+    args = dataclasses.replace(CEILING, max_latency="p99=10us")  # even QD 1 is 200 us
+    run, _, _ = completed_under_a_ceiling(tmp_path, QueueFakeFio(), args)
+    assert "NO PEAK: no load kept to the latency ceiling (p99 <= 10 us): even io_uring 1 x " \
+           "QD 1 was over it" in "\n".join(PAGES.outcome(run, "STORE").lines)
+    failed = QueueFakeFio(fail_calls=set(range(1, 50)))
+    (tmp_path / "f").mkdir()
+    store, runner = run_peak(tmp_path / "f", failed, args=args)
+    run = store.load(runner.execute(["test"]))
+    assert run.test("rnd4k_read").status == "failed"  # fio failed: that is a failure
+    assert PAGES.outcome(run, "STORE").failure is not None

@@ -74,26 +74,35 @@ class RoundJudgement:
 
 
 def judge_round(periods: list[MemberPeriod], host_reads: int, host_writes: int,
-                level: str | None, textbook: float | None) -> RoundJudgement:
+                level: str | None, textbook: float | None, *, host_scale: float | None = 1.0
+                ) -> RoundJudgement:
     """The round's write penalty (:func:`ssdlab.analysis.members.write_penalty`), imbalance
     and slow-member verdict (:func:`ssdlab.analysis.members.slow_member`: by share only
     where :func:`even_spread`, and elsewhere by wait only under comparable loads,
-    :data:`COMPARABLE_LOAD`)."""
-    penalty = write_penalty(periods, host_writes, None, host_reads)
+    :data:`COMPARABLE_LOAD`). ``host_scale``: the members' period over the one fio
+    measured (its host I/Os are scaled to the members'); None: the two periods cannot be
+    matched (a warm-up that could not be told apart), so no write penalty."""
+    penalty = None if host_scale is None else write_penalty(
+        periods, host_writes * host_scale, None, host_reads * host_scale).measured
     spread = imbalance(periods)
     if not even_spread(level) and spread is not None and spread > COMPARABLE_LOAD:
-        return RoundJudgement(penalty.measured, textbook, spread, None,
+        return RoundJudgement(penalty, textbook, spread, None,
                               f"no slow member judged: loads differ {spread:.2f}x, so their "
                               "waits per I/O do not compare")
     slow = slow_member(periods, even_spread=even_spread(level))
-    return RoundJudgement(penalty.measured, textbook, spread, slow.member, slow.message)
+    return RoundJudgement(penalty, textbook, spread, slow.member,
+                          slow.message)
 
 
-def round_message(label: str, members: int, judged: RoundJudgement, level: str | None) -> str:
+def round_message(label: str, members: int, judged: RoundJudgement, level: str | None,
+                  unmatched: str | None = None) -> str:
     """``members over round 3: 4 members, write penalty 2.01 (textbook 2 for raid10),
-    imbalance 1.03, no slow member among 4``."""
+    imbalance 1.03, no slow member among 4``; ``unmatched``: why the members' period and
+    fio's could not be matched (no write penalty)."""
     parts = [f"{members} member{'s' if members != 1 else ''}"]
-    if judged.write_penalty is not None:
+    if unmatched is not None:
+        parts.append(f"write penalty not measured: {unmatched}")
+    elif judged.write_penalty is not None:
         book = (f" (textbook {judged.textbook:g} for {level})" if judged.textbook is not None
                 else f" ({level}: no textbook value)" if level else "")
         parts.append(f"write penalty {judged.write_penalty:.2f}{book}")
@@ -112,12 +121,13 @@ def round_message(label: str, members: int, judged: RoundJudgement, level: str |
 SMALL_WRITE_BYTES = 64 * 1024
 
 
-def byte_penalty(periods: list[MemberPeriod], host_read_bytes: int,
-                 host_write_bytes: int) -> float | None:
+def byte_penalty(periods: list[MemberPeriod], host_read_bytes: float,
+                 host_write_bytes: float) -> float | None:
     """Member bytes moved per host byte written: every member's reads and writes, less the
     host's reads, over the host's writes (None without host writes). For small random
     writes it equals the I/O penalty; for large ones it is the cost that I/O counts
-    blur (a mirror 2, a full-stripe RAID 5 write of n members n/(n-1))."""
+    blur (a mirror 2, a full-stripe RAID 5 write of n members n/(n-1)). The host's bytes
+    are over the members' period (scaled to it, as :func:`judge_round`'s)."""
     if host_write_bytes <= 0:
         return None
     moved = sum(m.read_bytes + m.write_bytes for m in periods)

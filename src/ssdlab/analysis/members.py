@@ -130,14 +130,15 @@ class WritePenalty:
     writes_only: bool = False
 
 
-def write_penalty(members: list[MemberPeriod], host_writes: int, level: str | None = None,
-                  host_reads: int = 0) -> WritePenalty:
+def write_penalty(members: list[MemberPeriod], host_writes: float, level: str | None = None,
+                  host_reads: float = 0) -> WritePenalty:
     """Member I/Os per host write over the same period. Where the host only wrote, every
     member read and write counts (the reads of a parity level's read-modify-write count,
     as the textbook's do). Where it read as well, member reads cannot be told apart (a
     host read may cost one member read, several, or none: unwritten extents and caches
     answer some without the device), so only member writes are counted, and the message
-    says so."""
+    says so. The host's counts are over the members' period: where fio measured a
+    different one, scaled to it (hence not whole numbers)."""
     textbook = TEXTBOOK_WRITE_PENALTY.get(level or "")
     if host_writes <= 0:
         return WritePenalty(None, textbook, "no host writes: no write penalty")

@@ -26,7 +26,12 @@ code (``measure`` answers them from the store) and goes on where it stopped.
    luckiest of many.
 
 A point over the latency ceiling is never the peak, and growing stops at it: a deeper
-queue than the device takes only adds latency. Pure: nothing here runs fio.
+queue than the device takes only adds latency. Under a ceiling, a peak is named only where
+its second probe kept to it: the best point is always measured again (even without a
+rival), one probe of ``max_probes`` is kept for that, and when every point measured again
+broke the ceiling the search steps down: the best point lighter than the lightest that
+broke it is measured again, up to ``confirm`` times, until one keeps to it. None that
+does: no peak, and the outcome says why. Pure: nothing here runs fio.
 """
 
 from __future__ import annotations
@@ -149,6 +154,7 @@ class SearchRules:
     max_probes: int = 60
     try_split: bool = True
     confirm: int = 3  # points measured again at the end, the best among them; 0 or 1: none
+    # (under a latency ceiling the best is measured again all the same)
 
 
 @dataclass(frozen=True)
@@ -179,12 +185,30 @@ class SearchBudget(Exception):
     """The search made ``max_probes`` probes: it stops with the best so far."""
 
 
+@dataclass(frozen=True)
+class Broken:
+    """A point whose second probe broke the latency ceiling: never the peak."""
+
+    first: Measured
+    again: Measured
+    why: str  # over_limit() of the second probe
+
+    @property
+    def text(self) -> str:
+        return (f"{self.first.probe.first.label} is not the peak: {self.first.iops:,.0f} IOPS "
+                f"on its first probe, but measured again {self.why}")
+
+
 class _Search:
     def __init__(self, rules: SearchRules, measure: Callable[[Probe], Measured]) -> None:
         self.rules = rules
         self._measure = measure
         self.steps: list[Step] = []
         self.seen: dict[Probe, Measured] = {}
+        #: points measured again over the ceiling, in the order measured
+        self.broken: list[Broken] = []
+        #: under a ceiling, one probe of the budget is kept to confirm the peak
+        self.reserve = 1 if rules.limits and rules.max_probes > 1 else 0
 
     def eligible(self, m: Measured) -> bool:
         return m.ok and m.iops > 0 and over_limit(m, self.rules.limits) is None
@@ -192,7 +216,8 @@ class _Search:
     def probe(self, p: Probe, phase: str) -> Measured:
         if p in self.seen:
             return self.seen[p]
-        if len(self.seen) >= self.rules.max_probes:
+        budget = self.rules.max_probes - (0 if phase == "confirm" else self.reserve)
+        if len(self.seen) >= budget:
             raise SearchBudget()
         m = self._measure(p)
         self.seen[p] = m
@@ -269,32 +294,62 @@ class _Search:
                 best = self.refine(m)
         return self.confirm(best)
 
-    def confirm(self, best: Measured) -> Measured:
-        """Step 4 of the module docstring; the budget running out ends it with what it has."""
+    def confirm(self, best: Measured) -> Measured | None:
+        """Step 4 of the module docstring; the budget running out ends it with what it has.
+        Under a ceiling the best is measured again even without a rival, and None (no
+        peak) when no point measured again kept to it."""
+        ceiling = bool(self.rules.limits)
         floor = best.iops * (1 - CONFIRM_WITHIN_PCT / 100)
         rivals = sorted((m for m in self.seen.values() if m.probe.trial == 0 and m is not best
                          and self.eligible(m) and m.iops >= floor),
                         key=lambda m: (-m.iops, m.probe))[:max(self.rules.confirm - 1, 0)]
-        if not rivals:
+        if not rivals and not ceiling:
             return best
         means: dict[Probe, tuple[float, Measured]] = {}
         try:
             for first in (best, *rivals):
-                again = self.probe(replace(first.probe, trial=1), "confirm")
-                if not self.eligible(again):
-                    self.note(again, self.judge(again, None)[1] + ": not the peak")
-                    continue
-                means[first.probe] = ((first.iops + again.iops) / 2, again)
+                self._again(first, means)
+            if ceiling and not means:
+                self._step_down(means)
         except SearchBudget:
             pass
         if not means:  # the best over the ceiling the second time, and no rival measured
-            return best
+            return None if ceiling else best
         top = max(mean for mean, _ in means.values())
         equal = [p for p, (mean, _) in means.items()
                  if gain_pct(top, mean) < self.rules.min_gain_pct]
         winner = min(equal, key=lambda p: (p.outstanding, p != best.probe, -means[p][0]))
         self._confirmed(means, winner)
         return means[winner][1]
+
+    def _again(self, first: Measured, means: dict[Probe, tuple[float, Measured]]) -> bool:
+        """Measure ``first``'s point again; True when it kept to the ceiling (``means``
+        then has its mean of two probes and its second probe)."""
+        again = self.probe(replace(first.probe, trial=1), "confirm")
+        if not self.eligible(again):
+            self.note(again, self.judge(again, None)[1] + ": not the peak")
+            over = over_limit(again, self.rules.limits) if again.ok else None
+            if over is not None:
+                self.broken.append(Broken(first, again, over))
+            return False
+        means[first.probe] = ((first.iops + again.iops) / 2, again)
+        return True
+
+    def _step_down(self, means: dict[Probe, tuple[float, Measured]]) -> None:
+        """Every point measured again broke the ceiling: measure again the best point
+        lighter than the lightest that broke it, up to ``confirm`` times, until one keeps
+        to it."""
+        for _ in range(max(self.rules.confirm, 1)):
+            tried = {p.first for p in self.seen if p.trial}
+            lightest = min((b.first.probe.outstanding for b in self.broken), default=None)
+            lighter = [m for m in self.seen.values()
+                       if m.probe.trial == 0 and m.probe not in tried and self.eligible(m)
+                       and (lightest is None or m.probe.outstanding < lightest)]
+            if not lighter:
+                return
+            if self._again(max(lighter, key=lambda m: (m.iops, -m.probe.outstanding,
+                                                       m.probe)), means):
+                return
 
     def _confirmed(self, means: dict[Probe, tuple[float, Measured]], winner: Probe) -> None:
         for p, (mean, again) in means.items():
@@ -366,6 +421,9 @@ class SearchOutcome:
     host: HostBoundVerdict
     limited_by: str  # "host", "drive" or "unknown"
     message: str
+    #: the points better than the peak whose second probe broke the ceiling, and why
+    #: ("" none did)
+    unconfirmed: str = ""
 
 
 def curve_of(steps: Sequence[Step], peak: Probe) -> list[Measured]:
@@ -414,10 +472,14 @@ def search(rules: SearchRules, measure: Callable[[Probe], Measured]) -> SearchOu
     except SearchBudget:
         eligible = [m for m in s.seen.values() if s.eligible(m)]
         peak = max(eligible, key=lambda m: m.iops) if eligible else None
+        if peak is not None and rules.limits:
+            peak = s.confirm(peak)  # with the probe kept for it
         stopped = f"the probe budget ({rules.max_probes}) ran out"
     steps = tuple(s.steps)
+    unconfirmed = "; ".join(b.text for b in s.broken
+                            if peak is None or b.first.iops > peak.iops)
     if peak is None:
-        return _no_peak(rules, steps)
+        return _no_peak(rules, steps, s.broken)
     curve = curve_of(steps, peak.probe)
     verdict = host_bound({peak.probe.engine.label: [
         CpuPoint(m.probe.threads, m.probe.iodepth, m.iops, m.host_cpu_pct) for m in curve]})
@@ -425,15 +487,30 @@ def search(rules: SearchRules, measure: Callable[[Probe], Measured]) -> SearchOu
     who = {"host": "the host (CPU) limited it", "drive": "the drive limited it (the host "
            "had CPU to spare)", "unknown": "host CPU not measured"}[limited]
     message = (f"peak {peak.iops:,.0f} IOPS ({peak.bw_bytes_per_s / 1e6:,.1f} MB/s) at "
-               f"{peak.probe.first.label} after {len(steps)} probes; {who}")
-    return SearchOutcome(peak, steps, stopped, find_knee(curve), verdict, limited, message)
+               f"{peak.probe.first.label} after {len(steps)} probes; {who}"
+               + (f"; {unconfirmed}" if unconfirmed else ""))
+    return SearchOutcome(peak, steps, stopped, find_knee(curve), verdict, limited, message,
+                         unconfirmed)
 
 
-def _no_peak(rules: SearchRules, steps: tuple[Step, ...]) -> SearchOutcome:
+def _no_peak(rules: SearchRules, steps: tuple[Step, ...], broken: Sequence[Broken]
+             ) -> SearchOutcome:
     ceiling = ", ".join(lim.text for lim in rules.limits)
     ok = [s for s in steps if s.measured.ok]
-    message = (f"no load kept to the latency ceiling ({ceiling}): even "
-               f"{steps[0].measured.probe.label} was over it" if ok and ceiling else
-               "no probe measured any I/O")
+    unconfirmed = "; ".join(b.text for b in broken)
+    if broken:
+        message = (f"no peak: no load kept to the latency ceiling ({ceiling}) when measured "
+                   f"again: {unconfirmed}")
+    elif ceiling and any(m.ok and m.iops > 0 and over_limit(m, rules.limits) is None
+                         for m in (s.measured for s in ok)):
+        why = ("fio failed when it was measured again" if any(s.phase == "confirm"
+                                                               for s in steps)
+               else f"the probe budget ({rules.max_probes}) left none to measure again")
+        message = f"no peak: no load was confirmed within the latency ceiling ({ceiling}): {why}"
+    elif ok and ceiling:
+        message = (f"no load kept to the latency ceiling ({ceiling}): even "
+                   f"{steps[0].measured.probe.label} was over it")
+    else:
+        message = "no probe measured any I/O"
     verdict = host_bound({})
-    return SearchOutcome(None, steps, message, None, verdict, "unknown", message)
+    return SearchOutcome(None, steps, message, None, verdict, "unknown", message, unconfirmed)

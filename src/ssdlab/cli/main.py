@@ -8,7 +8,9 @@ import shlex
 import shutil
 import signal
 import sys
+import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 from ssdlab import __version__
 from ssdlab.cli import (
@@ -44,8 +46,26 @@ SSDLAB_CPU_IDLE=system leaves the host's own idle policy (docs/host.md).
 Documentation: docs/ in the source tree."""
 
 
+class _WholeWords(argparse.HelpFormatter):
+    """Option help wrapped between words only: never inside a word or at its hyphens (an
+    engine name such as ``io_uring+fixedbufs+registerfiles`` stays whole on a line)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_long_words=False,
+                             break_on_hyphens=False)
+
+
+class _RawDescription(argparse.RawDescriptionHelpFormatter, _WholeWords):
+    """The top level's: its description and epilog as written, option help whole words."""
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line with exit code 2."""
+    """argparse that reports usage errors as one line with exit code 2; option help
+    wrapped between words only."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _WholeWords)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         words = self.prog.split()[1:]  # "ssdlab run pts": the command's own words
@@ -58,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A storage test lab in software: the SNIA PTS and the reviews' tests "
         "on fio, with honest steady state and every result kept.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_RawDescription,
     )
     parser.add_argument("--version", action="version", version=f"ssdlab {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

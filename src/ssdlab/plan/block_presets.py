@@ -536,8 +536,9 @@ ATTO = _spec(
             "quick 1MiB)"),
         common.whole("--factor", "atto",
                      "each transfer size is N times the previous (default 2; quick 4)"),
-        common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256); auto: "
-                  "the 128 KiB sequential peak's jobs x QD", field="qd", auto=True),
+        common.qd("atto", "queue depth (default 4, ATTO's; the NAS review used 256)",
+                  field="qd", auto=True,
+                  auto_what="the jobs x QD of the 128 KiB sequential peak that"),
         _measure_seconds("atto", "seconds per transfer size and direction (default 2; "
                          "quick 0.5)"),
         opt("--no-direct", group="atto", config=Kind.BOOL, action="store_true",
@@ -564,8 +565,8 @@ IOMETER = _spec(
             "e.g. 4,64 (default: every spec of the set)"),
         common.number("--seconds", "iometer", "seconds per access spec (default 30; quick 1)",
                       metavar="S"),
-        common.qd("iometer", "outstanding I/O of the worker (default 32); auto: the 4 KiB "
-                  "random peak's jobs x QD", field="qd", auto=True),
+        common.qd("iometer", "outstanding I/O of the worker (default 32)", field="qd",
+                  auto=True, auto_what="the jobs x QD of the 4 KiB random peak that"),
         common.whole("--log-interval", "iometer", "timeline resolution in ms (default 1000: "
                      "IOmeter's per-second results; quick 250)", metavar="MS",
                      field="log_interval_ms"),

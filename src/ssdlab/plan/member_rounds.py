@@ -65,7 +65,7 @@ class MemberRound(Record):
     into several rounds (Host Idle Recovery's return to baseline, the SLC probe's slices)
     has one record, from its first round to ``last_round``."""
 
-    OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"last_round"})
+    OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"last_round", "host_seconds", "note"})
 
     round_no: int = key("round")
     phase: str = ""
@@ -82,19 +82,31 @@ class MemberRound(Record):
     slow_member: str | None = None
     verdict: str = ""  # the slow-member verdict
     last_round: int | None = None
+    #: after a warm-up: the seconds fio measured (its host I/Os are over them), against the
+    #: members' ``seconds`` from the first reading after the warm-up; None: one period
+    host_seconds: float | None = None
+    #: why the members' period and fio's could not be matched (no write penalty)
+    note: str | None = None
 
     @classmethod
     def build(cls, round_no: int, phase: str, seconds: float, periods: list[MemberPeriod], *,
               host: tuple[int, int, int, int], level: str | None, textbook: float | None,
-              last_round: int | None = None) -> MemberRound:
+              last_round: int | None = None, host_seconds: float | None = None,
+              note: str | None = None) -> MemberRound:
         """The record of a round from its members' periods and ``host``'s (read I/Os,
-        write I/Os, read bytes, write bytes)."""
+        write I/Os, read bytes, write bytes) over ``host_seconds`` (None: ``seconds``)."""
         reads, writes, read_bytes, write_bytes = host
-        judged = judge_round(periods, reads, writes, level, textbook)
+        scale = _scale(seconds, host_seconds, note)
+        judged = judge_round(periods, reads, writes, level, textbook, host_scale=scale)
         return cls(round_no, phase, seconds, level, [MemberStat.of(p) for p in periods],
                    reads, writes, read_bytes, write_bytes, judged.write_penalty,
                    judged.textbook, judged.imbalance, judged.slow_member, judged.verdict,
-                   last_round)
+                   last_round, host_seconds, note)
+
+    @property
+    def host_scale(self) -> float | None:
+        """The host's I/Os are scaled by this to the members' period (None: not matched)."""
+        return _scale(self.seconds, self.host_seconds, self.note)
 
     @property
     def label(self) -> str:
@@ -108,7 +120,7 @@ class MemberRound(Record):
         """The event's one line (see :func:`ssdlab.analysis.member_rounds.round_message`)."""
         judged = RoundJudgement(self.write_penalty, self.textbook, self.imbalance,
                                 self.slow_member, self.verdict)
-        return round_message(self.label, len(self.members), judged, self.level)
+        return round_message(self.label, len(self.members), judged, self.level, self.note)
 
     def periods(self) -> list[MemberPeriod]:
         return [m.period() for m in self.members]
@@ -131,7 +143,18 @@ class MemberRound(Record):
     def byte_penalty(self) -> float | None:
         """Member bytes per host byte written (see
         :func:`ssdlab.analysis.member_rounds.byte_penalty`)."""
-        return byte_penalty(self.periods(), self.host_read_bytes, self.host_write_bytes)
+        scale = self.host_scale
+        if scale is None:
+            return None
+        return byte_penalty(self.periods(), self.host_read_bytes * scale,
+                            self.host_write_bytes * scale)
+
+
+def _scale(seconds: float, host_seconds: float | None, note: str | None) -> float | None:
+    """The members' period over fio's (1 when they are one; None when not matched)."""
+    if note is not None:
+        return None
+    return seconds / host_seconds if host_seconds else 1.0
 
 
 class _Event(Protocol):
@@ -176,6 +199,8 @@ class MembersSummary:
     textbook: float | None
     max_imbalance: float | None
     slow: dict[str, int]  # member -> rounds it was named the slow member in
+    #: rounds whose warm-up could not be told apart from the measured period
+    unmatched: int = 0
 
     @property
     def message(self) -> str:
@@ -188,6 +213,10 @@ class MembersSummary:
             book = (f"; textbook {self.textbook:g} for {self.level}"
                     if self.textbook is not None else "")
             parts.append(f"write penalty {self.write_penalty:.2f} ({of}{book})")
+        elif self.unmatched:
+            parts.append(f"write penalty not measured (the warm-up could not be told apart "
+                         f"from the measured period in {self.unmatched} of {self.rounds} "
+                         "rounds)")
         else:
             parts.append("no host writes")
         if self.max_imbalance is not None:
@@ -225,4 +254,5 @@ def summarise(rounds: Sequence[MemberRound]) -> MembersSummary:
     return MembersSummary(members, len(rounds), level,
                           statistics.median(penalties) if penalties else None,
                           len(penalties), bool(small), textbook,
-                          max(imbalances) if imbalances else None, slow)
+                          max(imbalances) if imbalances else None, slow,
+                          sum(1 for r in rounds if r.note is not None and r.host_writes))

@@ -236,23 +236,26 @@ def load_arg(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number or auto") from None
 
 
-AUTO_HELP = ("; auto: what the target's most recent peak run found (`ssdlab run peak` "
-             "first, docs/peak.md)")
+def auto_help(what: str = "what") -> str:
+    """The help of ``auto`` (said once): ``what`` the peak run found."""
+    return (f"; auto: {what} the target's most recent peak run found (`ssdlab run peak` "
+            "first, docs/peak.md)")
 
 
 def threads(group: str, help: str = "fio jobs (default per device class, capped at the "
             "CPU count)", *, auto: bool = False) -> Opt:
     if auto:
         return opt("--threads", group=group, config=Kind.LOAD, type=load_arg, metavar="N|auto",
-                   help=help + AUTO_HELP)
+                   help=help + auto_help())
     return opt("--threads", group=group, config=Kind.INT, type=int, metavar="N", help=help)
 
 
 def qd(group: str, help: str, field: str | None = "iodepth", *, auto: bool = False,
-       **kwargs: object) -> Opt:
+       auto_what: str = "what", **kwargs: object) -> Opt:
+    """``--qd``; with ``auto``, ``auto_what`` says what of the peak run it takes."""
     if auto:
         return opt("--qd", group=group, config=Kind.LOAD, field=field, type=load_arg,
-                   metavar="N|auto", help=help + AUTO_HELP, **kwargs)
+                   metavar="N|auto", help=help + auto_help(auto_what), **kwargs)
     return opt("--qd", group=group, config=Kind.INT, field=field, type=int, metavar="N",
                help=help, **kwargs)
 

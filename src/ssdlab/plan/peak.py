@@ -286,7 +286,7 @@ class PointRecord(Record):
 class PeakResult(Record):
     """A workload's peak: where, how fast, its latency, its knee, who limited it."""
 
-    OMIT_NONE = frozenset({"error"})
+    OMIT_NONE = frozenset({"error", "unconfirmed"})
 
     workload: str = ""
     kind: str = ""  # iops or throughput (what ``--threads auto`` matches it with)
@@ -304,6 +304,15 @@ class PeakResult(Record):
     steps: list[PointRecord] = field(default_factory=list)
     message: str = ""
     error: str | None = None
+    #: the points better than the peak whose second probe broke the latency ceiling, and
+    #: why they are not the peak (None: none did)
+    unconfirmed: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """Without a peak, why, as every output says it: ``NO PEAK: no load kept to ...``."""
+        text = self.error or self.message
+        return "NO PEAK: " + text.removeprefix("no peak: ") if text else ""
 
 
 _G = "peak search"
@@ -315,11 +324,11 @@ OPTIONS = (
         help=f"comma list of {', '.join(BY_NAME)} (default: all four)"),
     opt("--max-latency", group=_G, config=Kind.TEXT, metavar="METRIC=TIME",
         help="the service level: the peak is the best load whose completion latency keeps "
-        f"to it, e.g. p99=1ms or p99.9=2ms,mean=300us (metrics {', '.join(LATENCY_METRICS)}; "
-        "default: no ceiling)"),
+        "to it, measured twice, e.g. p99=1ms or p99.9=2ms,mean=300us (metrics "
+        f"{', '.join(LATENCY_METRICS)}; default: no ceiling)"),
     opt("--engines", group=_G, config=Kind.LIST, metavar="LIST",
         help="engines to try, the first grows the load, with io_uring's fast paths joined "
-        f"by +, e.g. io_uring+fixedbufs (default: {','.join(DEFAULT_ENGINES)}, and "
+        f"by +, e.g. io_uring+fixedbufs (default: {', '.join(DEFAULT_ENGINES)}, and "
         f"{HIPRI_ENGINE} when the device polls)"),
     common.whole("--max-threads", _G, "most fio jobs tried (default 4 x the CPUs, at least "
                  "4)"),

@@ -33,6 +33,11 @@ PENALTY_NOTE = (
     "into several member I/Os by the block layer, which inflates the count; bytes per "
     "host byte (member bytes moved less host bytes read, per host byte written) shows "
     "their cost. Imbalance: most I/Os on a member over fewest.")
+#: said where rounds had a warm-up (fio's ramp_time)
+RAMP_NOTE = (
+    "These fio runs warmed up first (ramp_time), whose I/Os fio does not report: the "
+    "members are counted from the first reading after the warm-up to the end of the run, "
+    "and the host's I/Os scaled to that window (its seconds over fio's measured seconds).")
 
 
 def _backend(run: RunData) -> str | None:
@@ -128,7 +133,9 @@ def members_page(run: RunData, test: TestData, rounds: Sequence[MemberRound], an
     if backend == "zfs" and level in ("raid5", "raid6"):
         body += note(ZFS_RAIDZ_NOTE)
     body += _charts(anchor, rounds, summary.members)
-    body += "<h3>Write penalty</h3>" + note(PENALTY_NOTE) + table(
+    ramped = any(r.host_seconds is not None or r.note is not None for r in rounds)
+    body += "<h3>Write penalty</h3>" + note(PENALTY_NOTE) + (
+        note(RAMP_NOTE) if ramped else "") + table(
         ("round", "phase", "host reads", "host writes", "member I/Os", "I/Os per host write",
          "bytes per host byte", "textbook", "imbalance", "slow member"),
         _penalty_rows(rounds))

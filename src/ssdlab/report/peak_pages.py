@@ -52,6 +52,7 @@ def _summary(r: PeakResult) -> list[tuple[str, object]]:
         ("limited by", f"{r.limited_by}: {r.host_message}"),
         ("pinning", r.pinning),
         ("latency ceiling", r.ceiling),
+        *([("not the peak", r.unconfirmed)] if r.unconfirmed else []),
         ("search", f"{r.probes} probes; stopped: {r.stopped}"),
     ]
 
@@ -85,9 +86,12 @@ def peak_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
     r = result_of(test, PeakResult)
     title = str(test.params.get("title") or f"Peak: {test.name}")
     if not r.found:
-        body = banner("failed", f"{test.status.upper()}: {r.error or r.message or 'no data'}")
-        return [Page(anchor, f"{title}: no peak", body + _steps_table(r.steps),
-                     head_left(run), run.quick)]
+        body = banner("mismatch", r.verdict) if test.status == "complete" else \
+            banner("failed", f"{test.status.upper()}: {r.error or r.message or 'no data'}")
+        return [Page(anchor, f"{title}: no peak", body + kv_table(
+            [("latency ceiling", r.ceiling), ("search", f"{r.probes} probes; stopped: "
+                                                        f"{r.stopped}")])
+            + _steps_table(r.steps), head_left(run), run.quick)]
     bound = banner("mismatch", "HOST-BOUND: " + r.host_message) if r.limited_by == "host" \
         else note(r.host_message)
     body = (kv_table(_summary(r)) + bound + charts(_chart(r, anchor))
@@ -98,24 +102,32 @@ def peak_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
 def show_lines(run: RunData, test: TestData) -> list[str]:
     r = result_of(test, PeakResult)
     if not r.found:
-        return [f"  {r.error or r.message or test.status}"]
+        return [f"  {r.verdict}" if test.status == "complete" else
+                f"  {r.error or r.message or test.status}"]
     return [f"  {r.message}", f"  latency at the peak: {_lat(r.peak)}",
             f"  {r.knee_message}", f"  {r.host_message}"]
 
 
 def peak_table(run: RunData) -> list[str]:
-    rows = []
+    """The workloads' peaks, then one line per workload without a peak (why) or with
+    better points whose second probe broke the ceiling."""
+    rows, notes = [], []
     for t in run.tests:
         r = result_of(t, PeakResult)
         p = r.peak
+        none = "no peak" if t.status == "complete" else r.error or r.message or t.status
         rows.append([t.name, num(p.iops) if p else "-",
                      num(p.bw_bytes_per_s / MB, 1) if p else "-",
-                     config_text(p) if p else r.error or r.message or t.status,
+                     config_text(p) if p else none,
                      num(p.lat_mean_us, 1) if p else "-", num(p.lat_p99_us, 1) if p else "-",
                      f"{r.knee.threads} x QD {r.knee.iodepth}" if r.knee else "-",
                      r.limited_by or "-"])
-    return text_table(["workload", "IOPS", "MB/s", "configuration", "mean us", "p99 us",
-                       "knee", "limited by"], rows)
+        if p is None and t.status == "complete":
+            notes.append(f"{t.name}: {r.verdict}")
+        elif r.unconfirmed:
+            notes.append(f"{t.name}: {r.unconfirmed}")
+    return [*text_table(["workload", "IOPS", "MB/s", "configuration", "mean us", "p99 us",
+                         "knee", "limited by"], rows), *notes]
 
 
 def outcome(run: RunData, store_path: object) -> Outcome:

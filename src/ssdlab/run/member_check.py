@@ -33,6 +33,7 @@ from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.specs import KIB, FioJob, JobSection
 from ssdlab.plan.units import check_fio_seconds, fio_time, format_duration
 from ssdlab.run.session import FIO_CELL_OVERHEAD_S
+from ssdlab.targets.members import data_share
 
 SEQ_BLOCK_BYTES = 128 * KIB
 RAND_BLOCK_BYTES = 4 * KIB
@@ -134,8 +135,9 @@ def planned_seconds(count: int, seconds: float, passes: int = PASSES) -> float:
     return 2 * count * passes * section_seconds(seconds, passes)
 
 
-def _result(output: FioOutput, index: int, path: str, passes: int) -> MemberResult:
-    """Member ``index``'s best pass on each metric."""
+def _result(output: FioOutput, index: int, path: str, passes: int,
+            share: float | None) -> MemberResult:
+    """Member ``index``'s best pass on each metric; ``share``: of its space holding data."""
     seq_mb_s: list[float] = []
     rand_iops: list[float] = []
     for pass_no in range(1, passes + 1):
@@ -147,16 +149,19 @@ def _result(output: FioOutput, index: int, path: str, passes: int) -> MemberResu
                                     f"(section {exc.args[0]})") from None
         seq_mb_s.append(seq_job.read.bw_bytes_per_s / 1e6)
         rand_iops.append(rand_job.read.iops)
-    return MemberResult(path, max(seq_mb_s), max(rand_iops))
+    return MemberResult(path, max(seq_mb_s), max(rand_iops), share)
 
 
 def check_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
                   passes: int = PASSES, progress: LineFn | None = None,
-                  on_tick: TickFn | None = None) -> list[MemberResult]:
+                  on_tick: TickFn | None = None,
+                  held: Callable[[str], float | None] | None = None) -> list[MemberResult]:
     """Read each member for ``seconds`` sequentially and ``seconds`` at random, split over
     ``passes``, in one fio run through ``executor`` (which must be read-only); each
-    member's best pass, in the order given. ``progress`` is told what runs and what each
-    member measured."""
+    member's best pass, in the order given, with the share of its space that holds data
+    where ``held`` (default :func:`ssdlab.targets.members.data_share`) can tell (an SSD
+    reads space without data faster: the verdict compares like with like). ``progress``
+    is told what runs and what each member measured."""
     if getattr(executor, "read_only", None) is False:
         raise ValueError("the member check runs fio read-only: FioExecutor(read_only=True)")
     text = member_check_job(paths, seconds, passes)
@@ -169,8 +174,11 @@ def check_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
     run = executor.run(text, timeout, json_plus=False, on_tick=on_tick)
     if not run.ok or run.output is None:
         raise MemberCheckFailed(f"member check failed: {run.error or 'fio printed no results'}")
-    results = [_result(run.output, i, path, passes) for i, path in enumerate(paths)]
+    share = held or data_share
+    results = [_result(run.output, i, path, passes, share(path))
+               for i, path in enumerate(paths)]
     for r in results:
+        data = "" if r.data_share is None else f" (data on {r.data_share * 100:.0f} % of it)"
         say(f"member check: {r.name}: sequential read {r.seq_read_mb_s:,.1f} MB/s, "
-            f"4 KiB random read {r.rand_read_iops:,.0f} IOPS")
+            f"4 KiB random read {r.rand_read_iops:,.0f} IOPS{data}")
     return results

@@ -197,14 +197,16 @@ class PeakRun(SessionRun[PreparedPeak]):
 
         outcome = search(self.o.rules(), measure)
         result = self.result(w, outcome, rounds)
-        status = "complete" if result.found else "failed"
+        # no peak within the ceiling is a verdict, not a failure; no I/O at all is one
+        measured = any(s.measured.ok for s in outcome.steps)
+        status = "complete" if result.found or measured else "failed"
         self.store.set_test(self.run_id, w.name, status=status, params=params,
                             verdicts={"primary": {"message": result.message},
                                       "host_bound": outcome.host.to_dict()},
                             result=result.to_json())
-        if not result.found:
+        if status == "failed":
             raise TestFailed(result.message)
-        self.progress.line(f"{w.name}: {result.message}")
+        self.progress.line(f"{w.name}: {result.message if result.found else result.verdict}")
 
     def probe(self, w: Workload, p: Probe, round_no: int) -> Measured:
         o = self.o
@@ -257,7 +259,8 @@ class PeakRun(SessionRun[PreparedPeak]):
             knee_message=knee.message if knee else "", limited_by=out.limited_by,
             host_message=out.host.message, pinning=self.o.notes[0] if self.o.notes else "",
             ceiling=", ".join(lim.text for lim in self.o.limits) or "none",
-            probes=len(out.steps), stopped=out.stopped, steps=steps, message=out.message)
+            probes=len(out.steps), stopped=out.stopped, steps=steps, message=out.message,
+            unconfirmed=out.unconfirmed or None)
 
 
 RUNNER = Runner(

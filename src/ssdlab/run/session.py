@@ -41,7 +41,13 @@ from ssdlab.run.hosts import (
     host_summaries,
     remote_purge,
 )
-from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
+from ssdlab.run.member_rounds import (
+    OFF_KIND,
+    MemberSampler,
+    RampWindow,
+    Sample,
+    find_sampler,
+)
 from ssdlab.run.nbd import purge_nbd
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target, prepare_stored
 from ssdlab.run.progress import Progress
@@ -436,17 +442,28 @@ class RunSession:
         """One fio invocation of ``cells`` (``text``: its job file) under the watchdog
         :func:`timeout_for` allows it (or ``timeout_s``), ``on_tick`` (default: the live
         line's) called while it runs; the target's members are read right before and
-        after it (:meth:`member_round` stores what they did)."""
+        after it (:meth:`member_round` stores what they did), and, after a warm-up
+        (``ramp_time``), once more where the measured period starts
+        (:class:`ssdlab.run.member_rounds.RampWindow`)."""
+        tick = on_tick or self.progress.tick
+        ramp_s = max((c.ramp_s for c in cells), default=0.0)
+        window = RampWindow(self.members, ramp_s) \
+            if self.members is not None and ramp_s > 0 else None
+
         def fio() -> FioRun:
             return self.executor.run(
                 text, timeout_for(cells) if timeout_s is None else timeout_s,
-                json_plus=json_plus, on_tick=on_tick or self.progress.tick)
+                json_plus=json_plus, on_tick=tick if window is None else window.wrap(tick))
 
         if self.remote is not None:
             return self._remote_fio(fio)
         if self.members is None:
             return fio()
         run, sample = self.members.sample(fio)
+        if sample is not None and window is not None:
+            # several cells, each with its warm-up: no one measured period to start from
+            sample = window.of(sample) if len(cells) == 1 else \
+                dataclasses.replace(sample, ramp_s=ramp_s)
         self._sampled = (run, sample) if sample is not None else None
         return run
 

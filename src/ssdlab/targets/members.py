@@ -10,7 +10,9 @@ per-member rates, the write penalty and the slow-member verdict.
 from __future__ import annotations
 
 import os
+import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,10 +88,11 @@ class StatReading:
     lines: dict[str, str]
 
 
-def read_stats(names: list[str], *, sysfs: Path = SYSFS) -> StatReading:
-    """Read every member's stat line at (as near as can be) one moment."""
+def read_stats(names: list[str], *, sysfs: Path = SYSFS,
+               clock: Callable[[], float] = time.monotonic) -> StatReading:
+    """Read every member's stat line at (as near as can be) one moment of ``clock``."""
     lines: dict[str, str] = {}
-    at = time.monotonic()
+    at = clock()
     for name in names:
         text = read_attr(block_dir(name, sysfs=sysfs) / "stat")
         if text is None:
@@ -97,3 +100,21 @@ def read_stats(names: list[str], *, sysfs: Path = SYSFS) -> StatReading:
                               f"({block_dir(name, sysfs=sysfs) / 'stat'})")
         lines[name] = text
     return StatReading(at=at, lines=lines)
+
+
+def data_share(device: str, *, sysfs: Path = SYSFS) -> float | None:
+    """The share of a device's space that holds data, where it can be told without reading
+    the device: a loop device's backing file, whose allocated blocks over its size leave
+    out a sparse file's holes, trimmed ranges and the emulated SSD's unmapped pages (its
+    ``st_blocks``). None elsewhere (a drive does not say)."""
+    name = os.path.basename(os.path.realpath(device))
+    backing = read_attr(block_dir(name, sysfs=sysfs) / "loop" / "backing_file")
+    if not backing:
+        return None
+    try:
+        info = os.stat(backing)
+    except OSError:  # deleted, or another mount namespace's
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size <= 0:
+        return None
+    return min(1.0, info.st_blocks * 512 / info.st_size)
