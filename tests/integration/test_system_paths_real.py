@@ -4,7 +4,8 @@ takes a target, every set and the matrix, and nothing is made (before, it became
 regular file in the RAM-backed /dev and the suite ran on it, exit 0). The same holds for
 a link that leads into /dev, /proc, /sys or /run, and for a work directory there.
 /dev/shm is the exception (RAM's place for files): a real run works there, also through
-a link.
+a link. A foreign file as ``--target`` is refused as foreign, never as "--size" that was
+not given; an ssdlab test file too small for a preset says its own size.
 
 The suites come from the registry: a suite added later is covered without a change here.
 """
@@ -19,13 +20,15 @@ import pytest
 
 from ssdlab.plan.suite import TargetKind
 from ssdlab.suites import Suite, runnable
-from tests.support.cli import one_line_error, ssdlab, ssdlab_in_process
+from ssdlab.targets.filetarget import create_file_target
+from tests.support.cli import one_line_error, sha256_of, ssdlab, ssdlab_in_process
 
 pytestmark = [pytest.mark.fio]
 #: a short PTS IOPS test: two cells of 0.1 s a round, 5 rounds
 PTS = ("--profile", "quick", "--tests", "iops", "--block-sizes", "4", "--mixes",
        "0/100,100/0", "--round-seconds", "0.1", "--max-rounds", "5")
 NOT_A_DEVICE = "is not a block device"
+FOREIGN_BYTES = 788_787  # 770.3 KiB, as the user who found it had
 
 
 def _flags(suite: Suite) -> set[str]:
@@ -143,6 +146,41 @@ def test_dev_shm_is_the_place_for_files_in_ram_also_through_a_link(
                   "--store", str(store))
     assert done.returncode == 0, done.stderr + done.stdout[-2000:]
     assert (shm_dir / "t.img").is_file() and "run " in done.stdout and " complete" in done.stdout
+
+
+def test_a_foreign_file_is_refused_as_foreign_by_every_suite(
+    tmp_path: Path, trace: Path
+) -> None:
+    """A 770 KiB file ssdlab did not make, with no --size: the refusal says it is not
+    ssdlab's (docs/safety.md), never "--size 770.3 KiB"; the file is left as it was."""
+    foreign = tmp_path / "foreign.bin"
+    foreign.write_bytes(os.urandom(FOREIGN_BYTES))
+    before = sha256_of(foreign)
+    for suite in runnable():
+        if suite.spec.target not in (TargetKind.DEVICE, TargetKind.DEVICE_OR_DIR):
+            continue
+        args = ["run", suite.name, "--target", str(foreign)]
+        args += ["--trace", str(trace)] if "--trace" in _flags(suite) else []
+        done = ssdlab_in_process(*args, "--store", str(tmp_path / "s.sqlite"))
+        line = one_line_error(done)
+        assert done.returncode == 3, (suite.name, line)
+        assert "was not created by ssdlab" in line and "--size" not in line, (suite.name, line)
+    assert sha256_of(foreign) == before and not (tmp_path / "s.sqlite").exists()
+
+
+def test_an_ssdlab_file_too_small_for_a_preset_says_its_own_size(tmp_path: Path) -> None:
+    small = tmp_path / "small.img"
+    create_file_target(str(small), 788_480)  # 770 KiB
+    presets = [s for s in runnable() if s.run_module == "block_preset_run"]
+    assert len(presets) >= 3
+    for suite in presets:
+        done = ssdlab_in_process("run", suite.name, "--target", str(small), "--store",
+                                 str(tmp_path / "s.sqlite"))
+        line = one_line_error(done)
+        assert done.returncode == 3, (suite.name, line)
+        assert line.startswith(f"Error: the test file {small} is 770 KiB and no --size was "
+                               "given: the test file must be 16 MiB"), line
+    assert small.stat().st_size == 788_480
 
 
 def test_dry_run_refuses_it_too(typo: str) -> None:
