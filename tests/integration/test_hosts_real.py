@@ -253,6 +253,14 @@ def test_an_agent_refuses_what_its_guardrails_refuse(emu_run_dir: Path, shm_dir:
             assert direct.returncode == 3
             assert "mounted" in json.loads(direct.stdout.splitlines()[-1])["error"]
             assert not Path("/run/ssdlab-agent/t2").exists()
+            # a mistyped device name: refused by the host's agent, made a file nowhere
+            typo = f"/dev/nvme-ssdlab-typo-{os.getpid()}"
+            done = ssdlab(*QUICK_IOPS, "--target", f"h1:{typo}", "--store", str(lab.store),
+                          env=lab.env)
+            assert done.returncode == 3, done.stderr
+            line = one_line_error(done)
+            assert line.startswith(f"Error: host h1: target {typo} is not a block device"), line
+            assert not os.path.lexists(typo) and not lab.store.exists()
     finally:
         subprocess.run(["umount", str(mount)], check=True)
 

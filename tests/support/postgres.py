@@ -109,6 +109,20 @@ class PgServer:
         self.sql(f"CREATE DATABASE {name} TEMPLATE template0")
         return self.url(name)
 
+    def password_database(self, password: str) -> tuple[str, str, str]:
+        """A fresh empty database owned by a new role that must log in with ``password``
+        (scram-sha-256 on the socket; every other role stays trusted): (its name, the
+        role, the socket directory). The caller puts the password where it wants it."""
+        number = next(self._names)
+        name, role = f"t{os.getpid()}_{number}", f"lab{os.getpid()}_{number}"
+        self.sql(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        self.sql(f"CREATE DATABASE {name} OWNER {role} TEMPLATE template0")
+        hba = self.data / "pg_hba.conf"
+        hba.write_text(f"local all {role} scram-sha-256\n" + hba.read_text())
+        self._as_postgres(self.bindir / "pg_ctl", "-D", str(self.data), "reload")
+        _wait_for_login_refused(self.url(name, role))
+        return name, role, str(self.sock)
+
     def stop_server(self) -> None:
         """Stop the server at once (as a crash would), keeping its data."""
         if self.started:
@@ -122,6 +136,20 @@ class PgServer:
         """Stop the server and remove everything of it."""
         self.stop_server()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _wait_for_login_refused(url: str, timeout: float = 30.0) -> None:
+    """Until the server, reloaded, asks ``url``'s role for a password (a reload is
+    asynchronous: the postmaster rereads pg_hba.conf when the signal arrives)."""
+    import psycopg
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            psycopg.connect(url, connect_timeout=5).close()
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the server still lets {url} in without a password")
 
 
 def _wait_gone(pidfile: Path, timeout: float = 10.0) -> None:

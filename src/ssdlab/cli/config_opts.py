@@ -33,6 +33,7 @@ from ssdlab.plan.config_schema import (
     show,
     toml_value,
 )
+from ssdlab.store.masking import MASK, is_secret_option, mask_text
 
 Command = Callable[[argparse.Namespace, list[str]], int]
 _OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
@@ -161,10 +162,21 @@ class ConfiguredCommand:
             value = setting.as_key_value(getattr(args, setting.dest))
             if value is None:
                 lines.append(f"# {setting.key}: not set, the suite's default")
-            else:
-                lines.append(f"{setting.key} = {toml_value(value)}  # "
-                             f"{printable(sources[setting.key])}")
+                continue
+            shown = _masked(setting.key, value)
+            if shown != value:
+                lines.append(f"# {setting.key}: its secret is shown as {MASK}; keep a store's "
+                             "password in ~/.pgpass or $PGPASSWORD (docs/store.md)")
+            lines.append(f"{setting.key} = {toml_value(shown)}  # "
+                         f"{printable(sources[setting.key])}")
         return "\n".join(lines) + "\n"
+
+
+def _masked(key: str, value: Value) -> Value:
+    """A setting's value as ``--print-config`` shows it: never a secret."""
+    if not isinstance(value, str):
+        return value
+    return MASK if is_secret_option(f"--{key}") else mask_text(value)
 
 
 def blame_file(exc: UserError, config: ConfigFile, from_file: set[str]) -> UserError:

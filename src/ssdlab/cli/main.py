@@ -28,6 +28,7 @@ from ssdlab.cli import (
     store_cmd,
 )
 from ssdlab.errors import ExitCode, UserError, command, set_command
+from ssdlab.store.masking import has_password, mask_text
 
 EPILOG = """exit codes:
   0    success
@@ -39,9 +40,12 @@ EPILOG = """exit codes:
   130  interrupted by Ctrl-C or SIGTERM; every completed round is kept
 
 Results go to an SQLite store: --store, else $SSDLAB_STORE, else
-~/.local/share/ssdlab/results.sqlite. While fio runs, idle CPUs poll instead of
-sleeping (a 0 us wake-up latency limit held on /dev/cpu_dma_latency, as cyclictest
-does), so that latencies measure the drive, not the CPUs waking up;
+~/.local/share/ssdlab/results.sqlite, or to a PostgreSQL database (keep its
+password in ~/.pgpass or $PGPASSWORD, not on the command line). Passwords and
+tokens are never stored or shown: ssdlab masks them (***). While fio runs, idle
+CPUs poll instead of sleeping (a 0 us wake-up latency limit held on
+/dev/cpu_dma_latency, as cyclictest does), so that latencies measure the drive,
+not the CPUs waking up;
 SSDLAB_CPU_IDLE=system leaves the host's own idle policy (docs/host.md).
 Documentation: docs/ in the source tree."""
 
@@ -111,10 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return int(ExitCode.USAGE)
-        return int(args.func(args, args_list))
+        code = int(args.func(args, args_list))
+        _store_password_notice(args)  # last: a refusal stays one line
+        return code
     except UserError as exc:
         sys.stdout.flush()
-        print(f"Error: {exc.message}", file=sys.stderr)
+        print(f"Error: {mask_text(exc.message)}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("Error: interrupted", file=sys.stderr)
@@ -142,6 +148,18 @@ def invoked_as(argv0: str, *, python: str = sys.executable, path: str | None = N
     except OSError:
         same = False
     return name if same else shlex.quote(argv0)
+
+
+def _store_password_notice(args: argparse.Namespace) -> None:
+    """One line on standard error when ``--store`` on the command line holds a password:
+    ssdlab masks it everywhere, but other users see command lines (``ps``)."""
+    store = getattr(args, "store", None)
+    if (isinstance(store, str) and store.lower().startswith(("postgresql:", "postgres:"))
+            and has_password(store)):
+        print("Note: the --store URL holds a password, which other users of this machine "
+              "can see in the process list and your shell keeps in its history; ssdlab "
+              "stores and shows it as ***. Keep it in ~/.pgpass, $PGPASSWORD or a "
+              "service file instead (docs/store.md)", file=sys.stderr, flush=True)
 
 
 def entry() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 from typing import Any
 
 from ssdlab.cli.common import add_command, add_store_option, store_path
@@ -37,13 +38,22 @@ def register(sub: Any) -> None:
                        help=f"port to listen on (default: {DEFAULT_PORT}; 0: any free one)")
     serve.add_argument("--token", metavar="TOKEN",
                        help=f"access token every request must carry (default: "
-                       f"${TOKEN_ENV}; at least 16 characters)")
+                       f"${TOKEN_ENV}, the better place for it: other users see command "
+                       "lines; at least 16 characters)")
     add_store_option(serve)
 
 
 def _token(args: argparse.Namespace) -> str | None:
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
     return token or None
+
+
+def _token_notice(args: argparse.Namespace) -> None:
+    """One line when the token was given on the command line (it is never shown)."""
+    if args.token:
+        print(f"Note: --token on the command line can be seen by other users of this machine "
+              f"in the process list and stays in your shell's history; give it in "
+              f"${TOKEN_ENV} instead (docs/serve.md)", file=sys.stderr, flush=True)
 
 
 def serve_command(args: argparse.Namespace, argv: list[str]) -> int:
@@ -62,6 +72,7 @@ def serve_command(args: argparse.Namespace, argv: list[str]) -> int:
         raise EnvironmentProblem(f"ssdlab serve needs {' and '.join(missing)} (not installed): "
                                  "pip install 'ssdlab[serve]'")
     from ssdlab.serve import app
+    _token_notice(args)
     sock = app.bind(args.host, args.port)
     print(f"serving {location} at {app.url_of(sock)} (read-only"
           f"{', token required' if token else ''}); Ctrl-C stops", flush=True)

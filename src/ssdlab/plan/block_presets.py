@@ -192,11 +192,18 @@ def _whole(option: str, value: int, low: int, high: int) -> int:
     return value
 
 
+class SizeRefused(UserError):
+    """A test size out of the preset's range; ``need`` says the range."""
+
+    def __init__(self, option: str, size: int, need: str) -> None:
+        super().__init__(f"{option} {format_bytes(size)}: {need}")
+        self.need = need
+
+
 def _check_size(size: int, low: int, high: int | None, option: str = "--size") -> int:
     if size < low or (high is not None and size > high):
         top = f" to {format_bytes(high)}" if high is not None else " or more"
-        raise UserError(f"{option} {format_bytes(size)}: the test file must be "
-                        f"{format_bytes(low)}{top}")
+        raise SizeRefused(option, size, f"the test file must be {format_bytes(low)}{top}")
     if size % 4096:
         raise UserError(f"{option} {size}: give a multiple of 4 KiB")
     return size

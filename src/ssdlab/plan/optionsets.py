@@ -84,7 +84,9 @@ def store_opt() -> Opt:
     return opt("--store", group=None, config=Kind.TEXT, field=None, type=store_text,
                default=None, metavar="PATH|URL",
                help="results store: an SQLite file or postgresql://USER@HOST/DATABASE "
-               "(default: $SSDLAB_STORE, else ~/.local/share/ssdlab/results.sqlite)")
+               "(default: $SSDLAB_STORE, else ~/.local/share/ssdlab/results.sqlite); keep "
+               "a password in ~/.pgpass, $PGPASSWORD or a service file, not here (ssdlab "
+               "shows and stores it as ***)")
 
 
 def store_text(text: str) -> str:

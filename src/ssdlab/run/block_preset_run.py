@@ -44,6 +44,7 @@ from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
+    check_file_target,
     checked_versions,
     engine_for,
     prepare_target,
@@ -128,18 +129,34 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     assert target is not None
     path = os.path.abspath(target)
     block = _is_block(path) or is_nbd_target(target)  # an NBD export is tested as a device
+    if not block:
+        check_file_target(target)  # a foreign file is refused before its size is judged
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
-    plan = bp.plan_of(args, 512, existing)
+    plan = _plan(args, 512, existing, path)
     base = prepare_target(target, None if block else plan.size_bytes, request.destroy_data,
                           request.fio)
     info = base.info
     if info.logical_sector_bytes != 512:
-        plan = bp.plan_of(args, info.logical_sector_bytes, existing)
+        plan = _plan(args, info.logical_sector_bytes, existing, path)
     plan = engine_for(info, plan)
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")
     return PreparedPreset(base, plan)
+
+
+def _plan(args: PresetArgs, logical_sector: int, existing: int | None, path: str
+          ) -> bp.PresetPlan:
+    """The preset's plan; an existing test file of a size out of its range (no --size
+    given, so its size is the test's) is refused naming the file, not --size."""
+    try:
+        return bp.plan_of(args, logical_sector, existing)
+    except bp.SizeRefused as exc:
+        if args.size_bytes is not None or existing is None:
+            raise
+        raise TargetError(f"the test file {path} is {format_bytes(existing)} and no --size "
+                          f"was given: {exc.need}; give --size to have ssdlab make it that "
+                          "size") from None
 
 
 # --------------------------------------------------------------------------- job files

@@ -17,7 +17,7 @@ from ssdlab.plan.pts import ActiveRange, active_range
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.array import array_of_target
 from ssdlab.store.records import RunData
-from ssdlab.targets.filetarget import is_ssdlab_file
+from ssdlab.targets.filetarget import SYSTEM_TREES_TEXT, is_ssdlab_file, system_place
 from ssdlab.targets.identity import (
     TargetInfo,
     check_fio_version,
@@ -120,6 +120,7 @@ def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyDat
         info = identify_block(path)
         check_block_target(info, destroy_data=destroy_data, writes=not read_only)
         return info, False
+    refuse_system_place(target)
     if isinstance(destroy_data, str):
         raise UserError(
             f"--destroy-data={destroy_data} names a device, but the target {path} "
@@ -177,8 +178,41 @@ def refuse_nbd(info: TargetInfo, suite: str, why: str) -> None:
         raise TargetError(f"ssdlab run {suite} cannot use the NBD export {info.path}: {why}")
 
 
-def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
-    """An existing file ssdlab created, or a new one (never a foreign file)."""
+def _kind(path: str) -> str:
+    """What is at ``path``, in words, for a refusal."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else "no such device"
+    except OSError as err:
+        return f"it cannot be looked at: {err.strerror}"
+    for test, words in ((stat.S_ISCHR, "a character device"), (stat.S_ISREG, "a regular file"),
+                        (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return words
+    return "neither a device nor a file"
+
+
+def refuse_system_place(target: str) -> None:
+    """A target that is not a block device in a system tree (``/dev`` but ``/dev/shm``,
+    ``/proc``, ``/sys``, ``/run``), refused (TargetError, exit 3): a mistyped device name
+    is not made a file there (docs/safety.md)."""
+    path = os.path.abspath(target)
+    why = system_place(path)
+    if why is not None:
+        raise TargetError(
+            f"target {target} is not a block device ({_kind(path)}); {why}, and ssdlab makes "
+            f"no test file in {SYSTEM_TREES_TEXT}: check the device's name (lsblk), or give "
+            "a file path elsewhere"
+        )
+
+
+def check_file_target(target: str) -> None:
+    """A target that is not a block device, refused (TargetError, exit 3) before anything
+    else is asked of it: in a system tree (:func:`refuse_system_place`), not a regular
+    file, or a file ssdlab did not create (docs/safety.md)."""
+    refuse_system_place(target)
+    path = os.path.abspath(target)
     if os.path.exists(path):
         if not os.path.isfile(path):
             raise TargetError(f"target {path} is neither a block device nor a regular file")
@@ -187,6 +221,12 @@ def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
                 f"refusing {path}: it exists and was not created by ssdlab; "
                 "give a new file path or a block device"
             )
+
+
+def _resolve_file(path: str, size_bytes: int | None) -> tuple[TargetInfo, bool]:
+    """An existing file ssdlab created, or a new one (never a foreign file)."""
+    check_file_target(path)
+    if os.path.exists(path):
         if size_bytes is not None and size_bytes != os.path.getsize(path):
             return planned_file(path, size_bytes), True
         return identify_file(path), False

@@ -15,6 +15,7 @@ from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError, command
 from ssdlab.store import records as rec
 from ssdlab.store.backend import Db
 from ssdlab.store.location import DEFAULT_STORE_ENV, StoreLocation, default_store_location
+from ssdlab.store.masking import mask_argv, mask_json, mask_text
 from ssdlab.store.records import FioRecord, RunData, RunSummary, SetData
 from ssdlab.store.schema import connect
 
@@ -62,7 +63,11 @@ class StoreWriteError(EnvironmentProblem):
 
 
 class Store:
-    """A results store. Every write method commits durably before it returns."""
+    """A results store. Every write method commits durably before it returns.
+
+    Secrets never reach it: a run's command line, plan, target and host, its events and
+    messages, a set's command line and detail are stored masked (store/masking.py).
+    """
 
     def __init__(self, db: Db) -> None:
         self._conn = db
@@ -132,8 +137,9 @@ class Store:
         """Record a new run with status "running"; return its id ``YYYYMMDD-HHMMSS-xxxx``."""
         if self.run_labels:
             target = {**target, "labels": dict(self.run_labels)}
+        target, host, plan = mask_json(target), mask_json(host), mask_json(plan)
         model = target.get("model")
-        blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
+        blobs = [rec.dumps(v) for v in (target, host, plan, versions, mask_argv(argv))]
         now = time.time()
 
         def write(c: Db, run_id: str) -> None:
@@ -177,20 +183,20 @@ class Store:
         detail: dict[str, Any] | None = None,
     ) -> None:
         """Record an event (purge outcome, preconditioning, skipped cell, warning)."""
-        detail_json = None if detail is None else rec.dumps(detail)
+        detail_json = None if detail is None else rec.dumps(mask_json(detail))
         with self._tx() as c:
             self._writable(c, run_id)
             c.execute(
                 "INSERT INTO events (run_id, test, kind, message, detail_json, created_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, test, kind, message, detail_json, time.time()),
+                (run_id, test, kind, mask_text(message), detail_json, time.time()),
             )
 
     def add_step(
         self, run_id: str, test: str, kind: str, detail: dict[str, Any], fio: FioRecord | None
     ) -> None:
         """Record a purge / precondition step and its fio invocation in one transaction."""
-        detail_json = rec.dumps(detail)
+        detail_json = rec.dumps(mask_json(detail))
         with self._tx() as c:
             self._writable(c, run_id)
             self._ensure_test(c, run_id, test)
@@ -270,7 +276,7 @@ class Store:
             self._writable(c, run_id)
             c.execute(
                 "UPDATE runs SET status = ?, message = ?, finished_at = ? WHERE id = ?",
-                (status, message, time.time(), run_id),
+                (status, mask_text(message), time.time(), run_id),
             )
 
     def import_reference_run(
@@ -294,8 +300,9 @@ class Store:
         names = [t[0] for t in tests]
         if len(set(names)) != len(names):
             raise ValueError(f"test names of a reference run must be unique: {names}")
+        target, host, plan = mask_json(target), mask_json(host), mask_json(plan)
         model = target.get("model")
-        blobs = [rec.dumps(v) for v in (target, host, plan, versions, list(argv))]
+        blobs = [rec.dumps(v) for v in (target, host, plan, versions, mask_argv(argv))]
         rows = [(n, s, rec.dumps(p), rec.dumps(v), rec.dumps(r)) for n, s, p, v, r in tests]
         now = time.time()
 
@@ -340,13 +347,13 @@ class Store:
                 "INSERT INTO events (run_id, test, kind, message, detail_json, created_at)"
                 " VALUES (?, NULL, 'resumed', ?, ?, ?)",
                 (run_id, f"resumed (the run was {row[0]})",
-                 rec.dumps({"argv": list(argv), "previous_status": row[0]}), time.time()),
+                 rec.dumps({"argv": mask_argv(argv), "previous_status": row[0]}), time.time()),
             )
 
     def new_set(self, *, suite: str, argv: list[str], targets: list[str]) -> str:
         """Record a new set of runs (its runs join it as they are recorded, see
         :attr:`set_member`); its id ``set-YYYYMMDD-HHMMSS-xxxx``."""
-        blobs = (rec.dumps(list(argv)), rec.dumps(list(targets)))
+        blobs = (rec.dumps(mask_argv(argv)), rec.dumps([mask_text(t) for t in targets]))
         now = time.time()
 
         def write(c: Db, set_id: str) -> None:
@@ -359,7 +366,7 @@ class Store:
         """The set has ended (each run records how it ended); what it recorded."""
         with self._tx() as c:
             c.execute("UPDATE sets SET finished_at = ?, detail_json = ? WHERE id = ?",
-                      (time.time(), rec.dumps(detail), set_id))
+                      (time.time(), rec.dumps(mask_json(detail)), set_id))
 
     def _taken(self, table: str, key: str) -> bool:
         """Whether a run or set with the id ``key`` exists (another writer's)."""
@@ -427,8 +434,8 @@ class Store:
         runs = [(int(p), str(r)) for p, r in self._conn.execute(
             "SELECT position, run_id FROM set_runs WHERE set_id = ? ORDER BY position",
             (set_id,))]
-        return SetData(str(row[0]), row[1], row[2], str(row[3]), rec.loads(row[4]),
-                       rec.loads(row[5]), rec.loads(row[6]), runs)
+        return SetData(str(row[0]), row[1], row[2], str(row[3]), mask_argv(rec.loads(row[4])),
+                       mask_json(rec.loads(row[5])), mask_json(rec.loads(row[6])), runs)
 
     def expand(self, ref: str) -> list[str]:
         """The run ids ``ref`` names: a set's runs in order, else the one run."""

@@ -6,25 +6,27 @@
 as ``?host=/run/pg`` for a Unix socket or ``?sslmode=require``). Any other
 ``scheme://`` is refused with one line: before this type existed,
 ``--store postgresql://x/y`` silently made a directory ``postgresql:`` and an SQLite
-file in it. Messages show :meth:`StoreLocation.display`, which never shows a password.
+file in it. Messages show :meth:`StoreLocation.display`, which never shows a password
+(the mask of :mod:`ssdlab.store.masking`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from ssdlab.errors import UserError
+from ssdlab.store.masking import redact
+
+__all__ = ["DEFAULT_STORE_ENV", "StoreLocation", "default_store_location", "redact"]
 
 DEFAULT_STORE_ENV = "SSDLAB_STORE"
 SQLITE = "sqlite"
 POSTGRESQL = "postgresql"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//)?")
 _PG_SCHEMES = ("postgresql", "postgres")
-_SECRET_PARAMS = ("password", "passfile", "sslpassword")
 
 
 @dataclass(frozen=True)
@@ -88,26 +90,6 @@ class StoreLocation:
         """False when this is an SQLite file not made yet (a database server is asked
         only when the store is opened)."""
         return self.path is None or self.path.exists()
-
-
-def redact(url: str) -> str:
-    """``url`` with the password in its user part and query parameters replaced."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparsable store URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, _, host = netloc.rpartition("@")
-        if ":" in user:
-            user = user.split(":", 1)[0] + ":***"
-        netloc = f"{user}@{host}"
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        query = "&".join(f"{k}={'***' if k in _SECRET_PARAMS else v}" for k, v in pairs)
-    return (f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
-            + (f"#{parts.fragment}" if parts.fragment else ""))
 
 
 def default_store_location() -> StoreLocation:

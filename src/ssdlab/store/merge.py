@@ -18,6 +18,10 @@ stores again changes nothing.
 
 Ids of the rows under a run (fio invocations, tests, steps, events) are the destination's
 own: exports and reports never show them, so a run's export is the same in both stores.
+
+**Secrets.** Rows are read with their secrets masked (store/masking.py), on both sides: a
+password a run recorded before ssdlab masked them is not copied, and its run is still
+the same run as its masked copy.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 from ssdlab.store.backend import Db
 from ssdlab.store.db import Store
+from ssdlab.store.masking import mask_json_text, mask_text
 
 _RUN_COLS = ("id", "created_at", "finished_at", "suite", "profile", "quick", "status", "message",
              "target_path", "target_model", "read_only", "target_json", "host_json",
@@ -44,6 +49,21 @@ _SET_COLS = ("id", "created_at", "finished_at", "suite", "argv_json", "targets_j
              "detail_json")
 #: what makes two runs with one id the same run
 _IDENTITY = ("created_at", "host_json", "argv_json")
+#: the columns that may hold a secret, of each table's rows as read here
+_TEXT_COLS = ("target_path", "message")
+_JSON_COLS = ("target_json", "host_json", "plan_json", "argv_json", "detail_json",
+              "targets_json")
+
+
+def _masked(cols: Sequence[str], row: Sequence[Any]) -> tuple[Any, ...]:
+    """A row of ``cols`` (a prefix of ``row``) with the secrets in it masked."""
+    out = list(row)
+    for i, col in enumerate(cols):
+        if col in _TEXT_COLS and isinstance(out[i], str):
+            out[i] = mask_text(out[i])
+        elif col in _JSON_COLS and isinstance(out[i], str):
+            out[i] = mask_json_text(out[i])
+    return tuple(out)
 
 
 @dataclass
@@ -81,7 +101,7 @@ def _cols(cols: Sequence[str], prefix: str = "") -> str:
 
 def _run_row(db: Db, run_id: str) -> tuple[Any, ...] | None:
     row = db.execute(f"SELECT {_cols(_RUN_COLS)} FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return None if row is None else tuple(row)
+    return None if row is None else _masked(_RUN_COLS, row)
 
 
 def _children(db: Db, run_id: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -94,7 +114,7 @@ def _children(db: Db, run_id: str) -> dict[str, list[tuple[Any, ...]]]:
             f"SELECT {_cols(_ROUND_COLS, 'r.')}, f.id IS NOT NULL, {fio} FROM rounds r"
             " LEFT JOIN fio_invocations f ON f.id = r.fio_id WHERE r.run_id = ?"
             " ORDER BY r.test, r.round_no", (run_id,))],
-        "steps": [tuple(r) for r in db.execute(
+        "steps": [_masked(_STEP_COLS, r) for r in db.execute(
             f"SELECT {_cols(_STEP_COLS, 's.')}, f.id IS NOT NULL, {fio} FROM steps s"
             " LEFT JOIN fio_invocations f ON f.id = s.fio_id WHERE s.run_id = ?"
             " ORDER BY s.id", (run_id,))],
@@ -104,7 +124,7 @@ def _children(db: Db, run_id: str) -> dict[str, list[tuple[Any, ...]]]:
             " AND NOT EXISTS (SELECT 1 FROM rounds r WHERE r.fio_id = f.id)"
             " AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.fio_id = f.id) ORDER BY f.id",
             (run_id,))],
-        "events": [tuple(r) for r in db.execute(
+        "events": [_masked(_EVENT_COLS, r) for r in db.execute(
             f"SELECT {_cols(_EVENT_COLS)} FROM events WHERE run_id = ? ORDER BY id",
             (run_id,))],
         "set": [tuple(r) for r in db.execute(
@@ -178,9 +198,10 @@ def _merge_sets(src: Db, dst: Db, out: MergeOutcome, dry_run: bool) -> set[str]:
     """Copy the sets the destination lacks; the ids of sets runs may join."""
     usable: set[str] = set()
     for row in src.execute(f"SELECT {_cols(_SET_COLS)} FROM sets ORDER BY created_at, id"):
-        row = tuple(row)
+        row = _masked(_SET_COLS, row)
         have = dst.execute(f"SELECT {_cols(_SET_COLS)} FROM sets WHERE id = ?", (row[0],)
                            ).fetchone()
+        have = None if have is None else _masked(_SET_COLS, have)
         if have is None:
             if not dry_run:
                 with dst.tx():

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ssdlab.store.masking import mask_argv, mask_json, mask_text
+
 if TYPE_CHECKING:
     from ssdlab.store.backend import Conn
 
@@ -212,10 +214,10 @@ def summary_from_row(row: Sequence[Any], tests: tuple[str, ...]) -> RunSummary:
         profile=row[4],
         quick=bool(row[5]),
         status=row[6],
-        target_path=row[7],
+        target_path=mask_text(row[7]),
         target_model=row[8],
         tests=tests,
-        message=row[9],
+        message=mask_text(row[9]),
         read_only=bool(row[10]),
     )
 
@@ -295,7 +297,8 @@ def _events(conn: Conn, run_id: str) -> list[EventData]:
         " WHERE run_id = ? ORDER BY id"
     )
     return [
-        EventData(test=r[0], kind=r[1], message=r[2], detail=loads(r[3]), created_at=r[4])
+        EventData(test=r[0], kind=r[1], message=mask_text(r[2]), detail=mask_json(loads(r[3])),
+                  created_at=r[4])
         for r in conn.execute(sql, (run_id,))
     ]
 
@@ -324,11 +327,11 @@ def load_run(conn: Conn, row: Sequence[Any], *, with_raw: bool) -> RunData:
     fields = {k: v for k, v in vars(summary).items() if k != "tests"}
     return RunData(
         **fields,
-        target=loads(row[11]),
-        host=loads(row[12]),
-        plan=loads(row[13]),
+        target=mask_json(loads(row[11])),
+        host=mask_json(loads(row[12])),
+        plan=mask_json(loads(row[13])),
         versions=loads(row[14]),
-        argv=loads(row[15]),
+        argv=mask_argv(loads(row[15])),
         tests=tests,
         events=_events(conn, summary.run_id),
         steps=steps,

@@ -3,6 +3,13 @@
 A file is ssdlab's when it carries the mark: the ``user.ssdlab.target`` extended attribute
 or, on filesystems without user xattrs, a sidecar ``FILE.ssdlab`` naming its device and inode.
 ssdlab never reuses, recreates or removes a file without the mark.
+
+Where: never in the trees of the kernel and the running system, ``/dev``, ``/proc``,
+``/sys`` and ``/run``, nor on a file system of theirs mounted elsewhere (devtmpfs, proc,
+sysfs ...), judged where the path really leads (its symlinks resolved). A mistyped device
+name (``/dev/nvme9n9``) is thus refused, not made a file in the RAM-backed ``/dev``.
+``/dev/shm`` (and ``/run/shm``, a link to it) is the one exception: it is the system's
+place for files in RAM, and the demo's test file lives there.
 """
 
 from __future__ import annotations
@@ -16,13 +23,56 @@ import time
 from datetime import UTC, datetime
 
 from ssdlab.errors import TargetError, UserError
-from ssdlab.targets.identity import TargetInfo, identify_file, mount_containing, read_mountinfo
+from ssdlab.targets.identity import (
+    MountEntry,
+    TargetInfo,
+    identify_file,
+    mount_containing,
+    read_mountinfo,
+)
 from ssdlab.targets.purge import PurgeOutcome
 
 MARK_XATTR = "user.ssdlab.target"
 SIDECAR_SUFFIX = ".ssdlab"
 PART_SUFFIX = ".ssdlab-part"
 CREATED_BY = "ssdlab"
+#: the trees of the kernel and the running system: no test file is ever made in them
+SYSTEM_TREES = ("/dev", "/proc", "/sys", "/run")
+#: ... but for RAM's place for files (a tmpfs; /run/shm links to it)
+FILE_TREES_ALLOWED = ("/dev/shm",)
+#: the file systems of those trees, wherever they are mounted
+SYSTEM_FS = frozenset({"devtmpfs", "proc", "sysfs", "devpts", "cgroup", "cgroup2", "securityfs",
+                       "debugfs", "tracefs", "configfs", "pstore", "bpf", "efivarfs",
+                       "mqueue", "fusectl", "binfmt_misc"})
+SYSTEM_TREES_TEXT = "/dev, /proc, /sys or /run (/dev/shm excepted)"
+
+
+def _inside(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree + "/")
+
+
+def system_place(path: str, mounts: list[MountEntry] | None = None) -> str | None:
+    """Why ``path`` is no place for a test file or a work directory (its system tree, or
+    the system file system it is on), judged where it really leads; None when it is one."""
+    real = os.path.realpath(path)
+    if any(_inside(real, tree) for tree in FILE_TREES_ALLOWED):
+        return None
+    for tree in SYSTEM_TREES:
+        if _inside(real, tree):
+            linked = real != os.path.abspath(path)
+            return f"it leads to {real}, under {tree}" if linked else f"it is under {tree}"
+    entry = mount_containing(real, read_mountinfo() if mounts is None else mounts)
+    if entry is not None and entry.fs_type in SYSTEM_FS:
+        return f"it is on the system's {entry.fs_type} file system at {entry.mount_point}"
+    return None
+
+
+def check_file_place(path: str) -> None:
+    """Refuse (TargetError, exit 3) a test file at ``path`` in a system tree."""
+    why = system_place(path)
+    if why is not None:
+        raise TargetError(f"refusing {path}: {why}, and ssdlab makes no test file in "
+                          f"{SYSTEM_TREES_TEXT}; give a path elsewhere")
 
 
 def create_file_target(path: str, size_bytes: int) -> TargetInfo:
@@ -33,6 +83,7 @@ def create_file_target(path: str, size_bytes: int) -> TargetInfo:
     parent = os.path.dirname(target)
     if not os.path.isdir(parent):
         raise TargetError(f"refusing {target}: its directory {parent} does not exist")
+    check_file_place(target)
     reclaimable = 0
     if os.path.lexists(target):
         if not is_ssdlab_file(target):

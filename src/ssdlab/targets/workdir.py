@@ -17,6 +17,7 @@ from types import TracebackType
 
 from ssdlab.errors import TargetError
 from ssdlab.plan.units import format_bytes
+from ssdlab.targets.filetarget import SYSTEM_TREES_TEXT, system_place
 from ssdlab.targets.identity import mount_containing, read_mountinfo
 from ssdlab.targets.network import share_facts
 
@@ -49,9 +50,14 @@ def describe_dir(path: str) -> DirInfo:
     real = os.path.realpath(path)
     if not os.path.isdir(real):
         raise TargetError(f"--dir {path}: not a directory")
+    mounts = read_mountinfo()
+    why = system_place(path, mounts)
+    if why is not None:
+        raise TargetError(f"--dir {path}: {why}, and ssdlab makes no work directory in "
+                          f"{SYSTEM_TREES_TEXT}; give a directory elsewhere")
     if not os.access(real, os.W_OK | os.X_OK):
         raise TargetError(f"--dir {path}: not writable")
-    entry = mount_containing(real, read_mountinfo())
+    entry = mount_containing(real, mounts)
     st = os.statvfs(real)
     fs_type = entry.fs_type if entry else "unknown"
     facts = share_facts(entry) if entry else None
