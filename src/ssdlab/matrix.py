@@ -40,9 +40,10 @@ from ssdlab.plan.matrix import (
     validate,
 )
 from ssdlab.plan.member_rounds import member_rounds, summarise
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.run import array as arrays
-from ssdlab.run.member_check import check_members, member_check_job
+from ssdlab.run.member_check import check_members, member_check_job, planned_seconds
 from ssdlab.run.prepare import TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import RunInterrupted, Runner, boot_id, recorded_ending
@@ -221,14 +222,29 @@ def describe(p: PreparedMatrix) -> str:
         lines += [f"level {plan.level}: {plan.describe()}",
                   *(f"  $ {' '.join(c)}" for c in create_commands(plan)),
                   f"  $ {' '.join(child_argv(p, plan))}",
-                  _child_dry_run(p, plan),
+                  str(_child_dry_run(p, plan)),
                   *(f"  $ {' '.join(c)}" for c in destroy_commands(plan))]
     return "\n".join(lines) + "\n"
 
 
-def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan) -> str:
-    """The child's own dry run (its job files), on a stand-in test file of the array's
-    size in a temporary directory, with the array's path put back."""
+def planned(p: PreparedMatrix) -> PlannedTime:
+    """The member check, then each level's suite (its own planned time, from its dry run
+    on a stand-in of the array) and the building and tearing down of each array."""
+    o = p.options
+    out = PlannedTime.fixed(planned_seconds(len(p.members), o.member_check_seconds)
+                            if o.member_check_seconds > 0 else 0.0)
+    for plan in p.plans:
+        child = _child_dry_run(p, plan, planned_only=True)
+        out += child if isinstance(child, PlannedTime) else PlannedTime.step(
+            f"the {p.child.name} suite on level {plan.level}")
+    return out + PlannedTime.step("building and tearing down each array")
+
+
+def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan, planned_only: bool = False
+                   ) -> str | PlannedTime | None:
+    """The child's own dry run (its job files; with ``planned_only``, its planned time,
+    None when it cannot be told), on a stand-in test file of the array's size in a
+    temporary directory, with the array's path put back."""
     runner = p.child.runner()
     stand_in = tempfile.mkdtemp(prefix="ssdlab-dry-")
     try:
@@ -242,9 +258,14 @@ def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan) -> str:
             if p.child.spec.target is not TargetKind.DIR:
                 words += ["--size", str(file_bytes(plan))]
         request, args = _child_request(p, words)
-        text = runner.describe(runner.prepare(request, args))
+        prepared = runner.prepare(request, args)
+        if planned_only:
+            return runner.planned(prepared) if runner.planned is not None else None
+        text = runner.dry_run(prepared)
         return text.replace(stand_in, real).rstrip("\n")
     except UserError as err:
+        if planned_only:
+            return None
         return f"  ({p.child.name} cannot show its job files before the array exists: {err})"
     finally:
         shutil.rmtree(stand_in, ignore_errors=True)
@@ -562,4 +583,5 @@ RUNNER: Runner[MatrixArgs, PreparedMatrix] = Runner(
     progress=_progress,
     start=start,
     prepare_resume=prepare_resume,
+    planned=planned,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -96,6 +97,16 @@ def test_one_refused_member_refuses_the_set(loop_device: LoopFactory, shm_dir: P
     assert {d: _edges(d) for d in m} == before
 
 
+def _planned_s(line: str) -> int:
+    """The seconds a ``planned time: M:SS[-M:SS] ...`` line starts with (its low end)."""
+    found = re.match(r"planned time: (\d+(?::\d\d){1,2})", line)
+    assert found, line
+    seconds = 0
+    for part in found.group(1).split(":"):
+        seconds = seconds * 60 + int(part)
+    return seconds
+
+
 def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
                                                 shm_dir: Path) -> None:
     # this kernel has neither md nor ZFS: their commands are shown, never run
@@ -123,6 +134,13 @@ def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
     assert out.count("$ zpool destroy -f ssdlab-m-") == 4
     assert "readonly" in out or "read only" in out  # the member check's job file
     assert out.count("filename=/dev/zvol/ssdlab-m-raid6/ssdlab") >= 1  # the suite's jobs
+    # each level's dry run says its time, and the matrix's last line all of it: no less
+    # than the levels' and the member check's (2 sections x 4 members x 1 s at least)
+    planned = [_planned_s(line) for line in out.splitlines()
+               if line.startswith("planned time: ")]
+    assert len(planned) == 5 and out.rstrip("\n").splitlines()[-1].startswith("planned time")
+    assert planned[-1] >= sum(planned[:-1]) + 8 and all(t > 0 for t in planned[:-1])
+    assert "building and tearing down each array" in out.rstrip("\n").splitlines()[-1]
     assert {d: _edges(d) for d in m} == before
     assert not (shm_dir / "state").exists() or not list((shm_dir / "state").iterdir())
     if not Path("/proc/mdstat").exists():  # here: md is refused before anything runs

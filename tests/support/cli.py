@@ -105,7 +105,8 @@ def fio_processes(*, orphaned: bool = False) -> set[int]:
             continue
         try:
             argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            if not (argv and os.path.basename(argv[0]) == b"fio" and b"--eta=never" in argv):
+            if not (argv and os.path.basename(argv[0]) == b"fio"
+                    and any(a.startswith(b"--output-format=json") for a in argv)):
                 continue
             parent = _parent_cmdline(entry)
             if orphaned and (b"ssdlab" in parent or b"python" in parent):

@@ -1,23 +1,27 @@
-"""Progress: plain log lines, the live status line, ETA ranges and tracking values."""
+"""Progress: plain log lines, the live status line (fio's live rates, the cell, the times),
+ETA ranges, tracking values and a closed standard output."""
 
 from __future__ import annotations
 
 import io
 import itertools
+import os
 import re
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from ssdlab.engine.gate import GATE_ENV
+from ssdlab.engine.status import FioStatus, Tick
 from ssdlab.plan.pts import PtsTest
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.run import progress as progress_module
-from ssdlab.run.progress import Progress, round_estimate, tracking_text
+from ssdlab.run.progress import Progress, cell_index, round_estimate, tracking_text, write
 
 STAMP = r"\d\d:\d\d:\d\d"
-ETA = re.compile(r"ETA (\d+(?::\d\d){1,2})-(\d+(?::\d\d){1,2}) \(\+ preconditioning\)")
+ETA = re.compile(r"ETA (\d+(?::\d\d){1,2})-(\d+(?::\d\d){1,2})(?: \(\+ preconditioning\))?")
 
 
 @pytest.fixture(autouse=True)
@@ -197,7 +201,7 @@ def test_live_line_shows_the_verdict_after_a_round() -> None:
     progress.round_done(1, {"IOPS 4 KiB 0/100": 10.0}, "window 1-1 not steady")
     before = len(out.getvalue())
     progress.phase("round", 2, 2.0)
-    assert "· window 1-1 not steady ·" in out.getvalue()[before:]
+    assert out.getvalue()[before:].endswith(" · window 1-1 not steady")
 
 
 # --------------------------------------------------------------------------- ETA
@@ -284,3 +288,105 @@ def test_round_line_shows_every_tracking_value_with_its_unit() -> None:
         r"read bandwidth 1024 KiB = 1,000.2 MiB/s; steady \(window 1-3\)",
         last,
     ), last
+
+
+# --------------------------------------------------------------------------- fio's live rates
+
+
+def _clock(monkeypatch: pytest.MonkeyPatch, now: list[float]) -> None:
+    """The progress module's clock reads ``now[0]``."""
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(
+        monotonic=lambda: now[0], strftime=time.strftime))
+
+
+def _cells(n: int, threads: int = 1, seconds: float = 1.0) -> tuple[CellSpec, ...]:
+    return tuple(CellSpec(f"c{i}", Pattern.RANDOM, 4096 * (i + 1), Mix(100 - 35 * (i % 3)),
+                          threads, 4, 0, 2**30, runtime_s=seconds) for i in range(n))
+
+
+def test_the_cell_comes_from_the_gate_then_fio_then_the_clock() -> None:
+    cells = _cells(4, threads=2)
+    assert cell_index(cells, 2, None, 0.0) == 2  # the gate's open position
+    assert cell_index(cells, -1, None, 9.0) == 0  # jobs still setting up
+    status = FioStatus(10.0, 1.0, jobs_ended=5, jobs=8)  # 2 cells of 2 jobs ended, + 1
+    assert cell_index(cells, None, status, 0.0) == 2
+    assert cell_index(cells, None, None, 1.5) == 1  # before fio says: by the plan
+    other = FioStatus(10.0, 1.0, jobs_ended=3, jobs=3)  # not these cells' jobs: the clock
+    assert cell_index(cells, None, other, 3.5) == 3
+
+
+def _test(cells: tuple[CellSpec, ...]) -> PtsTest:
+    return PtsTest("iops", "IOPS", cells, (), "v2.0", None, True, ())
+
+
+def test_the_live_line_says_cell_rates_and_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    _clock(monkeypatch, now)
+    out = io.StringIO()
+    progress = Progress(out, live=True, quick=True, window=5, max_rounds=8)
+    test = _test(_cells(3, seconds=10.0))
+    progress.start((test,))
+    progress.test_started(test)
+    progress.phase("round", 2, test.round_seconds)
+    progress.running(test.round_cells)
+    now[0] += 12.0
+    progress.tick(Tick(12.0, FioStatus(35210.4, 144.23e6, 1, 3), 1))
+    text = progress.text()
+    assert text.startswith("QUICK · iops round 2/8 · cell 2/3 8 KiB 65/35 · ")
+    assert "35,210 IOPS 144.2 MB/s" in text
+    assert re.search(r"· round 0:12, 0:18 left ·", text), text
+    assert re.search(r"· run 0:12, ETA \d+:\d\d-\d+:\d\d", text), text
+    drawn = out.getvalue().rsplit("\r\x1b[K", 1)[-1]
+    assert drawn == text  # what was drawn last
+
+
+def test_not_on_a_terminal_a_long_fio_run_gets_a_plain_line_a_minute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    _clock(monkeypatch, now)
+    out = io.StringIO()
+    progress = Progress(out, live=False)
+    progress.phase("preconditioning")
+    for second in range(1, 181):  # three minutes of fio, ticked four times a second
+        for quarter in range(4):
+            now[0] = 1000.0 + second - 1 + quarter / 4
+            progress.tick(Tick(second - 1 + quarter / 4, FioStatus(100.0, 1e6, 0, 1)))
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue()
+    assert len(lines) == 2 and all("preconditioning" in line for line in lines), lines
+    assert all("100 IOPS 1.0 MB/s" in line for line in lines)
+
+
+class _ClosedPipe(io.StringIO):
+    """A stream whose reader has gone, like ``| head -3`` after three lines."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_a_closed_stdout_is_not_an_error(tmp_path: Path) -> None:
+    """The first write that finds the reader gone points the descriptor at /dev/null; no
+    later write is tried, and nothing raises."""
+    path = tmp_path / "stdout"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        stream = _ClosedPipe(fd)
+        progress = Progress(stream, live=True)
+        progress.line("one")
+        progress.phase("round", 1, 5.0)
+        progress.close()
+        write(stream, "more")
+        assert stream.writes == 1
+        os.write(fd, b"after")  # the descriptor is /dev/null now
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b""

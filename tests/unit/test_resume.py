@@ -11,8 +11,9 @@ import pytest
 from ssdlab.cli.resume_cmd import check_resumable
 from ssdlab.errors import TargetError, UserError
 from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.units import format_duration
 from ssdlab.run.prepare import PreparedTarget, check_same_target
-from ssdlab.run.progress import Progress
+from ssdlab.run.progress import Progress, round_estimate
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
 from ssdlab.store.db import Store
 from tests.support.fake_fio import FakeFio
@@ -102,3 +103,39 @@ def test_reference_runs_are_not_resumable(tmp_path: Path) -> None:
     )
     with pytest.raises(UserError, match="read-only reference run"):
         check_resumable(store.load(run_id))
+
+
+def _plan_eta(out: str) -> tuple[str, str]:
+    """The tests and the ETA the ``plan:`` line of a run's output names."""
+    line = next(ln for ln in out.splitlines() if "plan: " in ln)
+    names, _, eta = line.split("plan: ", 1)[1].partition("; ETA ")
+    return names, eta
+
+
+def test_after_resume_the_eta_is_what_is_left(tmp_path: Path) -> None:
+    """The ETA of a resumed run counts the rounds still to run, not the whole run's: a
+    finished test adds nothing, a test with stored rounds only those it may still need."""
+    store = Store.open(tmp_path / "s.sqlite")
+    flat = FakeFio(lambda name, n: 1000.0, interrupt_round=7)  # iops done in 5, then latency
+    first_out = io.StringIO()
+    prepared = make_prepared(tmp_path, ARGS)
+    with pytest.raises(RunInterrupted):
+        PtsRun(prepared, store, flat, Progress(first_out, live=False, quick=True)).execute(["t"])
+    stopped = store.load(store.list_runs()[0].run_id)
+    assert stopped.test("iops").status == "steady"
+    latency_done = len(stopped.test("latency").rounds)
+    assert latency_done == 1
+
+    out = io.StringIO()
+    progress = Progress(out, live=False, quick=True)
+    PtsRun(prepared, store, FakeFio(lambda name, n: 1000.0), progress).resume(stopped, ["r"])
+    whole_names, whole_eta = _plan_eta(first_out.getvalue())
+    names, eta = _plan_eta(out.getvalue())
+    assert whole_names == "iops, latency" and names == "latency (iops done)"
+    # independently: the latency test's rounds still needed at least (window) / at most
+    latency = next(t for t in prepared.tests if t.name == "latency")
+    rules = progress.window, progress.max_rounds
+    expected = [format_duration(max(0, n - latency_done) * round_estimate(latency))
+                for n in rules]
+    assert eta == "-".join(expected), (eta, whole_eta)
+    assert eta != whole_eta

@@ -124,6 +124,11 @@ def test_the_dry_run_of_a_set_shows_each_plan_and_the_merged_first_job(
     assert "[t1.wipc_seq128k_write]\nstonewall\n" in merged
     assert "[t2.wipc_seq128k_write]\nnew_group\n" in merged
     assert "[global]" not in merged
+    # each plan says its time, and the set's last line the set's: the runs go at once
+    planned = [line for line in out.splitlines() if line.startswith("planned time: ")]
+    assert len(planned) == 3 and out.rstrip("\n").splitlines()[-1] == planned[-1]
+    assert planned[0] == planned[1]  # the same plan on two targets of one size
+    assert planned[2] == f"{planned[0]} (the runs go at once: the longest of them)"
     _untouched(tmp_path, "a.img", "b.img")
 
 

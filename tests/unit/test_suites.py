@@ -64,6 +64,7 @@ def test_the_runner_is_complete(name: str) -> None:
                runner.read_only):
         assert callable(op)
     assert (runner.prepare_resume is not None) == suite.spec.resumable
+    assert runner.planned is not None, "its dry run must say how long the plan takes"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -70,6 +70,7 @@ def run_set(suite: Suite, targets: list[str], args: argparse.Namespace, argv: li
             ) -> int:
     """Check every target (one refused refuses the set), then dry-run or run the set."""
     from ssdlab.engine.runner import FioExecutor
+    from ssdlab.plan.planned import longest
     from ssdlab.run.prepare import TargetRequest
     from ssdlab.run.set_run import (
         SetRun,
@@ -93,7 +94,10 @@ def run_set(suite: Suite, targets: list[str], args: argparse.Namespace, argv: li
                             for r in requests], [r.target or "" for r in requests])
     names = short_names(targets)
     if values.get("dry_run"):
-        sys.stdout.write(describe_set(names, targets, [runner.describe(p) for p in prepared]))
+        sys.stdout.write(describe_set(names, targets, [runner.dry_run(p) for p in prepared]))
+        if runner.planned is not None:
+            whole = longest(runner.planned(p) for p in prepared)
+            print(f"{whole.text()} (the runs go at once: the longest of them)")
         return int(ExitCode.OK)
 
     def go(p: object) -> Any:

@@ -87,8 +87,10 @@ def execute(suite: Suite, request: TargetRequest, suite_args: object, args: argp
     runner = suite.runner()
     prepared = runner.prepare(request, suite_args)
     if getattr(args, "dry_run", False):
-        sys.stdout.write(runner.describe(prepared))
+        sys.stdout.write(runner.dry_run(prepared))
         return None
-    return run_suite(args, argv, runner.progress(prepared),
+    progress = runner.progress(prepared)
+    progress.planned = runner.planned(prepared) if runner.planned is not None else None
+    return run_suite(args, argv, progress,
                      lambda store, fio, progress: runner.start(prepared, store, fio, progress),
                      read_only=runner.read_only(prepared))

@@ -72,7 +72,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -324,9 +324,11 @@ def gate_enabled() -> bool:
 
 
 @contextlib.contextmanager
-def gated(job_text: str) -> Iterator[tuple[str, Path | None]]:
+def gated(job_text: str, on_gate: Callable[[Gate], None] | None = None
+          ) -> Iterator[tuple[str, Path | None]]:
     """The job text fio should run and the directory it should run in (None: as it is,
-    in the caller's directory), with the gate open while the block runs."""
+    in the caller's directory), with the gate open while the block runs (``on_gate`` is
+    given it: its :attr:`Gate.opened` says which position runs)."""
     if not gate_enabled():
         yield job_text, None
         return
@@ -336,5 +338,7 @@ def gated(job_text: str) -> Iterator[tuple[str, Path | None]]:
                 or not namespace_works()):
             yield job_text, None
             return
-        with Gate(job.threads, directory):
+        with Gate(job.threads, directory) as gate:
+            if on_gate is not None:
+                on_gate(gate)
             yield job.text, directory

@@ -1,5 +1,9 @@
 """Run fio as a subprocess: the job file on stdin, a watchdog, clean Ctrl-C.
 
+fio writes its results (JSON) to a pipe of their own (``--output=/dev/fd/3``) and its
+status line to standard output: the live IOPS and bandwidth each tick carries
+(engine/status.py).
+
 The :class:`Executor` protocol is the engine boundary: a job file goes in, a
 :class:`FioRun` (verbatim output plus the parsed measurement) comes out. The real
 :class:`FioExecutor` runs the fio binary; tests of orchestration use a fake one.
@@ -11,8 +15,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -22,8 +27,11 @@ from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.engine.model import FioOutput, JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
+from ssdlab.engine.status import ETA_OPTIONS, OutputReader, Tick
 
-#: called with the seconds elapsed while fio runs (for progress displays)
+#: called with the seconds elapsed while fio runs (for progress displays); the real
+#: executor passes a :class:`~ssdlab.engine.status.Tick`, which also carries what fio's
+#: status line said last
 TickFn = Callable[[float], None]
 
 WATCHDOG_FACTOR = 1.5
@@ -31,7 +39,12 @@ WATCHDOG_MARGIN_S = 30.0
 #: testing knob: a smaller margin makes the watchdog bite sooner (documented in docs/faults.md)
 WATCHDOG_MARGIN_ENV = "SSDLAB_WATCHDOG_MARGIN_S"
 KILL_GRACE_S = 5.0
-TICK_S = 0.5
+#: how often the tick function is called while fio runs (the live line is redrawn at
+#: most every :data:`ssdlab.run.progress.DRAW_S`)
+TICK_S = 0.25
+#: the descriptor fio writes its results to (a pipe ssdlab reads; its standard output
+#: carries the status line)
+RESULTS_FD = 3
 
 
 def watchdog_seconds(planned_s: float) -> float:
@@ -80,7 +93,7 @@ class Executor(Protocol):
     ) -> FioRun: ...
 
 
-def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop fio's whole process group: SIGTERM, then SIGKILL after a grace period."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -88,10 +101,11 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
         except ProcessLookupError:
             break
         try:
-            return proc.communicate(timeout=KILL_GRACE_S)
+            proc.wait(timeout=KILL_GRACE_S)
+            return
         except subprocess.TimeoutExpired:
             continue
-    return proc.communicate()
+    proc.wait()
 
 
 def _strerror(code: int) -> str:
@@ -136,7 +150,8 @@ class FioExecutor:
     def command(self, json_plus: bool) -> tuple[str, ...]:
         fmt = "json+" if json_plus else "json"
         guard = ("--readonly",) if self.read_only else ()
-        return (self.fio, f"--output-format={fmt}", "--eta=never", *guard, "-")
+        return (self.fio, f"--output-format={fmt}", f"--output=/dev/fd/{RESULTS_FD}",
+                *ETA_OPTIONS, *guard, "-")
 
     def run(
         self,
@@ -152,11 +167,14 @@ class FioExecutor:
     def _run(
         self, job_text: str, timeout_s: float, json_plus: bool, on_tick: TickFn | None
     ) -> FioRun:
-        from ssdlab.engine.gate import NAMESPACE, gated  # gate -> jobmerge -> this module
+        from ssdlab.engine.gate import NAMESPACE, Gate, gated  # gate -> jobmerge -> here
         cmd = self.command(json_plus)
-        with gated(job_text) as (text, cwd):  # stonewalls without fio's dead time: gate.py
-            return parsed(run_watched(cmd, job_text, timeout_s, on_tick, stdin=text,
-                                      cwd=cwd, wrapper=NAMESPACE if cwd else ()))
+        gates: list[Gate] = []
+        with gated(job_text, gates.append) as (text, cwd):  # stonewalls without fio's
+            return parsed(run_watched(                       # dead time: gate.py
+                cmd, job_text, timeout_s, on_tick, stdin=text, cwd=cwd,
+                wrapper=NAMESPACE if cwd else (), results_fd=RESULTS_FD,
+                position=(lambda: gates[0].opened - 1) if gates else None))
 
 
 def _wrapper_preexec() -> None:
@@ -182,31 +200,101 @@ class FioStopped(Exception):
 def run_watched(cmd: tuple[str, ...], job_text: str, timeout_s: float,
                 on_tick: TickFn | None, stop_check: StopCheck | None = None,
                 stdin: str | None = None, cwd: Path | None = None,
-                wrapper: tuple[str, ...] = ()) -> FioRun:
+                wrapper: tuple[str, ...] = (), results_fd: int | None = None,
+                position: Callable[[], int] | None = None) -> FioRun:
     """Run fio (``cmd``; ``stdin``, by default ``job_text``, on its standard input) in its
     own process group under the watchdog: what it printed, not parsed yet (:func:`parsed`).
     Ctrl-C stops it (FioInterrupted); ``stop_check`` may stop it early (FioStopped).
     ``wrapper`` (the gate's PID namespace) starts fio; it ignores the SIGTERM that stops
-    fio, which fio handles, and is killed by the SIGKILL after it, or with ssdlab."""
+    fio, which fio handles, and is killed by the SIGKILL after it, or with ssdlab.
+    ``results_fd``: ``cmd`` names ``/dev/fd/<results_fd>`` for fio's results; it is made
+    a pipe of its own there, and the run's ``stdout`` is what came through it after what
+    fio printed on standard output that is not its status line. ``position``: which
+    position of the job file runs (the gate's; -1 before the first), for the ticks."""
     started = time.time()
-    proc = subprocess.Popen(
-        [*wrapper, *cmd],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",  # fio may print bytes that are not UTF-8 (file names, garbage)
-        start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
-        preexec_fn=_wrapper_preexec if wrapper else die_with_parent,
-        cwd=cwd,
-    )
+    with _results_pipe(cmd, results_fd) as (cmd_run, results, passed):
+        proc = subprocess.Popen(
+            [*wrapper, *cmd_run],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=passed,
+            start_new_session=True,  # Ctrl-C reaches ssdlab, which stops fio itself
+            preexec_fn=_wrapper_preexec if wrapper else die_with_parent,
+            cwd=cwd,
+        )
+        readers = _Readers(proc, results)
     text = job_text if stdin is None else stdin
-    out, err, timed_out, stopped = _wait(proc, text, started, timeout_s, on_tick, stop_check)
-    done = FioRun(job_text, cmd, out, err, proc.returncode, started, time.time(), timed_out,
-                  None, None)
+    ticker = None if on_tick is None else _ticker(on_tick, readers.out, position)
+    timed_out, stopped = _wait(proc, text, started, timeout_s, ticker, stop_check, readers)
+    out, err = _texts(readers)
+    done = FioRun(job_text, tuple(cmd_run), out, err, proc.returncode, started, time.time(),
+                  timed_out, None, None)
     if stopped is not None:
         raise FioStopped(stopped, done)
     return done
+
+
+@contextlib.contextmanager
+def _results_pipe(cmd: tuple[str, ...], fd: int | None
+                  ) -> Iterator[tuple[tuple[str, ...], int | None, tuple[int, ...]]]:
+    """``cmd`` with its ``/dev/fd/<fd>`` naming the write end of a new pipe, the read end
+    and the descriptors fio is given (the write end, closed here after fio started)."""
+    if fd is None:
+        yield cmd, None, ()
+        return
+    read_end, write_end = os.pipe()
+    os.set_inheritable(read_end, False)
+    name = f"/dev/fd/{fd}"
+    try:
+        yield tuple(f"--output=/dev/fd/{write_end}" if part == f"--output={name}" else part
+                    for part in cmd), read_end, (write_end,)
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+
+
+class _Readers:
+    """The threads reading fio's standard output, its standard error and its results."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], results: int | None) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.out = OutputReader(proc.stdout.fileno(), statuses=True)
+        self.err = OutputReader(proc.stderr.fileno())
+        self.results = OutputReader(results) if results is not None else None
+        self.pipes = [proc.stdout, proc.stderr]
+        self.results_fd = results
+        for reader in self.all():
+            reader.start()
+
+    def all(self) -> list[OutputReader]:
+        return [self.out, self.err, *([self.results] if self.results else [])]
+
+    def join(self) -> None:
+        for reader in self.all():
+            reader.join()
+        for pipe in self.pipes:
+            pipe.close()
+        if self.results_fd is not None:
+            os.close(self.results_fd)
+            self.results_fd = None
+
+
+def _ticker(on_tick: TickFn, out: OutputReader, position: Callable[[], int] | None
+            ) -> TickFn:
+    """``on_tick`` given a :class:`Tick`: what fio's status line and the gate say now."""
+    def tick(elapsed_s: float) -> None:
+        on_tick(Tick(elapsed_s, out.status, position() if position is not None else None))
+    return tick
+
+
+def _texts(readers: _Readers) -> tuple[str, str]:
+    """(fio's results after what else it printed on standard output, its standard error)."""
+    readers.join()
+    results = readers.results.text() if readers.results is not None else ""
+    return readers.out.text() + results, readers.err.text()
 
 
 def parsed(done: FioRun) -> FioRun:
@@ -224,32 +312,47 @@ def parsed(done: FioRun) -> FioRun:
     return replace(done, output=output, error=error)
 
 
+def _feed(proc: subprocess.Popen[bytes], text: str) -> None:
+    """The job file on fio's standard input, then closed (fio reads it all first)."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text.encode())
+        proc.stdin.close()
+    except (BrokenPipeError, ValueError, OSError):
+        pass  # fio ended before reading it: its exit status says why
+
+
 def _wait(
-    proc: subprocess.Popen[str],
+    proc: subprocess.Popen[bytes],
     job_text: str,
     started: float,
     timeout_s: float,
     on_tick: TickFn | None,
     stop_check: StopCheck | None,
-) -> tuple[str, str, bool, str | None]:
-    stdin: str | None = job_text
+    readers: _Readers,
+) -> tuple[bool, str | None]:
+    """Wait for fio: (timed out, why a stop check stopped it)."""
+    feeder = threading.Thread(target=_feed, args=(proc, job_text), name="fio-stdin",
+                              daemon=True)
     try:
+        feeder.start()
         while True:
             try:
-                out, err = proc.communicate(stdin, timeout=TICK_S)
-                return out, err, False, None
+                proc.wait(timeout=TICK_S)
+                return False, None
             except subprocess.TimeoutExpired:
-                stdin = None
+                pass
             elapsed = time.time() - started
             if elapsed > timeout_s:
-                out, err = _stop(proc)
-                return out, err, True, None
+                _stop(proc)
+                return True, None
             reason = stop_check() if stop_check is not None else None
             if reason is not None:
-                out, err = _stop(proc)
-                return out, err, False, reason
+                _stop(proc)
+                return False, reason
             if on_tick is not None:
                 on_tick(elapsed)
     except KeyboardInterrupt:
         _stop(proc)
+        readers.join()
         raise FioInterrupted() from None

@@ -37,6 +37,7 @@ from ssdlab.plan.block_presets import (
     PresetResult,
     RowRecord,
 )
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
@@ -220,10 +221,7 @@ def describe(p: PreparedPreset) -> str:
 
 
 class PresetProgress(Progress):
-    """Log lines per measurement; no round-based ETA."""
-
-    def _eta(self) -> str:
-        return "-"
+    """Log lines per measurement; the ETA from the plan's time (no rounds)."""
 
 
 # --------------------------------------------------------------------------- running
@@ -383,9 +381,18 @@ class PresetRun(SessionRun[PreparedPreset]):
         return timeline_total(directions)
 
 
+def planned(p: PreparedPreset) -> PlannedTime:
+    """Every measurement's I/O and idle time, a fio start each, and the prefill."""
+    plan = p.options
+    fio = len(plan.measurements) * FIO_RUN_OVERHEAD_S
+    return (PlannedTime.fixed(plan.measured_seconds + fio)
+            + PlannedTime.io(plan.size_bytes, "writing the test file first"))
+
+
 RUNNER = Runner(
     prepare=prepare_preset,
     describe=describe,
     progress=lambda p: PresetProgress(quick=p.options.quick),
     start=PresetRun,
+    planned=planned,
 )

@@ -28,6 +28,7 @@ from ssdlab.plan.curves import (
     WorkloadRecord,
 )
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import TargetRequest, check_file_purge, engine_for
 from ssdlab.run.progress import Progress
@@ -232,9 +233,24 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
                             result=result.to_json())
 
 
+def planned(p: PreparedCurves) -> PlannedTime:
+    """Every point (as its dry run says: its time and a second of fio's), the fill and
+    the purge."""
+    o = p.options
+    points = o.points_per_workload * len(o.workloads)
+    out = PlannedTime.fixed(points * (o.point_seconds + 1))
+    if o.fill_region_pct is not None:
+        fill = cv.fill_cell(p.layout.capacity_bytes)
+        out += PlannedTime.io(fill.io_bytes or 0, "the whole-target fill")
+    if o.purge != "none":
+        out += PlannedTime.step("a purge")
+    return out
+
+
 RUNNER = Runner(
     prepare=prepare_curves,
     describe=describe,
     progress=lambda p: Progress(quick=p.options.quick),
     start=CurvesRun,
+    planned=planned,
 )

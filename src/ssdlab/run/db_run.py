@@ -50,6 +50,7 @@ from ssdlab.plan.db import (
     buffer_bytes,
 )
 from ssdlab.plan.dbcommands import Binaries, Layout, shown
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.suite import stored_plan
 from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.run import dbserver
@@ -283,6 +284,16 @@ def settings_for(o: DbOptions, workload: str, fitted: Fitted) -> dict[str, str]:
     return cmd.postgres_settings(o, fitted.sizes, fitted.fs_bytes)
 
 
+def planned(p: PreparedDb) -> PlannedTime:
+    """Each test's warm-up and measured time; each database's loading (its dataset, as
+    fast as the drive and the server go) and the servers' start-ups."""
+    o, f = p.options, p.fitted
+    out = PlannedTime.fixed(len(o.tests()) * (o.warmup_seconds + o.seconds))
+    for workload in o.workloads:
+        out += PlannedTime.io(f.sizes.dataset_bytes(workload), "loading the datasets")
+    return out + PlannedTime.step("starting and restarting the servers")
+
+
 def describe(p: PreparedDb) -> str:
     """``--dry-run``: every command, in order; nothing is touched."""
     o, f = p.options, p.fitted
@@ -385,10 +396,9 @@ class DbProgress(Progress):
         planned = f" of {format_duration(s.planned_s)}" if s.planned_s else ""
         text = (f"{'QUICK · ' if self.quick else ''}{s.phase} · "
                 f"{format_duration(s.elapsed_s)}{planned}")
-        from ssdlab.run.progress import OUTPUT_LOCK
+        from ssdlab.run.progress import OUTPUT_LOCK, write
         with OUTPUT_LOCK:
-            self.stream.write("\r\x1b[K" + text[:160])
-            self.stream.flush()
+            write(self.stream, "\r\x1b[K" + text[:160])
 
     def status(self) -> str:
         return self.state.phase or "starting"
@@ -875,4 +885,5 @@ RUNNER = Runner(
     describe=describe,
     progress=lambda p: DbProgress(quick=p.options.quick),
     start=DbRun,
+    planned=planned,
 )

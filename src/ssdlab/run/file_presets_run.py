@@ -48,6 +48,7 @@ from ssdlab.plan.file_presets import (
     group_name,
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
 from ssdlab.run.prepare import TargetRequest, checked_versions
@@ -122,6 +123,21 @@ def describe(p: PreparedFiles) -> str:
         *fp.describe(plan, base, lambda job, what: job_text(p, job, base, what)),
     ]
     return "\n".join(out) + "\n"
+
+
+def planned(p: PreparedFiles) -> PlannedTime:
+    """Every wait, a fio start per fio phase, and the bytes the phases move (files
+    written, read and copied), as fast as the drive goes."""
+    out = PlannedTime.fixed(0.0)
+    for phase in p.plan.phases:
+        if isinstance(phase, fp.WaitPhase):
+            out += PlannedTime.fixed(phase.seconds)
+        elif isinstance(phase, fp.FioPhase):
+            out += PlannedTime.fixed(FIO_RUN_OVERHEAD_S)
+            out += PlannedTime.io(phase.job.io_bytes, "the files written and read")
+        elif isinstance(phase, fp.CopyPhase):
+            out += PlannedTime.io(phase.io_bytes, "the copies")
+    return out
 
 
 def direct_refused(folder: Path) -> str | None:
@@ -468,4 +484,5 @@ RUNNER: Runner[FilePresetArgs, PreparedFiles] = Runner(
     describe=describe,
     progress=lambda p: Progress(quick=p.plan.quick),
     start=FilePresetRun,
+    planned=planned,
 )

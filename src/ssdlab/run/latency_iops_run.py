@@ -23,6 +23,7 @@ from ssdlab.analysis.numa import NumaCheck, format_cpulist, numa_check
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
 from ssdlab.plan import latency_iops as plan
 from ssdlab.plan.latency_iops import (
+    POINT_OVERHEAD_S,
     TEST,
     CurveKey,
     LadderStop,
@@ -35,6 +36,7 @@ from ssdlab.plan.latency_iops import (
     build_options,
     build_plan,
 )
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import CellSpec
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
@@ -334,10 +336,25 @@ def _num(value: object) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
+def planned(prepared: LatencyIopsPrepared) -> PlannedTime:
+    """The points, from the fewest the stopping rules allow to the most, as the dry run
+    says; the purge and the preconditioning."""
+    opts, ladders = prepared.options, prepared.plan
+    per_point = opts.point_seconds + POINT_OVERHEAD_S
+    out = PlannedTime(ladders.min_points() * per_point, ladders.max_points() * per_point,
+                      "each curve's stopping rule")
+    if opts.purge != "none":
+        out += PlannedTime.step("a purge")
+    if ladders.wipc is not None:
+        out += PlannedTime.io(ladders.wipc.io_bytes or 0, "preconditioning")
+    return out
+
+
 RUNNER = Runner(
     prepare=prepare_latency_iops,
     describe=describe,
     progress=_progress,
     start=LatencyIopsRun,
     prepare_resume=resume_with(_prepared, LatencyIopsArgs),
+    planned=planned,
 )

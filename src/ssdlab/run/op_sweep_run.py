@@ -49,6 +49,7 @@ from ssdlab.plan.op_sweep import (
     namespace_note,
 )
 from ssdlab.plan.options import default_load
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import PtsTest
 from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
@@ -59,7 +60,7 @@ from ssdlab.run.prepare import (
     engine_for,
     prepare_device,
 )
-from ssdlab.run.progress import Progress, round_estimate
+from ssdlab.run.progress import Progress, round_estimate, rounds_planned
 from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
 from ssdlab.store.records import RunData
 from ssdlab.targets.purge import PurgeOutcome
@@ -90,6 +91,13 @@ def describe(p: PreparedOpSweep) -> str:
     round_s = round_estimate(plan.progress_tests(p.plan)[0])
     return dry_run(p, plan.describe_sweep(p.plan, p.target.info.kind == "file", round_s),
                    plan.describe_settings(p.plan, p.job_text), sectors=False)
+
+
+def planned(p: PreparedOpSweep) -> PlannedTime:
+    """Every setting's rounds, purge and preconditioning (run/progress.py)."""
+    o = p.options
+    return rounds_planned(plan.progress_tests(p.plan), rule_by_name(o.rule).window,
+                          o.max_rounds, purge=True, each="setting")
 
 
 def progress_of(p: PreparedOpSweep) -> Progress:
@@ -276,4 +284,5 @@ RUNNER = Runner(
     describe=describe,
     progress=progress_of,
     start=OpSweepRun,
+    planned=planned,
 )

@@ -25,6 +25,7 @@ from ssdlab.plan.peak import (
     Workload,
     build_options,
 )
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.prepare import (
@@ -112,6 +113,14 @@ def _prepared(base: PreparedTarget, args: PeakArgs) -> PreparedPeak:
     options = build_options(args, base.cpus, polling=polling, cpus_allowed=cpus_allowed,
                             notes=(numa, hipri))
     return PreparedPeak(base, options, args, checked_range(info, options.active_range_pct))
+
+
+def planned(p: PreparedPeak) -> PlannedTime:
+    """Each workload's search: from one probe (the first already over the ceiling) to its
+    whole budget, each probe its ramp, its measured time and fio's own."""
+    o = p.options
+    probe = o.ramp_seconds + o.probe_seconds + FIO_RUN_OVERHEAD_S
+    return PlannedTime(probe, o.max_probes * probe, "the search").times(len(o.workloads))
 
 
 def describe(p: PreparedPeak) -> str:
@@ -270,4 +279,5 @@ RUNNER = Runner(
     start=PeakRun,
     prepare_resume=prepare_peak_resume,
     read_only=lambda p: not p.options.writes,
+    planned=planned,
 )

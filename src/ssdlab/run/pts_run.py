@@ -20,6 +20,7 @@ from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError, command
 from ssdlab.plan import pts as plan
 from ssdlab.plan.options import PtsArgs, build_options, parse_tests
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import (
     PredictedVariable,
     PtsOptions,
@@ -43,7 +44,7 @@ from ssdlab.run.prepare import (
     prepare_device,
     prepare_resume_target,
 )
-from ssdlab.run.progress import Progress
+from ssdlab.run.progress import Progress, rounds_planned
 from ssdlab.run.session import (
     PreparedSuite,
     RunInterrupted,
@@ -166,6 +167,15 @@ def describe(prepared: PreparedPts) -> str:
                                        prepared.job_text))
 
 
+def planned(prepared: PreparedPts) -> PlannedTime:
+    """Every test's rounds, from its steady-state window to its most rounds, plus its
+    purge and preconditioning (the drive's own time)."""
+    o = prepared.options
+    return rounds_planned(prepared.tests, rule_by_name(o.rule).window, o.max_rounds,
+                          purge=o.purge != "none",
+                          decides="steady state or its prediction" if o.predict else "")
+
+
 def progress_of(prepared: PreparedPts) -> Progress:
     return Progress(quick=prepared.options.quick,
                     window=rule_by_name(prepared.options.rule).window,
@@ -234,7 +244,10 @@ class PtsRun(SessionRun[PreparedPts]):
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         stored = {t.name: t for t in previous.tests} if previous is not None else {}
-        self.progress.start(self.p.tests)
+        self.progress.start(  # resumed: the ETA is what is left, not the whole run's
+            self.p.tests,
+            finished=[n for n, t in stored.items() if t.status in FINISHED_TESTS],
+            rounds_done={n: sum(r.status == "ok" for r in t.rounds) for n, t in stored.items()})
         failed: list[str] = []
         for test in self.p.tests:
             before = stored.get(test.name)
@@ -436,4 +449,5 @@ RUNNER = Runner(
     start=PtsRun,
     prepare_resume=prepare_pts_resume,
     read_only=lambda p: p.options.read_only_target,
+    planned=planned,
 )

@@ -15,6 +15,7 @@ from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun, watchdog_seconds
 from ssdlab.plan import replay as rp
 from ssdlab.plan.options import IOENGINES
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.replay import (
     TEST,
     ReplayArgs,
@@ -70,6 +71,18 @@ def describe(p: PreparedReplay) -> str:
     lines = rp.describe(p.options, info.capacity_bytes, info.path,
                         lambda job: job_text(p, job))
     return "\n".join([dry_run_head(p.target, "Replay onto"), *lines]) + "\n"
+
+
+def planned(p: PreparedReplay) -> PlannedTime:
+    """The trace's own timing (scaled, capped by --max-seconds); without it (no
+    timestamps, --no-stall), its I/O as fast as the drive goes."""
+    o = p.options
+    seconds = rp.planned_seconds(o)
+    if seconds is not None:
+        return PlannedTime.fixed(seconds + FIO_RUN_OVERHEAD_S)
+    t = o.trace
+    return (PlannedTime.fixed(FIO_RUN_OVERHEAD_S)
+            + PlannedTime.io(t.read_bytes + t.write_bytes, "the trace's I/O"))
 
 
 def timeline(entries: list[LogEntry], interval_ms: int) -> list[TimelinePoint]:
@@ -176,4 +189,5 @@ RUNNER = Runner(
     describe=describe,
     progress=lambda p: Progress(),
     start=ReplayRun,
+    planned=planned,
 )

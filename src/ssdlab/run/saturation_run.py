@@ -37,6 +37,7 @@ from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.options import DEFAULT_LOADS
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.saturation import (
     HIR,
     WSAT,
@@ -89,6 +90,22 @@ def _prepared(base: PreparedTarget, args: SaturationArgs) -> PreparedSaturation:
         check_file_purge(base.info, options.purge)
     rng = checked_range(base.info, options.active_range_pct)
     return PreparedSaturation(base, options, args, rng)
+
+
+def planned(p: PreparedSaturation) -> PlannedTime:
+    """WSAT: from one round to its limit of rounds and hours (what the drive writes
+    decides: it stops at its limit of bytes written); HIR: every burst, wait and return
+    to the baseline; a fio start per round and per burst; the purge."""
+    o = p.options
+    rounds = max(1, math.ceil(o.max_seconds / o.round_seconds))
+    round_s = o.round_seconds + FIO_RUN_OVERHEAD_S
+    out = PlannedTime(round_s, rounds * round_s, "the bytes written")
+    if o.hir:
+        burst = o.burst_seconds + FIO_RUN_OVERHEAD_S
+        out += PlannedTime.fixed(sum(o.bursts * (burst + wait) for wait in o.waits_s)
+                                 + len(o.waits_s) * (o.baseline_rounds * o.burst_seconds
+                                                     + FIO_RUN_OVERHEAD_S))
+    return out + (PlannedTime.step("a purge") if o.purge != "none" else PlannedTime.fixed(0))
 
 
 def describe(p: PreparedSaturation) -> str:
@@ -422,4 +439,5 @@ RUNNER = Runner(
     progress=lambda p: Progress(quick=p.options.quick),
     start=SaturationRun,
     prepare_resume=resume_with(_prepared, SaturationArgs),
+    planned=planned,
 )

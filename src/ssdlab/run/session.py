@@ -30,6 +30,7 @@ from ssdlab.engine.runner import (
     watchdog_seconds,
 )
 from ssdlab.errors import ExitCode, TargetError, UserError, command
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.transport import transport_text
@@ -451,6 +452,7 @@ class RunSession:
             if self.members is not None and ramp_s > 0 else None
 
         def fio() -> FioRun:
+            self.progress.running(cells)
             return self.executor.run(
                 text, timeout_for(cells) if timeout_s is None else timeout_s,
                 json_plus=json_plus, on_tick=tick if window is None else window.wrap(tick))
@@ -581,6 +583,16 @@ class Runner(Generic[A, P]):
     #: a stopped run's stored plan prepared again on its target (None: not resumable)
     prepare_resume: Callable[[RunData, TargetRequest], P] | None = None
     read_only: Callable[[P], bool] = _writes  # fio refuses every write (--readonly)
+    #: how long the plan takes: the last line of its --dry-run (plan/planned.py)
+    planned: Callable[[P], PlannedTime] | None = None
+
+    def dry_run(self, prepared: P) -> str:
+        """A ``--dry-run``'s whole text: the plan and its job files, then how long the
+        plan takes (its last line)."""
+        text = self.describe(prepared)
+        if self.planned is not None:
+            text += self.planned(prepared).text() + "\n"
+        return text
 
     def resume(self, prepared: P, store: Store, executor: Executor, progress: Progress,
                run: RunData, argv: list[str]) -> str:

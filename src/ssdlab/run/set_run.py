@@ -28,11 +28,12 @@ from ssdlab.analysis.numa import NumaCheck, numa_check
 from ssdlab.engine.jobmerge import MergedJob, first_job_file, merge_jobs
 from ssdlab.engine.mux import WAIT_S, SetExecutor
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
+from ssdlab.engine.status import status_of
 from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.plan.units import format_duration
 from ssdlab.run.array import member_consent
 from ssdlab.run.prepare import PreparedTarget, TargetRequest
-from ssdlab.run.progress import OUTPUT_LOCK, Progress
+from ssdlab.run.progress import OUTPUT_LOCK, Progress, rates_text, write
 from ssdlab.store.db import Store
 from ssdlab.store.location import StoreLocation
 from ssdlab.targets.identity import TargetInfo, identify_block
@@ -244,16 +245,17 @@ class SetLine:
             return
         self._last = now
         where = " · ".join(f"{m.name} {m.progress.status()}" for m in self.members)
-        text = f"set of {len(self.members)}: fio {format_duration(elapsed_s)} · {where}"
+        status = status_of(elapsed_s)
+        rates = f" · all: {rates_text(status)}" if status is not None else ""
+        text = (f"set of {len(self.members)}: fio {format_duration(elapsed_s)}{rates} · "
+                f"{where}")
         with OUTPUT_LOCK:
-            self.stream.write("\r\x1b[K" + text[:160])
-            self.stream.flush()
+            write(self.stream, "\r\x1b[K" + text[:160])
 
     def close(self) -> None:
         if self.live:
             with OUTPUT_LOCK:
-                self.stream.write("\r\x1b[K")
-                self.stream.flush()
+                write(self.stream, "\r\x1b[K")
 
 
 @dataclass
@@ -293,10 +295,8 @@ class SetRun:
 
     def _line(self, text: str) -> None:
         with OUTPUT_LOCK:
-            if self._live:
-                self.stream.write("\r\x1b[K")
-            self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
-            self.stream.flush()
+            write(self.stream, ("\r\x1b[K" if self._live else "")
+                  + f"{time.strftime('%H:%M:%S')} {text}\n")
 
     def _run(self, set_id: str, *, joining: bool) -> SetOutcome:
         tags = [f"t{i + 1}" for i in range(len(self.members))]

@@ -26,6 +26,7 @@ from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, completions, read_log
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.plan import slc_probe as plan
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.slc_probe import (
     CELL,
     TEST,
@@ -77,12 +78,21 @@ def describe(p: PreparedSlcProbe) -> str:
                    plan.describe(o, p.target.info.kind == "file", p.job_text))
 
 
+def planned(p: PreparedSlcProbe) -> PlannedTime:
+    """The idle times; each pass writes its bytes as fast as the drive goes."""
+    o = p.options
+    idle = o.settle_s + (o.repeat_after_s if o.passes > 1 else 0.0)
+    out = PlannedTime.fixed(idle + o.passes * FIO_RUN_OVERHEAD_S)
+    out += PlannedTime.io(o.write_bytes * o.passes, "the sequential writes")
+    return out + (PlannedTime.step("a purge") if o.purge != "none" else PlannedTime.fixed(0))
+
+
 class WriteProgress(Progress):
     """The live line of one long write: how long it has run; its end is not predictable
     (the rate falls at the cliff), so no ETA is guessed."""
 
-    def _eta(self) -> str:
-        return "unknown (one sequential write)"
+    def _eta(self) -> str | None:
+        return None
 
 
 class SlcProbeRun(SessionRun[PreparedSlcProbe]):
@@ -253,4 +263,5 @@ RUNNER = Runner(
     describe=describe,
     progress=lambda p: WriteProgress(quick=p.options.quick),
     start=SlcProbeRun,
+    planned=planned,
 )

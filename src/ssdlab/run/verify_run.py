@@ -8,6 +8,7 @@ from ssdlab.engine.runner import FioRun
 from ssdlab.engine.verifylog import VerifyFailure, ranges, verify_failures
 from ssdlab.errors import TargetError, UserError
 from ssdlab.plan import verify as plan
+from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.units import format_bytes
 from ssdlab.plan.verify import (
     MAX_LISTED,
@@ -47,6 +48,15 @@ def prepare_verify(request: TargetRequest, args: VerifyArgs) -> PreparedVerify:
 def describe(p: PreparedVerify) -> str:
     """``--dry-run``: what will be checked, and the job file; nothing is touched."""
     return plan.describe(p.options, p.range, p.target.info.path, p.job_text)
+
+
+def planned(p: PreparedVerify) -> PlannedTime:
+    """One fio run: the active range written and read back (read only with
+    --verify-only), as fast as the drive goes."""
+    what = "reading back" if p.options.verify_only else "writing and reading back"
+    passes = 1 if p.options.verify_only else 2
+    return (PlannedTime.fixed(FIO_RUN_OVERHEAD_S)
+            + PlannedTime.io(passes * p.range.size_bytes, f"{what} the active range"))
 
 
 class VerifyRun(SessionRun[PreparedVerify]):
@@ -134,4 +144,5 @@ RUNNER = Runner(
     describe=describe,
     progress=lambda p: Progress(),
     start=VerifyRun,
+    planned=planned,
 )

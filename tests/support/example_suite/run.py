@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ssdlab.plan.planned import PlannedTime
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, prepare_device
 from ssdlab.run.progress import Progress
@@ -64,5 +65,10 @@ class ReadRun(SessionRun[PreparedRead]):
         self.progress.line(f"{TEST}: {result.message}")
 
 
+def planned(p: PreparedRead) -> PlannedTime:
+    """How long the plan takes (the dry run's last line): one size-based read."""
+    return PlannedTime.io(p.options.read_bytes, "the read")
+
+
 RUNNER = Runner(prepare=prepare, describe=describe, progress=lambda p: Progress(),
-                start=ReadRun)
+                start=ReadRun, planned=planned)
