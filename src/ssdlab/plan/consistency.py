@@ -3,7 +3,7 @@ law on every fio job of its measured rounds, and whether it measured memory rath
 the drive.
 
 When a run ends, the run stores one event of kind :data:`EVENT_KIND` per test, its detail
-a :class:`TestChecks` (run/consistency.py); ``ssdlab show``, the report, the export and
+a :class:`ConsistencyChecks` (run/consistency.py); ``ssdlab show``, the report, the export and
 the dashboard read them back with :func:`checks_of`. Runs stored before the checks have no
 such events and show nothing of them.
 """
@@ -49,7 +49,7 @@ class CacheCheck(Record):
 
 
 @dataclass(frozen=True)
-class TestChecks(Record):
+class ConsistencyChecks(Record):
     """A test's checks: how many fio jobs were judged, each cell's Little's law verdict,
     the cache-bound verdict; ``message`` is one line for all of it."""
 
@@ -78,7 +78,7 @@ class TestChecks(Record):
 
 
 def summary(test: str, jobs: int, statuses: Mapping[str, int], cells: list[CellCheck],
-            cache: CacheCheck, not_applicable: str | None = None) -> TestChecks:
+            cache: CacheCheck, not_applicable: str | None = None) -> ConsistencyChecks:
     """The record, with its one-line message."""
     if not_applicable is not None:
         message = f"not checked: {not_applicable}"
@@ -90,20 +90,20 @@ def summary(test: str, jobs: int, statuses: Mapping[str, int], cells: list[CellC
             parts.append(f"{len(marked)} cell(s) marked {MARK}")
         parts.append(cache.message)
         message = "; ".join(parts)
-    return TestChecks(test, jobs, dict(statuses), cells, cache, message, not_applicable)
+    return ConsistencyChecks(test, jobs, dict(statuses), cells, cache, message, not_applicable)
 
 
-def checks_of(events: Iterable[Any]) -> dict[str, TestChecks]:
+def checks_of(events: Iterable[Any]) -> dict[str, ConsistencyChecks]:
     """Each test's stored checks, by test name (a run stored before them: none)."""
-    out: dict[str, TestChecks] = {}
+    out: dict[str, ConsistencyChecks] = {}
     for event in events:
         if event.kind == EVENT_KIND and event.test is not None and isinstance(
                 event.detail, dict):
-            out[event.test] = TestChecks.from_json(event.detail, f"{EVENT_KIND} event")
+            out[event.test] = ConsistencyChecks.from_json(event.detail, f"{EVENT_KIND} event")
     return out
 
 
-def memory_lines(checks: Mapping[str, TestChecks]) -> list[str]:
+def memory_lines(checks: Mapping[str, ConsistencyChecks]) -> list[str]:
     """The run-level verdicts: each different "measured memory" line once."""
     lines: list[str] = []
     for c in checks.values():
@@ -112,7 +112,7 @@ def memory_lines(checks: Mapping[str, TestChecks]) -> list[str]:
     return lines
 
 
-def footnotes(checks: TestChecks | None, labels: Mapping[str, str] | None = None
+def footnotes(checks: ConsistencyChecks | None, labels: Mapping[str, str] | None = None
               ) -> list[str]:
     """The footnote lines of a test's marked cells (``* cell: reason``; ``labels``: the
     cells' names as tables show them, by cell id)."""
@@ -123,5 +123,5 @@ def footnotes(checks: TestChecks | None, labels: Mapping[str, str] | None = None
             + (f" (in {c.rounds} rounds)" if c.rounds > 1 else "") for c in checks.marked]
 
 
-__all__ = ["EVENT_KIND", "MARK", "MEMORY", "CacheCheck", "CellCheck", "TestChecks",
+__all__ = ["EVENT_KIND", "MARK", "MEMORY", "CacheCheck", "CellCheck", "ConsistencyChecks",
            "checks_of", "footnotes", "memory_lines", "summary"]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ssdlab.analysis.consistency import MARKED
-from ssdlab.plan.consistency import MARK, TestChecks, checks_of, footnotes, memory_lines
+from ssdlab.plan.consistency import MARK, ConsistencyChecks, checks_of, footnotes, memory_lines
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.report.html import Page, banner, esc, table
 from ssdlab.store.records import RunData, TestData
@@ -19,7 +19,7 @@ __all__ = ["MARK", "cell_mark", "check_lines", "header_lines", "html_note", "run
            "title_section", "with_checks"]
 
 
-def run_checks(run: RunData) -> dict[str, TestChecks]:
+def run_checks(run: RunData) -> dict[str, ConsistencyChecks]:
     return checks_of(run.events)
 
 
@@ -45,7 +45,7 @@ def cell_labels(test: TestData) -> dict[str, str]:
     return labels
 
 
-def check_lines(checks: TestChecks | None, test: TestData | None = None) -> list[str]:
+def check_lines(checks: ConsistencyChecks | None, test: TestData | None = None) -> list[str]:
     """A test's lines in ``ssdlab show``: its checks, then one footnote per marked cell."""
     if checks is None:
         return []
@@ -54,7 +54,7 @@ def check_lines(checks: TestChecks | None, test: TestData | None = None) -> list
             *(f"  {line}" for line in footnotes(checks, labels))]
 
 
-def html_note(checks: TestChecks | None, test: TestData | None = None) -> str:
+def html_note(checks: ConsistencyChecks | None, test: TestData | None = None) -> str:
     """The checks at the foot of a test's page (nothing when every cell agrees and the
     stack is direct: the title page says so)."""
     if checks is None or not (checks.marked or checks.cache.memory or checks.cache.by_design):

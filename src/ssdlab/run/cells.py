@@ -21,6 +21,7 @@ from ssdlab.analysis.consistency import (
     Direction,
     LittleVerdict,
     closed_loop,
+    is_sync,
     little,
     queue_depth,
 )
@@ -64,10 +65,10 @@ def _percentile_us(dirs: list[DirectionStats], pct: float, total: bool = False
 
 def littles_law(spec: CellSpec, job: JobResult) -> LittleVerdict | None:
     """Little's law on a measured cell (None: it did no I/O)."""
-    directions = [Direction(d.iops, d.clat_mean_ns / 1000, _total_ns(d) / 1000)
-                  for d in _dirs(job)]
+    directions = [Direction(d.iops, d.clat_mean_ns / 1000, _total_ns(d) / 1000,
+                            d.runtime_ms) for d in _dirs(job)]
     return little(directions, spec.threads, queue_depth(job.options, spec.iodepth),
-                  closed=closed_loop(job.options))
+                  closed=closed_loop(job.options), sync=is_sync(job.options))
 
 
 def _direction_mean(d: DirectionStats, total: bool) -> float | None:

@@ -2,7 +2,7 @@
 of every measured round of every test, from fio's own output as stored, against Little's
 law; and the target's stack (loop devices without direct I/O, fio ``direct=0``, a PCIe
 link's limit) for the cache-bound verdict. One ``consistency`` event per test, its detail a
-:class:`ssdlab.plan.consistency.TestChecks`.
+:class:`ssdlab.plan.consistency.ConsistencyChecks`.
 
 Every suite's run ends through :func:`record_checks` (``run.session.finish_complete``), so
 the checks cover every suite whatever it builds its figures from; a test without fio
@@ -11,8 +11,9 @@ output (the database suite's sysbench and pgbench) says it was not checked, and 
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from ssdlab.analysis.consistency import (
     LittleVerdict,
     cache_bound,
     closed_loop,
+    is_sync,
     little,
     over_limit,
     pcie_limit_bytes_per_s,
@@ -34,7 +36,14 @@ from ssdlab.analysis.consistency import (
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.errors import UserError
-from ssdlab.plan.consistency import EVENT_KIND, CacheCheck, CellCheck, TestChecks, summary
+from ssdlab.plan.consistency import (
+    EVENT_KIND,
+    CacheCheck,
+    CellCheck,
+    ConsistencyChecks,
+    checks_of,
+    summary,
+)
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.identity import SYSFS, block_dir, read_attr
@@ -54,9 +63,10 @@ def job_verdict(job: JobResult) -> LittleVerdict | None:
     except ValueError:
         return None
     directions = [Direction(d.iops, d.clat_mean_ns / 1000,
-                            max(d.lat_mean_ns, d.clat_mean_ns) / 1000)
+                            max(d.lat_mean_ns, d.clat_mean_ns) / 1000, d.runtime_ms)
                   for d in (job.read, job.write) if not d.empty]
-    return little(directions, jobs, queue_depth(options, depth), closed=closed_loop(options))
+    return little(directions, jobs, queue_depth(options, depth), closed=closed_loop(options),
+                  sync=is_sync(options))
 
 
 @dataclass
@@ -85,18 +95,33 @@ class _Tally:
             self.cells[name] = CellCheck(name, kept.status, kept.rounds + 1, kept.message)
 
 
-def _jobs(test: TestData) -> Iterator[JobResult]:
+#: steps that are a measured fio run cut into rounds afterwards (the SLC probe's write,
+#: Host Idle Recovery's way back to the baseline); other steps prepare (purge, fill, ...)
+MEASURED_STEPS = ("write", "fio")
+
+
+def _outputs(test: TestData) -> Iterator[str]:
     for rnd in test.rounds:
-        if not rnd.stdout:
-            continue
+        if rnd.stdout:
+            yield rnd.stdout
+    for step in test.steps:
+        if step.kind in MEASURED_STEPS and step.fio is not None and step.fio.stdout:
+            yield step.fio.stdout
+
+
+def _jobs(test: TestData) -> Iterator[JobResult]:
+    for stdout in _outputs(test):
         try:
-            yield from parse_fio_output(rnd.stdout).jobs
+            yield from parse_fio_output(stdout).jobs
         except UserError:
             continue  # a round fio left unparsable was failed when it ran
 
 
-def _buffered_fio(test: TestData) -> bool:
-    return any(rnd.job_text and _BUFFERED.search(rnd.job_text) for rnd in test.rounds)
+def _buffered(test: TestData) -> bool:
+    """A measured round ran fio with ``direct=0``, or its cells say their I/O was not
+    direct (the copy preset's cp)."""
+    return any(rnd.job_text and _BUFFERED.search(rnd.job_text) for rnd in test.rounds) or any(
+        c.get("direct") is False for rnd in test.rounds for c in rnd.cells)
 
 
 def _planned_buffered(run: RunData) -> bool:
@@ -141,15 +166,50 @@ def read_stack(target: dict[str, Any], *, sysfs: Any = SYSFS) -> Stack:
     return Stack(tuple(layers), link)
 
 
-def check_test(run: RunData, test: TestData, stack: Stack) -> TestChecks:
-    """The checks of one stored test (its rounds loaded with their raw fio output)."""
+#: a run another run made (the RAID matrix's level): its id in the test's result
+CHILD_KEY = "child_run"
+ChildLoader = Callable[[str], RunData | None]
+
+
+def _child_checks(test: TestData, load: ChildLoader | None) -> list[ConsistencyChecks]:
+    """The checks of the run a test stands for (a matrix level's own run): stored with it,
+    else judged from its stored fio output."""
+    child_id = test.result.get(CHILD_KEY) if isinstance(test.result, dict) else None
+    child = load(child_id) if load is not None and isinstance(child_id, str) else None
+    if child is None:
+        return []
+    stored = checks_of(child.events)
+    return [stored.get(t.name) or check_test(child, t, Stack()) for t in child.tests]
+
+
+def _merged(test: str, children: list[ConsistencyChecks]) -> ConsistencyChecks:
+    """A matrix level's checks: those of its own run's tests together."""
+    statuses: dict[str, int] = {}
+    for c in children:
+        for status, n in c.statuses.items():
+            statuses[status] = statuses.get(status, 0) + n
+    cells = [dataclasses.replace(cell, cell=f"{c.test}: {cell.cell}") for c in children
+             for cell in c.cells]
+    cache = next((c.cache for c in children if c.cache.memory), children[0].cache)
+    jobs = sum(c.jobs_checked for c in children)
+    return summary(test, jobs, statuses, cells, cache,
+                   None if jobs else "its run's measured rounds have no fio output")
+
+
+def check_test(run: RunData, test: TestData, stack: Stack,
+               load: ChildLoader | None = None) -> ConsistencyChecks:
+    """The checks of one stored test (its rounds loaded with their raw fio output; a test
+    that stands for a run of its own, ``load`` reads that run)."""
+    children = _child_checks(test, load)
+    if children:
+        return _merged(test.name, children)
     tally = _Tally()
     for job in _jobs(test):
         tally.add(job)
     layers = list(stack.layers)
-    if _buffered_fio(test):
+    if _buffered(test):
         by_design = _planned_buffered(run)
-        layers.append(Layer("fio", "ran with direct=0 (through the page cache)" + (
+        layers.append(Layer("the I/O", "is buffered (fio direct=0, through the page cache)" + (
             ", as the suite defines it" if by_design else ""), by_design))
     over = None
     if stack.link is not None:
@@ -161,26 +221,35 @@ def check_test(run: RunData, test: TestData, stack: Stack) -> TestChecks:
     cache = CacheCheck(verdict.memory, verdict.by_design, verdict.message,
                        [layer.text for layer in verdict.layers])
     cells = sorted(tally.cells.values(), key=lambda c: (c.status not in MARKED, c.cell))
-    why = None if tally.jobs else "no fio output in its rounds (its figures are not fio's)"
+    why = None if tally.jobs else "no fio output is stored with its measured rounds (a " \
+        "database benchmark's, a copy by cp, a check kept as figures only)"
     return summary(test.name, tally.jobs, tally.statuses, cells, cache, why)
 
 
-def check_run(run: RunData, stack: Stack) -> list[TestChecks]:
-    return [check_test(run, test, stack) for test in run.tests]
+def check_run(run: RunData, stack: Stack, load: ChildLoader | None = None
+              ) -> list[ConsistencyChecks]:
+    return [check_test(run, test, stack, load) for test in run.tests]
 
 
-def record_checks(store: Store, run_id: str, *, local: bool = True) -> list[TestChecks]:
+def record_checks(store: Store, run_id: str, *, local: bool = True) -> list[ConsistencyChecks]:
     """Check every test of the stored run and store one event per test (``local``: the
     target is on this host, so its stack is read from sysfs)."""
     run = store.load(run_id, with_raw=True)
     stack = read_stack(run.target) if local else Stack()
-    checks = check_run(run, stack)
+
+    def load(child: str) -> RunData | None:
+        try:
+            return store.load(child, with_raw=True)
+        except UserError:
+            return None
+
+    checks = check_run(run, stack, load)
     for c in checks:
         store.add_event(run_id, c.test, EVENT_KIND, c.message, c.to_json())
     return checks
 
 
-def lines(checks: Iterable[TestChecks]) -> list[str]:
+def lines(checks: Iterable[ConsistencyChecks]) -> list[str]:
     """What ``ssdlab run`` prints of them at the end: the run-level verdicts and every
     contradiction."""
     out: list[str] = []
