@@ -21,7 +21,7 @@ from ssdlab.run.cells import cell_from_job, window_cells
 from ssdlab.run.consistency import Stack, check_run, job_verdict, read_stack
 from ssdlab.store import records
 from ssdlab.store.records import EventData, RoundData, RunData
-from tests.support.fakesys import VIRTUAL, FakeSys
+from tests.support.fakesys import NVME_CTRL, VIRTUAL, FakeSys
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio" / "3.33"
 
@@ -243,6 +243,30 @@ def test_the_stack_names_loop_devices_without_direct_io(tmp_path: Path) -> None:
         "/dev/loop3 has no direct I/O (loop dio off)"]
     on = read_stack({"path": "/dev/loop4", "kind": "block", "name": "loop4"}, sysfs=fake.sys)
     assert on.layers == ()
+
+
+def test_throughput_above_the_pcie_link_is_memory(tmp_path: Path) -> None:
+    fake = FakeSys(tmp_path)
+    fake.disk("nvme0n1", "259:0", parent=NVME_CTRL)
+    pci = fake.sys / "devices/pci0000:00/0000:00:01.1/0000:01:00.0"
+    (pci / "current_link_speed").write_text("8.0 GT/s PCIe\n")
+    (pci / "current_link_width").write_text("4\n")
+    target = {"path": "/dev/nvme0n1", "kind": "block", "name": "nvme0n1"}
+    stack = read_stack(target, sysfs=fake.sys)
+    assert stack.layers == () and stack.link is not None
+    assert stack.link[0] == "PCIe link (8.0 GT/s PCIe x4)"
+    assert stack.link[1] == pytest.approx(8e9 * 128 / 130 / 2)
+    # 1,000,000 reads of 4 KiB in a second: 4.1 GB/s, above the 3.9 GB/s of the link
+    fast = _round(1, fio_doc("seq", 1_000_000.0, 0.9, 1.0, write=False))
+    (checks,) = check_run(_run([records.TestData("t", "complete", {}, {}, {}, [fast])],
+                               target), stack)
+    assert checks.cache.memory and checks.cache.message == (
+        "measured memory, not the drive: /dev/nvme0n1 read measured 4,096 MB/s, above the "
+        "3,938 MB/s its PCIe link (8.0 GT/s PCIe x4) can carry")
+    slow = _round(1, fio_doc("seq", 100_000.0, 9.0, 10.0, write=False))
+    (within,) = check_run(_run([records.TestData("t", "complete", {}, {}, {}, [slow])],
+                               target), stack)
+    assert not within.cache.memory
 
 
 # -- the stored record and the run's pass ---------------------------------------------------
