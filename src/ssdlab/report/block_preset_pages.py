@@ -17,7 +17,7 @@ from typing import Any
 from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
-from ssdlab.report.consistency import cell_mark
+from ssdlab.report.consistency import MARK, cell_mark, marked_labels
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
@@ -130,12 +130,15 @@ def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
         body += charts(ch.bar_chart(f"{anchor}-bars", "Best pass per test",
                                     _groups(rows), series, x_label="test",
                                     y_label="MB/s", y_unit="MB/s"))
+        marked = marked_labels(run, test)
         body += "<h3>Every pass</h3>" + table(
             ("test", "mode", "passes", "MB/s per pass", "best pass"),
-            [[esc(r.group), esc(r.mode), esc(r.passes),
+            [[esc(r.group), esc(r.mode + (MARK if f"{r.group} {r.mode}" in marked else "")),
+              esc(r.passes),
               esc(", ".join(num(v, 2) for v in r.per_pass_mb_per_s)),
               esc(r.best.pass_no)] for r in rows])
-        body += note("MB/s = 10^6 bytes per second; latency = mean completion latency. "
+        body += note("MB/s = 10^6 bytes per second; latency = mean completion latency "
+                     f"(the total latency in a test marked {MARK}: submission blocks). "
                      "The test file is written with data before the first read, as "
                      "CrystalDiskMark does.")
     return [Page(anchor, f"CrystalDiskMark-like (cdm v{test.params.get('preset_version')})",
@@ -378,8 +381,10 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     rows = result.rows or []
     if not rows:
         return lines
-    body = [[r.group, r.mode, num(r.best.mb_per_s, 1), num(r.mean.mb_per_s, 1),
-             num(r.best.iops), num(r.best.lat_mean_us, 1), str(r.passes)] for r in rows]
+    marked = marked_labels(run, test)
+    body = [[r.group, r.mode + (MARK if f"{r.group} {r.mode}" in marked else ""),
+             num(r.best.mb_per_s, 1), num(r.mean.mb_per_s, 1), num(r.best.iops),
+             num(r.best.lat_mean_us, 1), str(r.passes)] for r in rows]
     return [*lines,
             "  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
             *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",

@@ -34,15 +34,37 @@ def header_lines(run: RunData) -> list[str]:
     return [f"WARNING: {line}" for line in memory_lines(run_checks(run))]
 
 
+def _label(cell: Mapping[str, Any]) -> str | None:
+    """A cell's name as its suite's tables show it: its own label, a preset's group and
+    mode ("SEQ1M Q1T1 read"), else its block size and mix ("4 KiB 0/100")."""
+    if isinstance(cell.get("label"), str):
+        return str(cell["label"])
+    group, mode = cell.get("group"), cell.get("mode")
+    if isinstance(group, str) and isinstance(mode, str):
+        return f"{group} {mode}"
+    block, read = cell.get("block_bytes"), cell.get("read_pct")
+    if isinstance(block, int) and isinstance(read, int):
+        return f"{block_label(block)} {Mix(read).label}"
+    return None
+
+
 def cell_labels(test: TestData) -> dict[str, str]:
-    """Each measured cell's name as the tables show it ("4 KiB 0/100"), by cell id."""
+    """Each measured cell's name as the tables show it, by cell id (a name two cells
+    share is left out: the footnote then gives the id)."""
     labels: dict[str, str] = {}
     for cell in (c for r in test.rounds for c in r.cells):
-        block, read = cell.get("block_bytes"), cell.get("read_pct")
-        if isinstance(cell.get("cell"), str) and isinstance(block, int) and isinstance(
-                read, int):
-            labels[cell["cell"]] = f"{block_label(block)} {Mix(read).label}"
-    return labels
+        name, label = cell.get("cell"), _label(cell)
+        if isinstance(name, str) and label is not None:
+            labels[name] = label
+    shared = {v for v in labels.values() if list(labels.values()).count(v) > 1}
+    return {k: v for k, v in labels.items() if v not in shared}
+
+
+def marked_labels(run: RunData, test: TestData) -> set[str]:
+    """The names (as tables show them) of the test's marked cells."""
+    checks = run_checks(run).get(test.name)
+    labels = cell_labels(test)
+    return {labels.get(c.cell, c.cell) for c in checks.marked} if checks is not None else set()
 
 
 def check_lines(checks: ConsistencyChecks | None, test: TestData | None = None) -> list[str]:
