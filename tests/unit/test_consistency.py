@@ -372,3 +372,22 @@ def test_what_run_prints_at_the_end() -> None:
                                CacheCheck(True, False, "mem", []))
     assert lines([checks, checks]) == ["WARNING: mem", "iops: c: too many in flight",
                                        "iops: c: too many in flight"]
+
+
+def test_fio_total_latency_percentiles_and_bins_are_read() -> None:
+    """fio 3.33 json+ with lat_percentiles=1 (recorded): the total latency's percentiles and
+    histogram are read beside the completion latency's, and the percentiles recompute
+    from the bins exactly as fio computes them."""
+    from ssdlab.engine.parser import merged_percentile_ns
+    text = (FIXTURES / "k_lat_percentiles_jsonplus.json").read_text()
+    raw = json.loads(text)["jobs"][0]
+    (job,) = parse_fio_output(text).jobs
+    for name, parsed in (("read", job.read), ("write", job.write)):
+        lat = raw[name]["lat_ns"]
+        assert parsed.lat_percentiles_ns == {float(k): float(v)
+                                             for k, v in lat["percentile"].items()}
+        assert sum(parsed.lat_bins_ns.values()) == lat["N"] == raw[name]["total_ios"]
+        for pct, value in parsed.lat_percentiles_ns.items():
+            assert merged_percentile_ns([parsed.lat_bins_ns], pct) == value
+        # total latency is never below completion latency
+        assert parsed.lat_mean_ns >= parsed.clat_mean_ns
