@@ -294,9 +294,12 @@ def test_a_test_is_checked_cell_by_cell_and_the_record_reads_back_exactly() -> N
     assert checks.jobs_checked == 3 and checks.statuses == {"total": 2, "agrees": 1}
     assert [(c.cell, c.status, c.rounds) for c in checks.cells] == [
         ("latency_bs4096_r0", "total", 2), ("latency_bs4096_r100", "agrees", 1)]
+    assert checks.cells[0].message.startswith("round 1: completion latency 1.1 us")
+    assert checks.cells[1].message.startswith("round 3: Little's law: 20,000 IOPS")
     assert checks.mark("latency_bs4096_r0") == "*" and checks.mark("latency_bs4096_r100") == ""
     assert checks.cache.memory and checks.flagged
-    assert checks.message.endswith(
+    assert checks.message == (
+        "Little's law on 3 fio job(s): 1 agree, 2 submission-bound (total latency shown); "
         "1 cell(s) marked *; measured memory, not the drive: /dev/loop3 has no direct I/O "
         "(loop dio off)")
     stored = json.loads(json.dumps(checks.to_json()))
@@ -330,7 +333,7 @@ def test_views_read_the_checks_and_old_runs_have_none() -> None:
     from ssdlab.report.terminal import render_run
     from ssdlab.serve.data import run_view
     from ssdlab.store.export import run_to_csv_rows, run_to_json
-    cell = CellCheck("latency_bs4096_r0", "total", 5, "submission blocks")
+    cell = CellCheck("latency_bs4096_r0", "total", 5, "round 1: submission blocks")
     checks = ConsistencyChecks("latency", 5, {"total": 5}, [cell], CacheCheck(
         True, False, "measured memory, not the drive: /dev/loop3 has no direct I/O", []),
         "the line")
@@ -344,7 +347,7 @@ def test_views_read_the_checks_and_old_runs_have_none() -> None:
     text = render_run(run)
     assert "WARNING: measured memory, not the drive: /dev/loop3 has no direct I/O" in text
     assert "  checks: the line" in text
-    assert "  * 4 KiB 0/100: submission blocks (in 5 rounds)" in text
+    assert "  * 4 KiB 0/100: round 1: submission blocks (and so in 4 more)" in text
     assert view.cell_mark(cells[0]) == "*" and view.cell_mark({"littles_law": "agrees"}) == ""
     doc = run_to_json(run)
     assert doc["tests"][0]["checks"] == checks.to_json()

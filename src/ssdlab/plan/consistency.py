@@ -31,7 +31,7 @@ class CellCheck(Record):
     cell: str = ""
     status: str = ""  # analysis.consistency: agrees, total, exceeds, open
     rounds: int = 0  # rounds with this status
-    message: str = ""  # the verdict of the first such round, in words
+    message: str = ""  # the first such round's verdict in words ("round 1: ...")
 
     @property
     def marked(self) -> bool:
@@ -77,6 +77,11 @@ class ConsistencyChecks(Record):
         return self.cache.memory or any(c.status == "exceeds" for c in self.cells)
 
 
+#: each Little's law status in a test's line (analysis/consistency.py)
+STATUS_WORDS = {"agrees": "agree", "total": "submission-bound (total latency shown)",
+                "exceeds": "contradict themselves", "open": "rate-limited"}
+
+
 def summary(test: str, jobs: int, statuses: Mapping[str, int], cells: list[CellCheck],
             cache: CacheCheck, not_applicable: str | None = None) -> ConsistencyChecks:
     """The record, with its one-line message."""
@@ -84,7 +89,9 @@ def summary(test: str, jobs: int, statuses: Mapping[str, int], cells: list[CellC
         message = f"not checked: {not_applicable}"
     else:
         parts = [f"Little's law on {jobs:,} fio job(s): " + ", ".join(
-            f"{n:,} {status}" for status, n in sorted(statuses.items()))]
+            f"{n:,} {STATUS_WORDS.get(status, status)}" for status, n in sorted(
+                statuses.items(), key=lambda item: list(STATUS_WORDS).index(item[0])
+                if item[0] in STATUS_WORDS else len(STATUS_WORDS)))]
         marked = [c for c in cells if c.marked]
         if marked:
             parts.append(f"{len(marked)} cell(s) marked {MARK}")
@@ -120,7 +127,8 @@ def footnotes(checks: ConsistencyChecks | None, labels: Mapping[str, str] | None
         return []
     names = labels or {}
     return [f"{MARK} {names.get(c.cell, c.cell)}: {c.message}"
-            + (f" (in {c.rounds} rounds)" if c.rounds > 1 else "") for c in checks.marked]
+            + (f" (and so in {c.rounds - 1} more)" if c.rounds > 1 else "")
+            for c in checks.marked]
 
 
 __all__ = ["EVENT_KIND", "MARK", "MEMORY", "CacheCheck", "CellCheck", "ConsistencyChecks",

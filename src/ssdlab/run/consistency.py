@@ -78,7 +78,7 @@ class _Tally:
     cells: dict[str, CellCheck] = field(default_factory=dict)
     peak_bw: dict[str, float] = field(default_factory=dict)  # direction -> bytes/s
 
-    def add(self, job: JobResult) -> None:
+    def add(self, job: JobResult, where: str) -> None:
         for name, d in (("read", job.read), ("write", job.write)):
             self.peak_bw[name] = max(self.peak_bw.get(name, 0.0), d.bw_bytes_per_s)
         verdict = job_verdict(job)
@@ -90,7 +90,8 @@ class _Tally:
         kept = self.cells.get(name)
         severity = _SEVERITY.get(verdict.status, 0)
         if kept is None or severity > _SEVERITY.get(kept.status, 0):
-            self.cells[name] = CellCheck(name, verdict.status, 1, verdict.message)
+            self.cells[name] = CellCheck(name, verdict.status, 1,
+                                         f"{where}: {verdict.message}")
         elif kept.status == verdict.status:
             self.cells[name] = CellCheck(name, kept.status, kept.rounds + 1, kept.message)
 
@@ -100,19 +101,20 @@ class _Tally:
 MEASURED_STEPS = ("write", "fio")
 
 
-def _outputs(test: TestData) -> Iterator[str]:
+def _outputs(test: TestData) -> Iterator[tuple[str, str]]:
+    """Each measured fio output of the test, and where it is (``round 3``)."""
     for rnd in test.rounds:
         if rnd.stdout:
-            yield rnd.stdout
+            yield f"round {rnd.round_no}", rnd.stdout
     for step in test.steps:
         if step.kind in MEASURED_STEPS and step.fio is not None and step.fio.stdout:
-            yield step.fio.stdout
+            yield f"the {step.kind} run", step.fio.stdout
 
 
-def _jobs(test: TestData) -> Iterator[JobResult]:
-    for stdout in _outputs(test):
+def _jobs(test: TestData) -> Iterator[tuple[str, JobResult]]:
+    for where, stdout in _outputs(test):
         try:
-            yield from parse_fio_output(stdout).jobs
+            yield from ((where, job) for job in parse_fio_output(stdout).jobs)
         except UserError:
             continue  # a round fio left unparsable was failed when it ran
 
@@ -204,8 +206,8 @@ def check_test(run: RunData, test: TestData, stack: Stack,
     if children:
         return _merged(test.name, children)
     tally = _Tally()
-    for job in _jobs(test):
-        tally.add(job)
+    for where, job in _jobs(test):
+        tally.add(job, where)
     layers = list(stack.layers)
     if _buffered(test):
         by_design = _planned_buffered(run)
