@@ -15,8 +15,8 @@ from ssdlab.plan.specs import Mix, block_label
 from ssdlab.report.html import Page, banner, esc, table
 from ssdlab.store.records import RunData, TestData
 
-__all__ = ["MARK", "cell_mark", "check_lines", "header_lines", "html_note", "run_checks",
-           "title_section", "with_checks"]
+__all__ = ["MARK", "cell_mark", "check_lines", "header_lines", "html_note", "marked_labels",
+           "run_checks", "title_banners", "title_section", "with_checks"]
 
 
 def run_checks(run: RunData) -> dict[str, ConsistencyChecks]:
@@ -89,15 +89,19 @@ def html_note(checks: ConsistencyChecks | None, test: TestData | None = None) ->
             + (f'<ul class="small">{notes}</ul>' if notes else "") + "</div>")
 
 
+def title_banners(run: RunData) -> str:
+    """The title page's first lines: each "measured memory, not the drive" verdict."""
+    return "".join(banner("failed", line) for line in memory_lines(run_checks(run)))
+
+
 def title_section(run: RunData) -> str:
     """The title page's section: every test's checks in one table."""
     checks = run_checks(run)
     if not checks:
         return ""
-    banners = "".join(banner("failed", line) for line in memory_lines(checks))
     rows = [[esc(t.params.get("title", t.name)), esc(c.message)]
             for t in run.tests if (c := checks.get(t.name)) is not None]
-    return ("<h3>Consistency checks</h3>" + banners
+    return ("<h3>Consistency checks</h3>"
             + table(("test", "Little's law and cache-bound checks"), rows))
 
 

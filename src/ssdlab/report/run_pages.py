@@ -254,6 +254,7 @@ def title_page(run: RunData, anchor: str) -> Page:
     if is_reference(run):
         parts.append(banner("reference", "Published reference figures, imported read-only: "
                             "no rounds, no steady-state data"))
+    parts.append(consistency.title_banners(run))
     parts.append(kv_table([
         ("run", run.run_id),
         ("suite / profile", f"{run.suite} / {run.profile}"),
