@@ -99,14 +99,17 @@ LoopFactory = Callable[..., str]
 
 @pytest.fixture
 def loop_device() -> Iterator[LoopFactory]:
-    """Factory: ``loop_device(size_bytes, sector_size=None, partscan=False) -> "/dev/loopN"``.
+    """Factory: ``loop_device(size_bytes, sector_size=None, partscan=False,
+    direct_io=False) -> "/dev/loopN"``.
 
     The device is backed by a sparse file in /dev/shm; both are removed after the test.
+    Without ``direct_io`` it goes through the page cache, as ``losetup -f --show FILE``.
     """
     _require_root_tool("losetup")
     created: list[tuple[str, str]] = []
 
-    def make(size_bytes: int, sector_size: int | None = None, partscan: bool = False) -> str:
+    def make(size_bytes: int, sector_size: int | None = None, partscan: bool = False,
+             direct_io: bool = False) -> str:
         fd, backing = tempfile.mkstemp(prefix="ssdlab-test-", suffix=".img", dir=SHM)
         try:
             os.ftruncate(fd, size_bytes)
@@ -115,6 +118,7 @@ def loop_device() -> Iterator[LoopFactory]:
         command = ["losetup", "--find", "--show"]
         command += ["--sector-size", str(sector_size)] if sector_size else []
         command += ["--partscan"] if partscan else []
+        command += ["--direct-io=on"] if direct_io else []
         result = subprocess.run([*command, backing], capture_output=True, text=True, check=False)
         if result.returncode != 0:
             os.unlink(backing)

@@ -43,6 +43,7 @@ from ssdlab.plan.member_rounds import member_rounds, summarise
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.run import array as arrays
+from ssdlab.run.consistency import record_checks
 from ssdlab.run.member_check import check_members, member_check_job, planned_seconds
 from ssdlab.run.prepare import TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
@@ -352,6 +353,7 @@ class MatrixRun:
                 if not self._level(plan, resume_from):
                     failed.append(plan.level)
         message = f"{len(failed)} level(s) failed: {', '.join(failed)}" if failed else ""
+        record_checks(self.store, self.run_id)
         self.store.finish_run(self.run_id, "complete", message)
         return self.run_id
 

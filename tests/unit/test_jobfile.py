@@ -194,6 +194,9 @@ def test_global_section() -> None:
     assert opts["direct"] == "0"
     assert opts["group_reporting"] == "1"
     assert opts["percentile_list"] == "50:99:99.9:99.99"
+    # total-latency percentiles too: a cell whose submission blocks shows them
+    # (docs/consistency.md)
+    assert opts["lat_percentiles"] == "1"
     assert opts["thread"] == "1"  # jobs are threads: none outlives a killed fio
     assert opts["log_avg_msec"] == "500"
     assert sections(render(FioJob("/x", (cell(),))))[0][2]["direct"] == "1"

@@ -235,7 +235,12 @@ def test_export_json_and_csv_hold_every_point(tmp_path: Path) -> None:
     json.loads(json.dumps(doc, allow_nan=False))  # strict JSON
     rows = run_to_csv_rows(run)
     by_round: dict[object, dict[str, object]] = {}
+    checks = [row for row in rows if row["scope"] == "checks"]
+    # the test's self-consistency checks: each point's Little's law, the cache-bound verdict
+    assert [row["metric"] for row in checks] == ["littles_law"] * 9 + ["cache_bound"]
     for row in rows:
+        if row["scope"] == "checks":
+            continue
         assert row["scope"] == "round" and row["test"] == TEST
         by_round.setdefault(row["round"], {})[str(row["metric"])] = row["value"]
     assert len(by_round) == 9

@@ -32,7 +32,7 @@ def global_section(job: FioJob) -> list[str]:
               "group_reporting=1", THREAD]
     if on_target:
         lines += RANDOM_OFFSETS
-    lines += ["lat_percentiles=0", f"percentile_list={_percentile_list(job.percentiles)}"]
+    lines += ["lat_percentiles=1", f"percentile_list={_percentile_list(job.percentiles)}"]
     lines += [f"{key}={value}" for key, value in job.extra_global]
     return lines
 

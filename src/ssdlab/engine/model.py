@@ -25,6 +25,10 @@ class DirectionStats:
     clat_percentiles_ns: dict[float, float] = field(default_factory=dict)
     #: json+ histogram: latency bucket value in ns -> count (empty without json+)
     clat_bins_ns: dict[int, int] = field(default_factory=dict)
+    #: the same for the total latency (submission + completion): fio reports them with
+    #: ``lat_percentiles=1``, which ssdlab's job files set (empty in older output)
+    lat_percentiles_ns: dict[float, float] = field(default_factory=dict)
+    lat_bins_ns: dict[int, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

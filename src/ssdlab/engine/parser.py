@@ -222,6 +222,8 @@ def _parse_direction(direction: Mapping[str, Any], path: str) -> DirectionStats:
         lat_max_ns=_number(lat, "max", lat_path, lat_scale),
         clat_percentiles_ns=_percentiles(clat, clat_path, clat_scale),
         clat_bins_ns=_bins(clat, clat_path) if clat_scale == 1 else {},
+        lat_percentiles_ns=_percentiles(lat, lat_path, lat_scale),
+        lat_bins_ns=_bins(lat, lat_path) if lat_scale == 1 else {},
     )
 
 

@@ -18,6 +18,7 @@ from ssdlab.errors import command
 from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
+from ssdlab.report.consistency import MARK, cell_mark, marked_labels
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
@@ -137,12 +138,15 @@ def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
         body += charts(ch.bar_chart(f"{anchor}-bars", "Best pass per test",
                                     _groups(rows), series, x_label="test",
                                     y_label="MB/s", y_unit="MB/s"))
+        marked = marked_labels(run, test)
         body += "<h3>Every pass</h3>" + table(
             ("test", "mode", "passes", "MB/s per pass", "best pass"),
-            [[esc(r.group), esc(r.mode), esc(r.passes),
+            [[esc(r.group), esc(r.mode + (MARK if f"{r.group} {r.mode}" in marked else "")),
+              esc(r.passes),
               esc(", ".join(num(v, 2) for v in r.per_pass_mb_per_s)),
               esc(r.best.pass_no)] for r in rows])
-        body += note("MB/s = 10^6 bytes per second; latency = mean completion latency. "
+        body += note("MB/s = 10^6 bytes per second; latency = mean completion latency "
+                     f"(the total latency in a test marked {MARK}: submission blocks). "
                      "The test file is written with data before the first read, as "
                      "CrystalDiskMark does.")
     return [Page(anchor, f"CrystalDiskMark-like (cdm v{test.params.get('preset_version')})",
@@ -272,7 +276,7 @@ def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
             rates = [r for _, r in points]
             span = f"{min(rates):,.0f} - {max(rates):,.0f}" if rates else "-"
             bw = c.get("bw_bytes_per_s")
-            rows.append([esc(c.get("group")), num(c.get("iops"), 0),
+            rows.append([esc(f"{c.get('group')}{cell_mark(c)}"), num(c.get("iops"), 0),
                          num(bw / 1e6 if isinstance(bw, int | float) else None, 2),
                          num(c.get("lat_mean_us"), 1), num(c.get("lat_p99_us"), 1),
                          num(c.get("lat_max_us"), 1), esc(span), esc(len(points))])
@@ -389,8 +393,10 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     lines, rows = _show_head(test)
     if not rows:
         return lines
-    body = [[r.group, r.mode, num(r.best.mb_per_s, 1), num(r.mean.mb_per_s, 1),
-             num(r.best.iops), num(r.best.lat_mean_us, 1), str(r.passes)] for r in rows]
+    marked = marked_labels(run, test)
+    body = [[r.group, r.mode + (MARK if f"{r.group} {r.mode}" in marked else ""),
+             num(r.best.mb_per_s, 1), num(r.mean.mb_per_s, 1), num(r.best.iops),
+             num(r.best.lat_mean_us, 1), str(r.passes)] for r in rows]
     return [*lines,
             "  results (MB/s = 10^6 bytes/s; best pass as the tool shows it, and the mean):",
             *text_table(["test", "mode", "best MB/s", "mean MB/s", "best IOPS",

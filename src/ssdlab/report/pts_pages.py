@@ -18,6 +18,7 @@ from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.report import charts as ch
+from ssdlab.report.consistency import cell_mark
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, figure, note, table
 from ssdlab.report.run_pages import SMALL, head_left, is_reference
@@ -217,8 +218,10 @@ def _iops_grid(test: TestData) -> tuple[list[int], list[int], dict[tuple[int, in
 
 def iops_results_body(test: TestData, cid: str) -> str:
     blocks, mixes, values = _iops_grid(test)
+    by_key = {(int(c["block_bytes"]), int(c["read_pct"])): c for c in result_cells(test)}
     rows = [
-        [esc(block_label(b)), *[esc(fmt_value(values.get((b, m)), 0)) for m in mixes]]
+        [esc(block_label(b)), *[esc(fmt_value(values.get((b, m)), 0)
+                                    + cell_mark(by_key.get((b, m)))) for m in mixes]]
         for b in blocks
     ]
     tbl = table(["block size \\ R/W mix", *[Mix(m).label for m in mixes]], rows)
@@ -252,7 +255,7 @@ def throughput_results_body(test: TestData, cid: str) -> str:
         c = by_dir.get(direction)
         bw = c.get("bw_bytes_per_s") if c else None
         if isinstance(bw, int | float):
-            rows.append([esc(f"{block_label(block)} sequential {direction}"),
+            rows.append([esc(f"{block_label(block)} sequential {direction}{cell_mark(c)}"),
                          esc(fmt_value(bw / MIB, 1)), esc(fmt_value(bw / 1e6, 1)),
                          esc(fmt_value(c.get("iops") if c else None, 0))])
     dirs = [d for d in ("read", "write") if d in by_dir]
@@ -285,7 +288,7 @@ def latency_results_body(test: TestData, cid: str) -> str:
     labels = [f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}"
               for c in cells]
     rows = [
-        [esc(label), *[esc(fmt_value(c.get(key), 1)) for key, _ in LATENCY_COLUMNS]]
+        [esc(label + cell_mark(c)), *[esc(fmt_value(c.get(key), 1)) for key, _ in LATENCY_COLUMNS]]
         for label, c in zip(labels, cells, strict=True)
     ]
     first = (test.params.get("cells") or [{}])[0]

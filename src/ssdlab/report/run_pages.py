@@ -16,6 +16,7 @@ from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
+from ssdlab.report import consistency
 from ssdlab.report.figures import window_rounds
 from ssdlab.report.hosts_pages import hosts_page
 from ssdlab.report.html import (
@@ -252,6 +253,7 @@ def title_page(run: RunData, anchor: str) -> Page:
     if is_reference(run):
         parts.append(banner("reference", "Published reference figures, imported read-only: "
                             "no rounds, no steady-state data"))
+    parts.append(consistency.title_banners(run))
     parts.append(kv_table([
         ("run", run.run_id),
         ("suite / profile", f"{run.suite} / {run.profile}"),
@@ -280,6 +282,7 @@ def title_page(run: RunData, anchor: str) -> Page:
             [[esc(t.params.get("title", t.name)), esc(t.status), str(len(t.rounds)),
               esc(_outcome(t))] for t in others],
         ))
+    parts.append(consistency.title_section(run))
     warnings = [e for e in run.events if e.kind in ("warning", "error", "skipped")]
     if warnings:
         parts.append("<h3>Warnings</h3><ul>" + "".join(
@@ -312,7 +315,7 @@ def run_pages(run: RunData, index: int) -> list[Page]:
         anchor = f"{base}-t{n}"
         maker = _suite_pages_of(run, test)
         if maker is not None:
-            pages += maker(run, test, anchor)
+            pages += consistency.with_checks(maker(run, test, anchor), run, test)
         if members.get(test.name):
             pages.append(members_page(run, test, members[test.name], f"{anchor}-members",
                                       head_left(run)))

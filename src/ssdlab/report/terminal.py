@@ -11,6 +11,7 @@ from ssdlab.errors import command
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
+from ssdlab.report import consistency
 from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
@@ -70,15 +71,22 @@ def iops_table(test: TestData) -> list[str]:
     cells = _cells(test)
     blocks = sorted({int(c["block_bytes"]) for c in cells}, reverse=True)
     mixes = sorted({int(c["read_pct"]) for c in cells}, reverse=True)
-    value = {(int(c["block_bytes"]), int(c["read_pct"])): c.get("iops") for c in cells}
+    by_key = {(int(c["block_bytes"]), int(c["read_pct"])): c for c in cells}
     header = ["block size \\ read/write", *[Mix(m).label for m in mixes]]
-    rows = [[block_label(b), *[num(value.get((b, m))) for m in mixes]] for b in blocks]
+    rows = [[block_label(b), *[marked(by_key.get((b, m)), "iops", 0) for m in mixes]]
+            for b in blocks]
     return text_table(header, rows)
+
+
+def marked(cell: dict[str, Any] | None, key: str, digits: int) -> str:
+    """A cell's figure, with the consistency mark where its cell has one."""
+    return num((cell or {}).get(key), digits) + consistency.cell_mark(cell)
 
 
 def _mib_per_s(cell: dict[str, Any] | None) -> str:
     value = (cell or {}).get("bw_bytes_per_s")
-    return num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
+    text = num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
+    return text + consistency.cell_mark(cell)
 
 
 def throughput_table(tests: list[TestData]) -> list[str]:
@@ -102,7 +110,8 @@ def latency_table(test: TestData) -> list[str]:
     for c in sorted(_cells(test), key=lambda c: (-int(c["block_bytes"]), -int(c["read_pct"]))):
         rows.append(
             [
-                f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}",
+                f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}"
+                + consistency.cell_mark(c),
                 *[
                     num(c.get(k), 1)
                     for k in (
@@ -254,10 +263,11 @@ def prediction_line(test: TestData) -> str | None:
 
 def render_run(run: RunData) -> str:
     from ssdlab.suites import find
-    lines = header_lines(run)
+    lines = header_lines(run) + consistency.header_lines(run)
     suite = find(run.suite)
     pages = suite.pages() if suite is not None else None
     members = member_rounds(run.events)
+    checks = consistency.run_checks(run)
     for test in run.tests:
         lines += ["", f"== {test.params.get('title', test.name)} [{state_text(test.status)}]"]
         show = pages.show_of(test.name) if pages is not None else None
@@ -267,6 +277,7 @@ def render_run(run: RunData) -> str:
             lines += [params_line(test), f"  verdict: {verdict_line(test)}"]
         if members.get(test.name):
             lines.append(members_line(members[test.name]))
+        lines += consistency.check_lines(checks.get(test.name), test)
         lines += host_lines(run, test)
     if run.quick:
         lines += ["", f"*** {quick_banner([run.suite])} ***"]

@@ -238,7 +238,7 @@ class FilePresetRun:
         with recorded_ending(self._end, f"run {self.run_id} interrupted; the work directory "
                              f"was removed; completed phases are kept in {self.store.path}"):
             failed = self._run_test()
-        finish_complete(self.store, self.run_id, [self.test] if failed else [])
+        finish_complete(self.store, self.run_id, [self.test] if failed else [], self.progress)
         return self.run_id
 
     def _run_test(self) -> bool:

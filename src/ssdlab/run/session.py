@@ -35,6 +35,8 @@ from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.transport import transport_text
 from ssdlab.plan.units import format_bytes
+from ssdlab.run.consistency import lines as check_lines
+from ssdlab.run.consistency import record_checks
 from ssdlab.run.hosts import (
     HOST_ROUND_KIND,
     HOST_TRUTH_KIND,
@@ -172,8 +174,15 @@ def _quietly(end: Callable[[str, str], None], status: str, message: str) -> None
         end(status, message)
 
 
-def finish_complete(store: Store, run_id: str, failed: list[str]) -> None:
-    """A run that ran to its end is complete; its message names the tests that failed."""
+def finish_complete(store: Store, run_id: str, failed: list[str],
+                    progress: Progress | None = None, *, local: bool = True) -> None:
+    """A run that ran to its end is complete; its message names the tests that failed.
+    Every test's self-consistency checks are stored first (``progress``: their warnings
+    printed; ``local``: the target's stack is on this host, docs/consistency.md)."""
+    checks = record_checks(store, run_id, local=local)
+    for line in check_lines(checks):
+        if progress is not None:
+            progress.line(line)
     message = f"{len(failed)} test(s) failed: {', '.join(failed)}" if failed else ""
     store.finish_run(run_id, "complete", message)
 
@@ -340,7 +349,8 @@ class RunSession:
     def finish(self, failed: list[str]) -> None:
         self.ground_truth(None, "end")
         self.health("end")
-        finish_complete(self.store, self.run_id, failed)
+        finish_complete(self.store, self.run_id, failed, self.progress,
+                        local=self.remote is None)
 
     def health(self, when: str) -> None:
         """Keep the drive's own count of bytes written (its health log: NVMe, the emulated

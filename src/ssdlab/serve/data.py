@@ -22,7 +22,7 @@ from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
 from ssdlab.errors import RunNotFound
 from ssdlab.report.suite import quick_summary
 from ssdlab.store.db import Store
-from ssdlab.store.export import finite
+from ssdlab.store.export import CHECKS_KIND, finite
 from ssdlab.store.location import StoreLocation
 from ssdlab.store.records import EventData, RoundData, RunData, RunSummary, TestData
 from ssdlab.store.schema import StoreNotMade
@@ -339,7 +339,26 @@ def view_of_test(test: TestData, events: Sequence[EventData]) -> JSON:
                                   and e.test == test.name]),
         "hosts": _hosts_json([e for e in events if e.kind == HOST_ROUND_KIND
                               and e.test == test.name], first),
+        "checks": checks_json(test.name, events),
     }
+
+
+def checks_json(test: str, events: Sequence[EventData]) -> JSON | None:
+    """A test's self-consistency checks (docs/consistency.md): its line, whether it
+    measured memory, and each marked cell's reason (None: a run stored before them, or a
+    test still running)."""
+    found = [e.detail for e in events if e.kind == CHECKS_KIND and e.test == test
+             and isinstance(e.detail, dict)]
+    if not found:
+        return None
+    detail = found[-1]
+    cache: dict[str, Any] = detail["cache"] if isinstance(detail.get("cache"), dict) else {}
+    cells: list[Any] = detail["cells"] if isinstance(detail.get("cells"), list) else []
+    return {"message": detail.get("message"), "memory": bool(cache.get("memory")),
+            "cache": cache.get("message"),
+            "marked": [{"cell": c.get("cell"), "status": c.get("status"),
+                        "message": c.get("message")} for c in cells
+                       if isinstance(c, dict) and c.get("status") in ("total", "exceeds")]}
 
 
 def current_test(run: RunData) -> TestData | None:
@@ -431,10 +450,22 @@ def run_view(run: RunData, now: float | None = None) -> JSON:
         "eta": eta_json(run, test, now),
         "rounds_stored": sum(len(t.rounds) for t in run.tests),
         "tests": [view_of_test(t, run.events) for t in run.tests],
+        "memory": _memory_lines(run.events),
         "events": [{"test": e.test, "kind": e.kind, "message": e.message,
                     "time": e.created_at} for e in run.events[-EVENTS_SHOWN:]],
         "report": f"/runs/{run.run_id}/report" if finished else None,
     }
+
+
+def _memory_lines(events: Sequence[EventData]) -> list[str]:
+    """Each different "measured memory, not the drive" verdict of the run's tests."""
+    lines: list[str] = []
+    for e in events:
+        cache = e.detail.get("cache") if e.kind == CHECKS_KIND and isinstance(
+            e.detail, dict) else None
+        if isinstance(cache, dict) and cache.get("memory") and cache.get("message") not in lines:
+            lines.append(str(cache.get("message")))
+    return lines
 
 
 def load_run(store: Reader, ref: str) -> RunData:

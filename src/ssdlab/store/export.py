@@ -18,6 +18,9 @@ EXPORT_FORMATS = ("json", "csv")
 #: Keys that identify a cell; every other numeric key of a cell dict is a metric.
 CELL_KEYS = ("cell", "block_bytes", "read_pct", "pattern")
 CSV_COLUMNS = ("run_id", "test", "scope", "round", *CELL_KEYS, "metric", "value")
+#: the kind of the events holding a test's self-consistency checks (plan/consistency.py's
+#: EVENT_KIND; the store imports nothing of the plan)
+CHECKS_KIND = "consistency"
 
 
 def iso_utc(unix_s: float | None) -> str | None:
@@ -99,17 +102,27 @@ def stored_result(run: RunData, test: TestData) -> dict[str, Any]:
     return test.result
 
 
+def test_checks(run: RunData, test: TestData) -> dict[str, Any] | None:
+    """The test's stored self-consistency checks (None: a run stored before them)."""
+    found = [e.detail for e in run.events if e.kind == CHECKS_KIND and e.test == test.name
+             and isinstance(e.detail, dict)]
+    return found[-1] if found else None
+
+
 def _test(run: RunData, test: TestData, result: ResultJson) -> dict[str, Any]:
-    return {
+    doc = {
         "name": test.name,
         "status": test.status,
         "params": test.params,
         "verdict": test.verdicts.get("primary"),
         "verdicts": test.verdicts,
         "result": result(run, test),
-        "rounds": [_round(r) for r in test.rounds],
-        "steps": [_step(s) for s in test.steps],
     }
+    checks = test_checks(run, test)
+    if checks is not None:  # docs/consistency.md; runs stored before them have none
+        doc["checks"] = checks
+    return {**doc, "rounds": [_round(r) for r in test.rounds],
+            "steps": [_step(s) for s in test.steps]}
 
 
 def _run_header(run: RunData) -> dict[str, Any]:
@@ -176,7 +189,25 @@ def run_to_csv_rows(run: RunData, result: ResultJson = stored_result
         scope = {**base, "scope": "result", "round": ""}
         rows.extend(_cell_rows(scope, stored.get("cells")))
         rows.extend(_prediction_rows(base, stored.get("prediction")))
+        rows.extend(_check_rows(base, test_checks(run, test)))
     return rows
+
+
+def _check_rows(base: dict[str, object], checks: Mapping[str, Any] | None
+                ) -> Iterator[dict[str, object]]:
+    """A test's checks (docs/consistency.md): scope "checks"; each cell's Little's law
+    verdict (metric ``littles_law``, value its status), then the test's cache-bound
+    verdict in words (metric ``cache_bound``, no cell)."""
+    if checks is None:
+        return
+    scope = {**base, "scope": "checks", "round": "", **dict.fromkeys(CELL_KEYS, "")}
+    for cell in checks.get("cells") or []:
+        if isinstance(cell, Mapping):
+            yield {**scope, "cell": cell.get("cell", ""), "metric": "littles_law",
+                   "value": cell.get("status")}
+    cache = checks.get("cache")
+    if isinstance(cache, Mapping):
+        yield {**scope, "metric": "cache_bound", "value": cache.get("message")}
 
 
 #: a prediction's figures in the CSV export: its key -> the row's metric

@@ -34,7 +34,9 @@
     const report = view.report
       ? `<p><a class="button" id="report" href="${encodeURIComponent(run.id)}/report">report</a></p>` : "";
     const quick = run.quick ? ` <span class="quick">QUICK: ${ssd.esc(run.quick_text)}</span>` : "";
-    document.getElementById("summary").innerHTML = `<div>${now}${report}</div>` + kv([
+    const memory = (view.memory || []).map(
+      (m) => `<p class="fail memory">WARNING: ${ssd.esc(m)}</p>`).join("");
+    document.getElementById("summary").innerHTML = `<div>${now}${report}${memory}</div>` + kv([
       ["run", ssd.esc(run.id) + quick], ["status", status],
       ["suite", ssd.esc(`${run.suite} (${run.profile})`)], ["target", ssd.esc(run.target)],
       ["model", ssd.esc(run.model)], ["host", ssd.esc(run.hostname)],
@@ -203,6 +205,17 @@
     return box;
   }
 
+  /* The test's self-consistency checks (docs/consistency.md): its line, and each marked
+     cell's reason. */
+  function checks(c) {
+    if (!c) return "";
+    const cls = c.memory || c.marked.length ? "checks fail" : "checks muted";
+    return `<p class="${cls}">checks: ${ssd.esc(c.message)}</p>` + (c.marked.length
+      ? "<ul class=\"checks\">" + c.marked.map(
+        (m) => `<li>* ${ssd.esc(m.cell)}: ${ssd.esc(m.message)}</li>`).join("") + "</ul>"
+      : "");
+  }
+
   function renderTest(test) {
     const [el, key] = section(test);
     const ok = test.rounds.filter((r) => r.status === "ok").length;
@@ -211,7 +224,7 @@
     el.innerHTML = `<h2>${ssd.esc(test.title)} <span class="muted">(${ssd.esc(test.name)})</span>`
       + ` <span class="st st-${ssd.esc(test.status)}">${ssd.esc(test.status)}</span></h2>`
       + `<p>${ok} round(s)${max}${failed ? `, ${failed} failed` : ""}`
-      + `${test.verdict ? ": " + ssd.esc(test.verdict) : ""}</p>`;
+      + `${test.verdict ? ": " + ssd.esc(test.verdict) : ""}</p>` + checks(test.checks);
     el.dataset.rounds = String(test.rounds.length);
     const grid = document.createElement("div");
     grid.className = "charts";
