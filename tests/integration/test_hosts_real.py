@@ -238,7 +238,7 @@ def test_an_agent_refuses_what_its_guardrails_refuse(emu_run_dir: Path, shm_dir:
     subprocess.run(["mkfs.ext4", "-q", mounted], check=True)
     subprocess.run(["mount", mounted, str(mount)], check=True)
     try:
-        with NetLab(1, stranger=False) as net:
+        with NetLab(1, stranger=False, keep=[mount]) as net:  # h1 has it mounted
             lab = _lab(net, emu_run_dir, shm_dir)
             done = ssdlab(*QUICK_IOPS, "--target", f"h1:{mounted}", "--store",
                           str(lab.store), env=lab.env)

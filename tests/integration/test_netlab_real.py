@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import LoopFactory
 from tests.support.netlab import (  # noqa: F401 (netlab_hosts_fixture: a fixture, used by name)
     NetLab,
     cleanup_stale,
@@ -143,3 +144,29 @@ def test_cleanup_stale_removes_what_a_killed_run_left() -> None:
     finally:
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)
         subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+
+
+def test_a_host_keeps_no_copy_of_a_file_system_another_test_unmounts(
+        loop_device: LoopFactory, shm_dir: Path) -> None:
+    # make test runs two files at once: a file system another test mounts while a host's
+    # command starts must be free for that test once it unmounts it (DROP_COPIES), but a
+    # mount the lab was told to keep stays mounted in the host
+    devices = [loop_device(32 * 1024 * 1024) for _ in range(2)]
+    mounts = [shm_dir / "dropped", shm_dir / "kept"]
+    for device, mount in zip(devices, mounts, strict=True):
+        mount.mkdir()
+        subprocess.run(["mkfs.ext4", "-q", device], check=True)
+        subprocess.run(["mount", device, str(mount)], check=True)
+    with NetLab(1, stranger=False, keep=[mounts[1]]) as net:
+        host = _started(net.argv("h1", "sh", "-c", "echo up; exec sleep 600"))
+        try:
+            seen = _run(net.argv("h1", "findmnt", "-rn", "-o", "TARGET"))
+            assert str(mounts[1]) in seen.split() and str(mounts[0]) not in seen.split()
+            subprocess.run(["umount", str(mounts[0])], check=True)
+            # free: no copy in the host's namespace holds it (wipefs needs it unclaimed)
+            wiped = subprocess.run(["wipefs", "-a", devices[0]], capture_output=True,
+                                   text=True)
+            assert wiped.returncode == 0, wiped.stderr
+        finally:
+            host.kill()
+            host.communicate()

@@ -105,6 +105,23 @@ class Host:
     dir: Path  # its files: sshd_config, host key, sshd.pid, sshd.log (stranger: its key)
 
 
+
+#: the start of every command a host of the lab runs (``$KEEP``: mount points it keeps).
+#: ``ip netns exec`` gives the command a mount namespace of its own, a copy of every mount
+#: of the moment, and on a machine whose mounts are private (no systemd: this one) the
+#: copy outlives their unmounting in the root namespace: a test running beside the lab
+#: (make test runs two files at once) that mounts a file system on a loop or zram device
+#: and unmounts it finds the device still busy (wipefs, mkfs, an exclusive open: "in use by
+#: another program") for as long as the host's sshd lives. So the copies of file systems on
+#: the devices tests make are dropped (lazily) before the command runs, but for those the
+#: test gave the lab to keep (``NetLab(keep=...)``: a host that has a drive mounted).
+DROP_COPIES = (
+    'findmnt -rn -o SOURCE,TARGET | while read -r source target; do '
+    'case " $KEEP " in *" $target "*) continue;; esac; '
+    'case "$source" in /dev/loop*|/dev/zram*) umount -l "$target" 2>/dev/null;; esac; '
+    'done; exec "$@"')
+
+
 def _run(*argv: str, check: bool = True, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     if check and result.returncode != 0:
@@ -385,11 +402,14 @@ class NetLab:
     """``n_hosts`` SSH hosts (namespaces ``h1``...) and, with ``stranger``, a namespace
     without any authorized key; a context manager that leaves nothing behind."""
 
-    def __init__(self, n_hosts: int, *, stranger: bool = True) -> None:
+    def __init__(self, n_hosts: int, *, stranger: bool = True,
+                 keep: Sequence[Path] = ()) -> None:
         if not 1 <= n_hosts <= MAX_HOSTS:
             raise ValueError(f"n_hosts must be 1..{MAX_HOSTS}, not {n_hosts}")
         self.n_hosts = n_hosts
         self.with_stranger = stranger
+        #: mount points the hosts keep their copies of (:data:`DROP_COPIES`)
+        self.keep = " ".join(str(p) for p in keep)
         self.instance = next(_INSTANCES)
         self.prefix = f"sl{os.getpid()}{chr(ord('a') + self.instance % 26)}"
         self.dir = Path()
@@ -456,8 +476,10 @@ class NetLab:
         raise KeyError(f"no host {host!r} in this lab ({', '.join(h.alias for h in self.hosts)})")
 
     def argv(self, host: Host | str, *cmd: str) -> list[str]:
-        """``cmd`` run inside the host's namespace (for Popen)."""
-        return ["ip", "netns", "exec", self.host(host).netns, *cmd]
+        """``cmd`` run inside the host's namespace (for Popen), without copies of other
+        tests' file systems (:data:`DROP_COPIES`)."""
+        return ["ip", "netns", "exec", self.host(host).netns, "env", f"KEEP={self.keep}",
+                "sh", "-c", DROP_COPIES, "netlab", *cmd]
 
     def exec(
         self, host: Host | str, *cmd: str, check: bool = False, timeout: float = COMMAND_TIMEOUT_S
@@ -486,7 +508,8 @@ class NetLab:
         """``cmd`` run in the stranger's namespace, the lab's client key hidden from it."""
         hide = 'mount -t tmpfs -o size=64k,mode=0700 netlab-hidden "$0" && exec "$@"'
         client = str(self.dir / "client")
-        return ["ip", "netns", "exec", self.stranger.netns, "sh", "-c", hide, client, *cmd]
+        return ["ip", "netns", "exec", self.stranger.netns, "env", f"KEEP={self.keep}",
+                "sh", "-c", DROP_COPIES, "netlab", "sh", "-c", hide, client, *cmd]
 
     def exec_stranger(
         self, *cmd: str, check: bool = False, timeout: float = COMMAND_TIMEOUT_S
