@@ -96,7 +96,9 @@ def test_btrfs_raid5_and_10_qd1_writes_show_the_latency_littles_law_agrees_with(
     assert set(level_checks) >= {"raid5", "raid10"}
     assert all(level_checks[lv].marked for lv in ("raid5", "raid10"))
     shown = _ok(ssdlab("show", matrix.run_id, env=env))
-    assert shown.count("* latency: latency_bs4096_r0: round 1: completion latency") == 2
+    # named as its table names it (issue 30): the label, not the cell id
+    assert shown.count("* latency: 4 KiB 0/100: round 1: completion latency") == 2
+    assert "latency_bs" not in shown
 
 
 def _throughput(device: str, env: dict[str, str]) -> str:

@@ -215,7 +215,8 @@ def test_the_members_under_a_block_target_and_its_level(tmp_path: Path) -> None:
 
 def test_a_plain_drive_has_no_members_so_no_write_penalty(tmp_path: Path) -> None:
     """issue 30: a single emulated SSD printed "write penalty 1.79". Members exist where two
-    or more devices are at the bottom of the target's stack, or on an array ssdlab built."""
+    or more devices are at the bottom of the target's stack, or on an array ssdlab built.
+    A plain drive's one device is still read, for the cache-bound check only."""
     fake = FakeSys(tmp_path)
     fake.disk("loop0", "7:0", parent=VIRTUAL)
     fake.write("loop0", "stat", STAT)
@@ -226,7 +227,8 @@ def test_a_plain_drive_has_no_members_so_no_write_penalty(tmp_path: Path) -> Non
     fake.stack("dm-0", "loop0")
     for path, name in (("/dev/loop0", "loop0"), ("/dev/sdb1", "sdb1"), ("/dev/dm-0", "dm-0")):
         sampler, why = find_sampler(path, "block", name, {}, sysfs=fake.sys, proc=fake.proc)
-        assert sampler is None, path
+        assert sampler is not None and not sampler.figures, path
+        assert sampler.names == [{"sdb1": "sdb"}.get(name, "loop0" if name == "dm-0" else name)]
         assert why.startswith(f"member devices not sampled: {path} is a plain drive (one "
                               "device below it"), why
         assert why.endswith("and no array): no members to compare")
@@ -235,6 +237,7 @@ def test_a_plain_drive_has_no_members_so_no_write_penalty(tmp_path: Path) -> Non
     sampler, why = find_sampler("/dev/dm-0", "block", "dm-0", array, sysfs=fake.sys,
                                 proc=fake.proc)
     assert sampler is not None and sampler.names == ["loop0"] and why == ""
+    assert sampler.figures
 
 
 def test_a_file_on_tmpfs_has_no_members(tmp_path: Path) -> None:

@@ -30,10 +30,11 @@ is over their time together.
 * ``open``: a rate-limited or replayed cell (an open loop) is only held to the ceiling.
 
 **Cache-bound.** Non-direct I/O anywhere in the stack (fio ``direct=0``, a loop device
-without direct I/O, a file system that turns direct writes into buffered ones) or
-throughput above what the target's link allows means the figures measured memory, not
-the drive; a preset whose definition is cached I/O (the file-system presets) is "cached
-by design", not a fault.
+without direct I/O, a file system that turns direct I/O into buffered I/O) or throughput
+above what the target's link allows means the figures measured memory, not the drive; a
+preset whose definition is cached I/O (the file-system presets) is "cached by design", not
+a fault. The evidence: the devices below the target moving far less than fio did
+(:func:`far_below`), and direct I/O not aligned to a btrfs sector (:func:`misaligned`).
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ class Layer:
 
     @property
     def text(self) -> str:
-        return f"{self.name} {self.why}"
+        return f"{self.name} {self.why}" if self.why else self.name
 
 
 @dataclass(frozen=True)
@@ -261,3 +262,27 @@ def over_limit(measured_bytes_per_s: float, limit_bytes_per_s: float | None, wha
         return None
     return (f"{where} measured {measured_bytes_per_s / 1e6:,.0f} MB/s, above the "
             f"{limit_bytes_per_s / 1e6:,.0f} MB/s its {what} can carry")
+
+
+# -- what the devices below moved -----------------------------------------------------------
+
+#: the devices below a target moved less than this share of what fio moved in one direction:
+#: the rest never reached them. Direct I/O moves at least its own bytes on the devices (a
+#: mirror reads one copy, parity reads the data; writes are multiplied by mirrors, parity,
+#: journals and metadata, never divided; read-ahead and other processes only add), so no
+#: accounting of the devices' own brings a direct cell below half
+FAR_BELOW = 0.5
+#: fewer bytes than this moved by fio in one direction (over a test's rounds) are not judged
+MIN_JUDGED_BYTES = 1 << 20
+
+
+def far_below(host_bytes: float, device_bytes: float) -> bool:
+    """Whether the devices moved far less than fio did (:data:`FAR_BELOW`), on enough
+    bytes to judge (:data:`MIN_JUDGED_BYTES`)."""
+    return host_bytes >= MIN_JUDGED_BYTES and device_bytes < FAR_BELOW * host_bytes
+
+
+def misaligned(block_sizes: Iterable[int], sector: int) -> bool:
+    """Whether direct I/O of these block sizes is not aligned to a file system's
+    ``sector`` (btrfs then falls back to buffered I/O: docs/consistency.md)."""
+    return sector > 0 and any(size % sector for size in block_sizes if size > 0)

@@ -58,6 +58,11 @@ path in the job file absolute (fio runs in the gate's own directory, where its
 ``exec_*`` commands write their output files), no option that also orders jobs
 (``startdelay``, ``wait_for``, ``exec_prerun``/``exec_postrun`` of its own), and job names
 that are plain file names. ``SSDLAB_FIO_GATE=0`` turns it off (docs/faults.md).
+
+Whoever wants to know where each position's I/O starts (the cache-bound check reads the
+devices below the target there: docs/consistency.md) runs fio inside :func:`watching`:
+the gate calls its function with the position's number right before it releases the
+position's jobs, so what is read then separates one cell's I/O from the next one's.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,10 +215,12 @@ class Gate:
     manager: everything it made is gone when it exits)."""
 
     def __init__(self, threads: Sequence[int], directory: Path,
-                 grace_s: float = READY_GRACE_S) -> None:
+                 grace_s: float = READY_GRACE_S,
+                 on_open: Callable[[int], None] | None = None) -> None:
         self.threads = tuple(threads)
         self.dir = directory
         self.grace_s = grace_s
+        self.on_open = on_open
         self._locks: dict[int, int] = {}
         self._ready = [0] * len(self.threads)
         self._done = [0] * len(self.threads)
@@ -292,6 +300,9 @@ class Gate:
             self._open(self.opened)
 
     def _open(self, number: int) -> None:
+        if self.on_open is not None:  # before the release: nothing of the position ran
+            with contextlib.suppress(Exception):  # a watcher never stops the round
+                self.on_open(number)
         # counted before its jobs are released: whoever sees them run sees it counted
         self.opened = number + 1
         fd = self._locks.pop(number)
@@ -318,6 +329,23 @@ def namespace_works() -> bool:
         return False
 
 
+#: the function :func:`watching` gives the gates of the fio runs made inside it
+_WATCHER: ContextVar[Callable[[int], None] | None] = ContextVar("gate_watcher", default=None)
+
+
+@contextlib.contextmanager
+def watching(on_open: Callable[[int], None]) -> Iterator[None]:
+    """While the block runs (in this thread), the gate of every fio run calls ``on_open``
+    with each position's number right before it releases that position's jobs (from the
+    gate's own thread: it must be quick and must not raise). A fio run without the gate
+    never calls it."""
+    token = _WATCHER.set(on_open)
+    try:
+        yield
+    finally:
+        _WATCHER.reset(token)
+
+
 def gate_enabled() -> bool:
     """Whether rounds go through the gate (``SSDLAB_FIO_GATE=0`` turns it off)."""
     return os.environ.get(GATE_ENV, "1").strip().lower() not in ("0", "off", "no")
@@ -338,7 +366,7 @@ def gated(job_text: str, on_gate: Callable[[Gate], None] | None = None
                 or not namespace_works()):
             yield job_text, None
             return
-        with Gate(job.threads, directory) as gate:
+        with Gate(job.threads, directory, on_open=_WATCHER.get()) as gate:
             if on_gate is not None:
                 on_gate(gate)
             yield job.text, directory

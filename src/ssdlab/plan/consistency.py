@@ -16,6 +16,7 @@ from typing import Any
 
 from ssdlab.analysis.consistency import MARKED, MEMORY
 from ssdlab.jsonrecord import Record
+from ssdlab.plan.pts import cell_label as pts_cell_label
 
 #: the kind of the events that hold a test's checks
 EVENT_KIND = "consistency"
@@ -26,16 +27,35 @@ MARK = "*"
 @dataclass(frozen=True)
 class CellCheck(Record):
     """Little's law on one cell (by name) over the rounds it was measured in: its most
-    telling verdict (a contradiction before a total latency, before an agreement)."""
+    telling verdict (a contradiction before a total latency, before an agreement); and,
+    where the cell measured memory rather than the drive, why (``memory``)."""
 
-    cell: str = ""
+    OMIT_NONE = frozenset({"label", "memory"})
+
+    cell: str = ""  # the cell's id (its fio job's name)
     status: str = ""  # analysis.consistency: agrees, total, exceeds, open
     rounds: int = 0  # rounds with this status
     message: str = ""  # the first such round's verdict in words ("round 1: ...")
+    label: str | None = None  # the cell's name as tables show it ("4 KiB 0/100")
+    memory: str | None = None  # why it measured memory, not the drive (None: it did not)
 
     @property
     def marked(self) -> bool:
-        return self.status in MARKED
+        return self.status in MARKED or self.memory is not None
+
+    @property
+    def name(self) -> str:
+        """The cell as tables name it (its label), else its id."""
+        return self.label or self.cell
+
+    @property
+    def reason(self) -> str:
+        """Why the cell is marked: the memory verdict first, then Little's law's."""
+        parts = [f"{MEMORY}: {self.memory}"] if self.memory is not None else []
+        if self.status in MARKED or not parts:
+            parts.append(self.message + (f" (and so in {self.rounds - 1} more)"
+                                         if self.rounds > 1 else ""))
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,11 @@ class ConsistencyChecks(Record):
     def mark(self, cell: str) -> str:
         """:data:`MARK` for a marked cell, else ""."""
         return MARK if any(c.cell == cell for c in self.marked) else ""
+
+    @property
+    def memory_cells(self) -> frozenset[str]:
+        """The ids of the cells that measured memory, not the drive."""
+        return frozenset(c.cell for c in self.cells if c.memory is not None)
 
     @property
     def flagged(self) -> bool:
@@ -121,15 +146,41 @@ def memory_lines(checks: Mapping[str, ConsistencyChecks]) -> list[str]:
 
 def footnotes(checks: ConsistencyChecks | None, labels: Mapping[str, str] | None = None
               ) -> list[str]:
-    """The footnote lines of a test's marked cells (``* cell: reason``; ``labels``: the
-    cells' names as tables show them, by cell id)."""
+    """The footnote lines of a test's marked cells (``* cell: reason``), each cell named by
+    its label (``labels``: the cells' names as tables show them, by cell id, for checks
+    stored before they kept their labels)."""
     if checks is None:
         return []
     names = labels or {}
-    return [f"{MARK} {names.get(c.cell, c.cell)}: {c.message}"
-            + (f" (and so in {c.rounds - 1} more)" if c.rounds > 1 else "")
-            for c in checks.marked]
+    return [f"{MARK} {c.label or names.get(c.cell, c.cell)}: {c.reason}" for c in checks.marked]
+
+
+def cell_label(cell: Mapping[str, Any]) -> str | None:
+    """A stored cell's name as its suite's tables show it: its own label, a preset's group
+    and mode ("SEQ1M Q1T1 read"), else its block size and mix ("4 KiB 0/100", as
+    :func:`ssdlab.plan.pts.cell_label` names a PTS cell); None: it has none of these."""
+    if isinstance(cell.get("label"), str):
+        return str(cell["label"])
+    group, mode = cell.get("group"), cell.get("mode")
+    if isinstance(group, str) and isinstance(mode, str):
+        return f"{group} {mode}"
+    block, read = cell.get("block_bytes"), cell.get("read_pct")
+    if isinstance(block, int) and isinstance(read, int):
+        return pts_cell_label(block, read)
+    return None
+
+
+def cell_labels(cells: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Each stored cell's label (:func:`cell_label`) by its id (``cell``); a label two
+    cells share is left out (those cells are then named by their ids)."""
+    labels: dict[str, str] = {}
+    for cell in cells:
+        name, label = cell.get("cell"), cell_label(cell)
+        if isinstance(name, str) and label is not None:
+            labels[name] = label
+    shared = {v for v in labels.values() if list(labels.values()).count(v) > 1}
+    return {k: v for k, v in labels.items() if v not in shared}
 
 
 __all__ = ["EVENT_KIND", "MARK", "MEMORY", "CacheCheck", "CellCheck", "ConsistencyChecks",
-           "checks_of", "footnotes", "memory_lines", "summary"]
+           "cell_label", "cell_labels", "checks_of", "footnotes", "memory_lines", "summary"]

@@ -110,10 +110,7 @@ class MemberRound(Record):
 
     @property
     def label(self) -> str:
-        """``round 3``, or ``rounds 3-40`` for a fio run cut into several."""
-        if self.last_round is not None and self.last_round != self.round_no:
-            return f"rounds {self.round_no}-{self.last_round}"
-        return f"round {self.round_no}"
+        return round_label(self.round_no, self.last_round)
 
     @property
     def message(self) -> str:
@@ -148,6 +145,13 @@ class MemberRound(Record):
             return None
         return byte_penalty(self.periods(), self.host_read_bytes * scale,
                             self.host_write_bytes * scale)
+
+
+def round_label(round_no: int, last_round: int | None) -> str:
+    """``round 3``, or ``rounds 3-40`` for a fio run cut into several."""
+    if last_round is not None and last_round != round_no:
+        return f"rounds {round_no}-{last_round}"
+    return f"round {round_no}"
 
 
 def _scale(seconds: float, host_seconds: float | None, note: str | None) -> float | None:

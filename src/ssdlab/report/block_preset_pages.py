@@ -18,7 +18,7 @@ from ssdlab.errors import command
 from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
 from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
-from ssdlab.report.consistency import MARK, cell_mark, marked_labels
+from ssdlab.report.consistency import MARK, cell_mark, marked_labels, memory_cells
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.scales import fmt_value
@@ -269,6 +269,7 @@ def _timeline(cell: dict[str, Any]) -> list[tuple[float, float]]:
 def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     cells = _cells(test)
     body = preset_header(test)
+    memory = memory_cells(run, test)
     if cells:
         rows = []
         for c in cells:
@@ -276,7 +277,7 @@ def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
             rates = [r for _, r in points]
             span = f"{min(rates):,.0f} - {max(rates):,.0f}" if rates else "-"
             bw = c.get("bw_bytes_per_s")
-            rows.append([esc(f"{c.get('group')}{cell_mark(c)}"), num(c.get("iops"), 0),
+            rows.append([esc(f"{c.get('group')}{cell_mark(c, memory)}"), num(c.get("iops"), 0),
                          num(bw / 1e6 if isinstance(bw, int | float) else None, 2),
                          num(c.get("lat_mean_us"), 1), num(c.get("lat_p99_us"), 1),
                          num(c.get("lat_max_us"), 1), esc(span), esc(len(points))])

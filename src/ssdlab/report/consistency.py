@@ -1,32 +1,57 @@
 """The self-consistency checks as every view shows them (docs/consistency.md): the
 run-level "measured memory, not the drive" lines, each test's check line and the footnotes
-of its marked cells, and the mark a table puts on such a cell. Read from the stored
-``consistency`` events (plan/consistency.py) and the cells' own ``littles_law`` key."""
+of its marked cells (named as the tables name them), and the mark a table puts on such a
+cell. Read from the stored ``consistency`` events (plan/consistency.py: the cells that
+measured memory) and the cells' own ``littles_law`` key."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ssdlab.analysis.consistency import MARKED
-from ssdlab.plan.consistency import MARK, ConsistencyChecks, checks_of, footnotes, memory_lines
-from ssdlab.plan.specs import Mix, block_label
+from ssdlab.plan.consistency import (
+    MARK,
+    ConsistencyChecks,
+    checks_of,
+    footnotes,
+    memory_lines,
+)
+from ssdlab.plan.consistency import cell_labels as plan_cell_labels
 from ssdlab.report.html import Page, banner, esc, table
 from ssdlab.store.records import RunData, TestData
 
-__all__ = ["MARK", "cell_mark", "check_lines", "header_lines", "html_note", "marked_labels",
-           "run_checks", "title_banners", "title_section", "with_checks"]
+__all__ = ["MARK", "cell_labels", "cell_mark", "check_lines", "header_lines", "html_note",
+           "marked_json", "marked_labels", "memory_cells", "run_checks", "title_banners",
+           "title_section", "with_checks"]
 
 
 def run_checks(run: RunData) -> dict[str, ConsistencyChecks]:
     return checks_of(run.events)
 
 
-def cell_mark(cell: Mapping[str, Any] | None) -> str:
+def cell_mark(cell: Mapping[str, Any] | None, memory: Collection[str] = ()) -> str:
     """:data:`MARK` for a cell whose Little's law verdict is marked (its latency is the
-    total one, or its figures contradict each other), else ""."""
-    return MARK if cell is not None and cell.get("littles_law") in MARKED else ""
+    total one, or its figures contradict each other), or that measured memory, not the
+    drive (its id in ``memory``: :func:`memory_cells`), else ""."""
+    if cell is None:
+        return ""
+    return MARK if cell.get("littles_law") in MARKED or cell.get("cell") in memory else ""
+
+
+def memory_cells(run: RunData, test: TestData) -> frozenset[str]:
+    """The ids of the test's cells that measured memory, not the drive."""
+    checks = run_checks(run).get(test.name)
+    return checks.memory_cells if checks is not None else frozenset()
+
+
+def marked_json(detail: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A stored checks record's marked cells for the dashboard: each one's name as tables
+    show it, its Little's law status, whether it measured memory and why it is marked."""
+    checks = ConsistencyChecks.from_json(dict(detail), "consistency event")
+    return [{"cell": c.name, "status": c.status, "memory": c.memory is not None,
+             "message": c.reason} for c in checks.marked]
 
 
 def header_lines(run: RunData) -> list[str]:
@@ -34,37 +59,18 @@ def header_lines(run: RunData) -> list[str]:
     return [f"WARNING: {line}" for line in memory_lines(run_checks(run))]
 
 
-def _label(cell: Mapping[str, Any]) -> str | None:
-    """A cell's name as its suite's tables show it: its own label, a preset's group and
-    mode ("SEQ1M Q1T1 read"), else its block size and mix ("4 KiB 0/100")."""
-    if isinstance(cell.get("label"), str):
-        return str(cell["label"])
-    group, mode = cell.get("group"), cell.get("mode")
-    if isinstance(group, str) and isinstance(mode, str):
-        return f"{group} {mode}"
-    block, read = cell.get("block_bytes"), cell.get("read_pct")
-    if isinstance(block, int) and isinstance(read, int):
-        return f"{block_label(block)} {Mix(read).label}"
-    return None
-
-
 def cell_labels(test: TestData) -> dict[str, str]:
     """Each measured cell's name as the tables show it, by cell id (a name two cells
     share is left out: the footnote then gives the id)."""
-    labels: dict[str, str] = {}
-    for cell in (c for r in test.rounds for c in r.cells):
-        name, label = cell.get("cell"), _label(cell)
-        if isinstance(name, str) and label is not None:
-            labels[name] = label
-    shared = {v for v in labels.values() if list(labels.values()).count(v) > 1}
-    return {k: v for k, v in labels.items() if v not in shared}
+    return plan_cell_labels(c for r in test.rounds for c in r.cells)
 
 
 def marked_labels(run: RunData, test: TestData) -> set[str]:
     """The names (as tables show them) of the test's marked cells."""
     checks = run_checks(run).get(test.name)
     labels = cell_labels(test)
-    return {labels.get(c.cell, c.cell) for c in checks.marked} if checks is not None else set()
+    return {c.label or labels.get(c.cell, c.cell) for c in checks.marked} \
+        if checks is not None else set()
 
 
 def check_lines(checks: ConsistencyChecks | None, test: TestData | None = None) -> list[str]:

@@ -6,7 +6,7 @@ level's array, write penalty and members per round."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
@@ -23,6 +23,7 @@ from ssdlab.plan.matrix import (
 from ssdlab.plan.pts import cell_label
 from ssdlab.plan.units import format_bytes
 from ssdlab.report.charts import Series, bar_chart, line_chart
+from ssdlab.report.consistency import MARK, run_checks
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
@@ -78,6 +79,15 @@ METRICS = {m.key: m for m in (
 Key = tuple[str, str]  # (test, cell id)
 
 
+def marked_keys(run: RunData, test: TestData) -> set[Key]:
+    """The measurements a level's checks mark (docs/consistency.md: its latency is the
+    total one, its figures contradict each other, or it measured memory, not the drive):
+    the level's checks name them ``test: cell id``."""
+    checks = run_checks(run).get(test.name)
+    marked = checks.marked if checks is not None else []
+    return {(name, cell) for c in marked for name, _, cell in [c.cell.partition(": ")] if cell}
+
+
 def measurement_labels(rows: Iterable[LevelRow]) -> dict[Key, str]:
     """Each measurement as a reader names it: ``test: 4 KiB 0/100`` (the PTS cell label)
     for a cell id with its block size and mix, else the cell as stored (a preset's "SEQ1M
@@ -104,11 +114,13 @@ def _compared(levels: list[tuple[TestData, LevelResult]], metric: LevelMetric
     return list(values), {k: [v.get(name) for name in names] for k, v in values.items()}
 
 
-def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str
+def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str,
+                    marked: Sequence[set[Key]] = ()
                     ) -> tuple[list[str], list[list[str]], list[list[str]]]:
     """Header, rows and cell classes of the levels side by side on ``metric`` (a key of
     :data:`METRICS`): one row per measurement compared by it, one column per level, the
-    best marked (the lowest latency, the highest rate)."""
+    best marked (the lowest latency, the highest rate); ``marked``: each level's
+    measurements its checks mark (:func:`marked_keys`), their figures marked ``*``."""
     m = METRICS[metric]
     keys, values = _compared(levels, m)
     labels = measurement_labels(row for _, r in levels for row in r.rows)
@@ -118,7 +130,8 @@ def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str
         got = values[key]
         present = [v for v in got if v is not None]
         best = (min if m.lower_is_better else max)(present) if present else None
-        rows.append([esc(labels[key]), *["-" if v is None else num(v, m.digits) for v in got]])
+        rows.append([esc(labels[key]), *["-" if v is None else num(v, m.digits) + (
+            MARK if n < len(marked) and key in marked[n] else "") for n, v in enumerate(got)]])
         classes.append(["", *["sig-up" if v is not None and v == best and len(present) > 1
                               else "" for v in got]])
     return ["measurement", *names], rows, classes
@@ -136,8 +149,9 @@ def comparison_page(run: RunData, anchor: str) -> Page:
     body += "<h3>Levels</h3>" + table(
         ("level", "status", "write penalty (median of rounds)", "imbalance (max)",
          "slow member", "its run"), summary)
+    marked = [marked_keys(run, t) for t, _ in levels]
     for m in METRICS.values():
-        header, rows, classes = comparison_rows(levels, m.key)
+        header, rows, classes = comparison_rows(levels, m.key, marked)
         if rows:
             direction = "lower is better" if m.lower_is_better else "higher is better"
             body += (f"<h3>{esc(m.title)} per level ({direction})</h3>"
@@ -250,18 +264,24 @@ def show_level(run: RunData, test: TestData) -> list[str]:
         lines.append(f"  error: {r.error}")
     lines += [f"  | {line}" for line in r.outcome]
     labels = measurement_labels(r.rows)
+    marked = marked_keys(run, test)
     rates = [x for x in r.rows if x.by == BY_RATE]
     if rates:
         lines += ["  " + line for line in text_table(
             ("measurement", "IOPS", "MB/s"),
-            [(labels[(x.test, x.cell)], num(x.iops), num(x.mb_s, 1)) for x in rates])]
+            [(labels[(x.test, x.cell)] + _mark(x, marked), num(x.iops), num(x.mb_s, 1))
+             for x in rates])]
     latency = [x for x in r.rows if x.by == BY_LATENCY]
     if latency:
         lines += ["  " + line for line in text_table(
             ("measurement", "mean us", "p99 us", "IOPS"),
-            [(labels[(x.test, x.cell)], num(x.lat_mean_us, 1), num(x.lat_p99_us, 1),
-              num(x.iops)) for x in latency])]
+            [(labels[(x.test, x.cell)] + _mark(x, marked), num(x.lat_mean_us, 1),
+              num(x.lat_p99_us, 1), num(x.iops)) for x in latency])]
     return lines
+
+
+def _mark(row: LevelRow, marked: set[Key]) -> str:
+    return MARK if (row.test, row.cell) in marked else ""
 
 
 def show_member_check(run: RunData, test: TestData) -> list[str]:

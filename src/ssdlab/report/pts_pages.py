@@ -10,7 +10,7 @@ that did not reach steady state says so on each of its pages. Also the PTS suite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
@@ -18,7 +18,7 @@ from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.report import charts as ch
-from ssdlab.report.consistency import cell_mark
+from ssdlab.report.consistency import cell_mark, memory_cells
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, figure, note, table
 from ssdlab.report.run_pages import SMALL, head_left, is_reference
@@ -216,12 +216,12 @@ def _iops_grid(test: TestData) -> tuple[list[int], list[int], dict[tuple[int, in
     return blocks, mixes, values
 
 
-def iops_results_body(test: TestData, cid: str) -> str:
+def iops_results_body(test: TestData, cid: str, memory: Collection[str] = ()) -> str:
     blocks, mixes, values = _iops_grid(test)
     by_key = {(int(c["block_bytes"]), int(c["read_pct"])): c for c in result_cells(test)}
     rows = [
         [esc(block_label(b)), *[esc(fmt_value(values.get((b, m)), 0)
-                                    + cell_mark(by_key.get((b, m)))) for m in mixes]]
+                                    + cell_mark(by_key.get((b, m)), memory)) for m in mixes]]
         for b in blocks
     ]
     tbl = table(["block size \\ R/W mix", *[Mix(m).label for m in mixes]], rows)
@@ -246,7 +246,7 @@ def iops_results_body(test: TestData, cid: str) -> str:
     )
 
 
-def throughput_results_body(test: TestData, cid: str) -> str:
+def throughput_results_body(test: TestData, cid: str, memory: Collection[str] = ()) -> str:
     cells = result_cells(test)
     block = int(cells[0]["block_bytes"]) if cells else 0
     by_dir = {("read" if int(c["read_pct"]) == 100 else "write"): c for c in cells}
@@ -255,7 +255,7 @@ def throughput_results_body(test: TestData, cid: str) -> str:
         c = by_dir.get(direction)
         bw = c.get("bw_bytes_per_s") if c else None
         if isinstance(bw, int | float):
-            rows.append([esc(f"{block_label(block)} sequential {direction}{cell_mark(c)}"),
+            rows.append([esc(f"{block_label(block)} sequential {direction}{cell_mark(c, memory)}"),
                          esc(fmt_value(bw / MIB, 1)), esc(fmt_value(bw / 1e6, 1)),
                          esc(fmt_value(c.get("iops") if c else None, 0))])
     dirs = [d for d in ("read", "write") if d in by_dir]
@@ -283,12 +283,13 @@ LATENCY_COLUMNS = (
 )
 
 
-def latency_results_body(test: TestData, cid: str) -> str:
+def latency_results_body(test: TestData, cid: str, memory: Collection[str] = ()) -> str:
     cells = sorted(result_cells(test), key=lambda c: (-int(c["block_bytes"]), -int(c["read_pct"])))
     labels = [f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}"
               for c in cells]
     rows = [
-        [esc(label + cell_mark(c)), *[esc(fmt_value(c.get(key), 1)) for key, _ in LATENCY_COLUMNS]]
+        [esc(label + cell_mark(c, memory)),
+         *[esc(fmt_value(c.get(key), 1)) for key, _ in LATENCY_COLUMNS]]
         for label, c in zip(labels, cells, strict=True)
     ]
     first = (test.params.get("cells") or [{}])[0]
@@ -342,7 +343,8 @@ def test_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
                           state + verification_body(test, anchor), head_left(run), run.quick,
                           toc=False))
     results_title = f"{title}: results" + (" (published)" if is_reference(run) else "")
-    pages.append(Page(f"{anchor}-res", results_title, state + body_of(test, anchor),
+    pages.append(Page(f"{anchor}-res", results_title,
+                      state + body_of(test, anchor, memory_cells(run, test)),
                       head_left(run), run.quick, toc=not test.rounds))
     return pages
 
@@ -358,12 +360,14 @@ def result_table(run: RunData, test: TestData, how: str) -> list[str]:
         return []
     kind = test_kind(test.name)
     if kind == "iops":
-        return [f"  IOPS ({how}):", *iops_table(test)]
+        return [f"  IOPS ({how}):", *iops_table(test, memory_cells(run, test))]
     if kind == "latency":
-        return ["  latency (window average; max over window):", *latency_table(test)]
+        return ["  latency (window average; max over window):",
+                *latency_table(test, memory_cells(run, test))]
     throughput = [t for t in run.tests if test_kind(t.name) == "throughput"]
     if kind == "throughput" and test is throughput[-1]:
-        return [f"  throughput ({how}):", *throughput_table(throughput)]
+        memory = frozenset().union(*(memory_cells(run, t) for t in throughput))
+        return [f"  throughput ({how}):", *throughput_table(throughput, memory)]
     return []
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
@@ -67,29 +67,31 @@ def _cells(test: TestData) -> list[dict[str, Any]]:
     return [c for c in cells if isinstance(c, dict)]
 
 
-def iops_table(test: TestData) -> list[str]:
+def iops_table(test: TestData, memory: Collection[str] = ()) -> list[str]:
+    """The IOPS matrix (``memory``: the ids of cells that measured memory: marked)."""
     cells = _cells(test)
     blocks = sorted({int(c["block_bytes"]) for c in cells}, reverse=True)
     mixes = sorted({int(c["read_pct"]) for c in cells}, reverse=True)
     by_key = {(int(c["block_bytes"]), int(c["read_pct"])): c for c in cells}
     header = ["block size \\ read/write", *[Mix(m).label for m in mixes]]
-    rows = [[block_label(b), *[marked(by_key.get((b, m)), "iops", 0) for m in mixes]]
+    rows = [[block_label(b), *[marked(by_key.get((b, m)), "iops", 0, memory) for m in mixes]]
             for b in blocks]
     return text_table(header, rows)
 
 
-def marked(cell: dict[str, Any] | None, key: str, digits: int) -> str:
+def marked(cell: dict[str, Any] | None, key: str, digits: int,
+           memory: Collection[str] = ()) -> str:
     """A cell's figure, with the consistency mark where its cell has one."""
-    return num((cell or {}).get(key), digits) + consistency.cell_mark(cell)
+    return num((cell or {}).get(key), digits) + consistency.cell_mark(cell, memory)
 
 
-def _mib_per_s(cell: dict[str, Any] | None) -> str:
+def _mib_per_s(cell: dict[str, Any] | None, memory: Collection[str]) -> str:
     value = (cell or {}).get("bw_bytes_per_s")
     text = num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
-    return text + consistency.cell_mark(cell)
+    return text + consistency.cell_mark(cell, memory)
 
 
-def throughput_table(tests: list[TestData]) -> list[str]:
+def throughput_table(tests: list[TestData], memory: Collection[str] = ()) -> list[str]:
     rows = []
     for test in tests:
         cells = {int(c["read_pct"]): c for c in _cells(test)}
@@ -98,20 +100,20 @@ def throughput_table(tests: list[TestData]) -> list[str]:
             rows.append(
                 [
                     f"{block_label(block)} sequential",
-                    _mib_per_s(cells.get(100)),
-                    _mib_per_s(cells.get(0)),
+                    _mib_per_s(cells.get(100), memory),
+                    _mib_per_s(cells.get(0), memory),
                 ]
             )
     return text_table(["block size", "read MiB/s", "write MiB/s"], rows) if rows else []
 
 
-def latency_table(test: TestData) -> list[str]:
+def latency_table(test: TestData, memory: Collection[str] = ()) -> list[str]:
     rows = []
     for c in sorted(_cells(test), key=lambda c: (-int(c["block_bytes"]), -int(c["read_pct"]))):
         rows.append(
             [
                 f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}"
-                + consistency.cell_mark(c),
+                + consistency.cell_mark(c, memory),
                 *[
                     num(c.get(k), 1)
                     for k in (

@@ -266,7 +266,7 @@ class FilePresetRun:
         details = target.get("details")
         self.members, why = find_sampler(self.p.dir.path, "directory", "",
                                          details if isinstance(details, dict) else target)
-        if self.members is None:
+        if why:  # none, or a plain drive's one device (read for the cache-bound check)
             self.store.add_event(self.run_id, None, OFF_KIND, why, None)
 
     def _sampled(self, measured: Callable[[], T]) -> tuple[T, Sample | None]:
@@ -400,7 +400,8 @@ class FilePresetRun:
         self._add_round("ok", record.cell, [record.to_json()], run, started, ended)
         if self.members is not None and sample is not None:
             self.members.store(self.store, self.run_id, self.test, sample, self.round_no,
-                               record.cell, run.output if run is not None else None)
+                               record.cell, run.output if run is not None else None,
+                               job_text=run.job_text if run is not None else "")
 
     def _failed_round(self, run: FioRun | None, key: str, message: str) -> NoReturn:
         now = time.time()

@@ -13,10 +13,15 @@ window (fio's measured seconds): rates over the same period, never warm-up I/Os 
 measured ones. Without such a tick (a short run), no write penalty is given for the round.
 
 A plain drive (one device at the bottom of the target's stack: a disk, a partition, a
-loop device, the emulated SSD, a dm over one device) has no members: it is not sampled
-and has no write penalty. Neither has a target with nothing below it (tmpfs, FUSE, a
-network share), or whose members' statistics cannot be read; the run says why in one
-event and goes on. Sampling only reads sysfs: it never fails a run.
+loop device, the emulated SSD, a dm over one device) has no members: no ``members``
+event and no write penalty, and one ``members-off`` event says so. Its device is read all
+the same, as every target's devices are: each round stores one ``devices`` event
+(:class:`ssdlab.plan.device_rounds.DeviceRound`), the bytes fio and the devices below
+moved over the fio run and, where the fio gate releases the round's cells one after
+another (engine/gate.py), over each cell; the cache-bound check judges them
+(docs/consistency.md). A target with nothing below it (tmpfs, FUSE, a network share), or
+whose devices' statistics cannot be read, is not sampled; the run says why in one event
+and goes on. Sampling only reads sysfs: it never fails a run.
 """
 
 from __future__ import annotations
@@ -29,12 +34,18 @@ from pathlib import Path
 from typing import TypeVar
 
 from ssdlab.analysis.member_rounds import periods_between, textbook_penalty
+from ssdlab.analysis.members import MemberPeriod
+from ssdlab.engine.gate import watching
+from ssdlab.engine.jobmerge import JobFileError, parse_job_file, positions
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import TickFn
 from ssdlab.errors import TargetError
+from ssdlab.plan.device_rounds import EVENT_KIND as DEVICES_KIND
+from ssdlab.plan.device_rounds import DeviceIO, DeviceRound
 from ssdlab.plan.member_rounds import EVENT_KIND, MemberRound
 from ssdlab.run.cpu_window import FIO_STARTUP_S
 from ssdlab.store.db import Store
+from ssdlab.targets.extents import never_written_share
 from ssdlab.targets.identity import PROC, SYSFS
 from ssdlab.targets.members import StatReading, members_of_target, read_stats
 from ssdlab.targets.nbd import NBD_KIND
@@ -48,12 +59,16 @@ OFF_KIND = "members-off"
 @dataclass(frozen=True)
 class Sample:
     """The members' readings right before and after one fio run; with a warm-up
-    (``ramp_s``), the reading at the first tick after it (None: there was none)."""
+    (``ramp_s``), the reading at the first tick after it (None: there was none); and the
+    readings the fio gate asked for right before it released each position's jobs
+    (``opened``: the position's number and the reading)."""
 
     before: StatReading
     after: StatReading
     ramp_s: float = 0.0
     measured_from: StatReading | None = None
+    opened: tuple[tuple[int, StatReading], ...] = ()
+    never_written: float | None = None  # a file target's share no write had reached
 
 
 class RampWindow:
@@ -108,16 +123,22 @@ def array_level(details: Mapping[str, object]) -> tuple[str | None, str | None]:
 
 
 class MemberSampler:
-    """The members under one target, read around measured periods."""
+    """The devices under one target, read around measured periods; ``figures``: they are
+    members (two or more, or an array ssdlab built), whose write penalty, imbalance and
+    slow member a ``members`` event gives; else only the ``devices`` events are stored."""
 
     def __init__(self, names: list[str], *, level: str | None = None,
                  backend: str | None = None, sysfs: Path = SYSFS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, figures: bool = True,
+                 file: str | None = None) -> None:
         self.names = names
+        #: a file target: how much of it was never written is read before each fio run
+        self.file = file
         self.level = level
         self.textbook = textbook_penalty(level, backend)
         self.sysfs = sysfs
         self.clock = clock
+        self.figures = figures
 
     def read(self) -> StatReading | None:
         """Every member's stat line now (None when one cannot be read: a member gone)."""
@@ -127,13 +148,26 @@ class MemberSampler:
             return None
 
     def sample(self, measured: Callable[[], T]) -> tuple[T, Sample | None]:
-        """``measured()`` between two readings: its result and the readings (None when
-        either could not be taken). Exceptions of ``measured`` go through unchanged."""
+        """``measured()`` between two readings, and one more where the fio gate releases
+        each position (:func:`ssdlab.engine.gate.watching`): its result and the readings
+        (None when the first or last could not be taken). Exceptions of ``measured`` go
+        through unchanged."""
+        opened: list[tuple[int, StatReading]] = []
+
+        def on_open(number: int) -> None:
+            reading = self.read()
+            if reading is not None:
+                opened.append((number, reading))
+
+        never = never_written_share(self.file) if self.file is not None else None
+        if never is None:
+            self.file = None  # it cannot be told here (no FIEMAP, too many extents)
         before = self.read()
-        result = measured()
+        with watching(on_open):
+            result = measured()
         after = self.read() if before is not None else None
-        return result, Sample(before, after) if before is not None and after is not None \
-            else None
+        return result, Sample(before, after, opened=tuple(opened), never_written=never) \
+            if before is not None and after is not None else None
 
     def record(self, sample: Sample, round_no: int, phase: str, output: FioOutput | None,
                *, last_round: int | None = None) -> MemberRound | None:
@@ -156,19 +190,86 @@ class MemberSampler:
                                  last_round=last_round, host_seconds=host_seconds, note=note)
 
     def store(self, store: Store, run_id: str, test: str, sample: Sample, round_no: int,
-              phase: str, output: FioOutput | None, *,
-              last_round: int | None = None) -> MemberRound | None:
-        """Store the round's ``members`` event; the record stored (None: none was)."""
+              phase: str, output: FioOutput | None, *, last_round: int | None = None,
+              job_text: str = "") -> MemberRound | None:
+        """Store the round's ``devices`` event and, where the devices are members, its
+        ``members`` event; the members record stored (None: none was). ``job_text``: the
+        fio run's job file, whose positions the gate's readings are of."""
+        devices = device_round(sample, round_no, phase, output, job_text,
+                               last_round=last_round)
+        if devices is not None:
+            store.add_event(run_id, test, DEVICES_KIND, devices.message, devices.to_json())
+        if not self.figures:
+            return None
         record = self.record(sample, round_no, phase, output, last_round=last_round)
         if record is not None:
             store.add_event(run_id, test, EVENT_KIND, record.message, record.to_json())
         return record
 
 
+def _moved(before: StatReading, after: StatReading) -> list[MemberPeriod] | None:
+    try:
+        return periods_between(before.lines, after.lines, max(0.0, after.at - before.at))
+    except ValueError:  # a counter went backwards, a device was re-created
+        return None
+
+
+def _stretch(cells: list[str], before: StatReading, after: StatReading,
+             host: tuple[int, int]) -> DeviceIO | None:
+    periods = _moved(before, after)
+    if periods is None:
+        return None
+    return DeviceIO(cells, round(after.at - before.at, 6), host[0], host[1],
+                    sum(p.read_bytes for p in periods), sum(p.write_bytes for p in periods),
+                    sum(p.reads for p in periods), sum(p.writes for p in periods))
+
+
+def _cell_stretches(sample: Sample, output: FioOutput, job_text: str) -> list[DeviceIO]:
+    """Each gate position's stretch: from the reading right before it was released to the
+    one before the next (the last: to the end of the fio run), with the bytes fio moved in
+    its jobs ([]: the readings do not cover every position, or the jobs cannot be told)."""
+    try:
+        cut = positions(parse_job_file(job_text).jobs)
+    except (JobFileError, ValueError):
+        return []
+    if len(cut) < 2 or [n for n, _ in sample.opened] != list(range(len(cut))):
+        return []
+    ends = [reading for _, reading in sample.opened[1:]] + [sample.after]
+    stretches = []
+    for jobs, (_, start), end in zip(cut, sample.opened, ends, strict=True):
+        names = [job.name for job in jobs]
+        ran = [j for j in output.jobs if j.name in names]
+        stretch = _stretch([j.name for j in ran] or names, start, end,
+                           (sum(j.read.io_bytes for j in ran), sum(j.write.io_bytes for j in ran)))
+        if stretch is None:
+            return []
+        stretches.append(stretch)
+    return stretches
+
+
+def device_round(sample: Sample, round_no: int, phase: str, output: FioOutput | None,
+                 job_text: str = "", *, last_round: int | None = None) -> DeviceRound | None:
+    """What the devices and fio moved over the fio run and, where the gate's readings
+    cover each position, over each one (None: no fio output, or readings that do not
+    make one)."""
+    if output is None or not output.jobs:
+        return None
+    _, _, read_bytes, write_bytes = host_io(output)
+    total = _stretch([j.name for j in output.jobs], sample.before, sample.after,
+                     (read_bytes, write_bytes))
+    if total is None:
+        return None
+    return DeviceRound(round_no, phase, sorted(sample.before.lines), total,
+                       _cell_stretches(sample, output, job_text), last_round,
+                       None if sample.never_written is None
+                       else round(sample.never_written, 4))
+
+
 def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object], *,
                  sysfs: Path = SYSFS, proc: Path = PROC) -> tuple[MemberSampler | None, str]:
-    """The sampler of a target's members (a block device ``name``, else the file or
-    directory ``path``), or None and why there is none (one line)."""
+    """The sampler of the devices under a target (a block device ``name``, else the file
+    or directory ``path``) and, where they are no members (a plain drive: its sampler's
+    ``figures`` is False) or there is no sampler (None), why, in one line ("" else)."""
     if kind == NBD_KIND:
         return None, (f"member devices not sampled: {path} is an NBD export; its devices "
                       "are the server's")
@@ -180,12 +281,14 @@ def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object],
         return None, (f"member devices not sampled: {path} has no block device below it "
                       "(tmpfs, FUSE, a network file system)")
     level, backend = array_level(details)
-    if len(names) < 2 and level is None:
-        plain = "is a plain drive" if kind == "block" else "is on a plain drive"
-        return None, (f"member devices not sampled: {path} {plain} (one device below it, "
-                      f"{names[0]}, and no array): no members to compare")
-    sampler = MemberSampler(names, level=level, backend=backend, sysfs=sysfs)
+    plain = len(names) < 2 and level is None
+    sampler = MemberSampler(names, level=level, backend=backend, sysfs=sysfs,
+                            figures=not plain, file=path if kind == "file" else None)
     if sampler.read() is None:
         return None, (f"member devices not sampled: the I/O statistics of "
                       f"{', '.join(names)} cannot be read")
+    if plain:  # its one device is read for the cache-bound check only
+        where = "is a plain drive" if kind == "block" else "is on a plain drive"
+        return sampler, (f"member devices not sampled: {path} {where} (one device below "
+                         f"it, {names[0]}, and no array): no members to compare")
     return sampler, ""

@@ -308,7 +308,7 @@ class RunSession:
                                  "hosts: their member devices are not sampled", None)
             return
         self.members, why = find_sampler(info.path, info.kind, info.name, info.details)
-        if self.members is None:
+        if why:  # none, or a plain drive's one device (read for the cache-bound check)
             self.store.add_event(self.run_id, None, OFF_KIND, why, None)
 
     def announce(self, resumed: bool = False) -> None:
@@ -452,14 +452,14 @@ class RunSession:
                 on_tick: TickFn | None = None, timeout_s: float | None = None) -> FioRun:
         """One fio invocation of ``cells`` (``text``: its job file) under the watchdog
         :func:`timeout_for` allows it (or ``timeout_s``), ``on_tick`` (default: the live
-        line's) called while it runs; the target's members are read right before and
-        after it (:meth:`member_round` stores what they did), and, after a warm-up
-        (``ramp_time``), once more where the measured period starts
-        (:class:`ssdlab.run.member_rounds.RampWindow`)."""
+        line's) called while it runs; the devices below the target are read right before
+        and after it and where the fio gate releases each cell (:meth:`member_round`
+        stores what they did), and, for members after a warm-up (``ramp_time``), once more
+        where the measured period starts (:class:`ssdlab.run.member_rounds.RampWindow`)."""
         tick = on_tick or self.progress.tick
         ramp_s = max((c.ramp_s for c in cells), default=0.0)
         window = RampWindow(self.members, ramp_s) \
-            if self.members is not None and ramp_s > 0 else None
+            if self.members is not None and self.members.figures and ramp_s > 0 else None
 
         def fio() -> FioRun:
             self.progress.running(cells)
@@ -512,14 +512,15 @@ class RunSession:
 
     def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
                      last_round: int | None = None) -> None:
-        """Store what the members did over ``run`` (the last fio run :meth:`run_fio` ran):
-        one ``members`` event for its round ``round_no`` (to ``last_round`` for a fio run
-        cut into several rounds). Nothing without members or readings."""
+        """Store what the devices below did over ``run`` (the last fio run :meth:`run_fio`
+        ran): one ``devices`` event and, where they are members, one ``members`` event for
+        its round ``round_no`` (to ``last_round`` for a fio run cut into several rounds).
+        Nothing without devices or readings."""
         sampled = self._sampled
         if self.members is None or sampled is None or sampled[0] is not run:
             return
         self.members.store(self.store, self.run_id, test, sampled[1], round_no, phase,
-                           run.output, last_round=last_round)
+                           run.output, last_round=last_round, job_text=run.job_text)
 
     def resumed_after(self, test: str, kind: str, last: RoundData, unit: str,
                       consequence: str) -> None:

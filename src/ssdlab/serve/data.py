@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
 from ssdlab.errors import RunNotFound
+from ssdlab.report.consistency import marked_json
 from ssdlab.report.suite import quick_summary
 from ssdlab.store.db import Store
 from ssdlab.store.export import CHECKS_KIND, finite
@@ -353,12 +354,8 @@ def checks_json(test: str, events: Sequence[EventData]) -> JSON | None:
         return None
     detail = found[-1]
     cache: dict[str, Any] = detail["cache"] if isinstance(detail.get("cache"), dict) else {}
-    cells: list[Any] = detail["cells"] if isinstance(detail.get("cells"), list) else []
     return {"message": detail.get("message"), "memory": bool(cache.get("memory")),
-            "cache": cache.get("message"),
-            "marked": [{"cell": c.get("cell"), "status": c.get("status"),
-                        "message": c.get("message")} for c in cells
-                       if isinstance(c, dict) and c.get("status") in ("total", "exceeds")]}
+            "cache": cache.get("message"), "marked": marked_json(detail)}
 
 
 def current_test(run: RunData) -> TestData | None:

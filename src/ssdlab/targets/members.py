@@ -47,13 +47,31 @@ def members_of_device(name: str, *, sysfs: Path = SYSFS) -> list[str]:
     return sorted(leaves)
 
 
+def _btrfs_of(device: str, *, sysfs: Path) -> Path | None:
+    """``/sys/fs/btrfs/FSID`` of the btrfs file system ``device`` belongs to."""
+    for fs in sorted((sysfs / "fs" / "btrfs").glob("*/devices")):
+        if device in list_links(fs):
+            return fs.parent
+    return None
+
+
 def btrfs_devices(device: str, *, sysfs: Path = SYSFS) -> list[str]:
     """The devices of the btrfs file system that ``device`` belongs to ([] if none)."""
-    for fs in sorted((sysfs / "fs" / "btrfs").glob("*/devices")):
-        names = list_links(fs)
-        if device in names:
-            return names
-    return []
+    fs = _btrfs_of(device, sysfs=sysfs)
+    return list_links(fs / "devices") if fs is not None else []
+
+
+def btrfs_sector(path: str, *, sysfs: Path = SYSFS, proc: Path = PROC) -> int | None:
+    """The sector size of the btrfs file system holding the file or directory ``path``
+    (``/sys/fs/btrfs/FSID/sectorsize``: the unit its direct I/O must be aligned to, else
+    it falls back to buffered I/O); None when ``path`` is not on btrfs or it is unknown."""
+    entry = mount_containing(os.path.realpath(path), read_mountinfo(proc=proc))
+    if entry is None or entry.fs_type != "btrfs":
+        return None
+    name = device_of_mount(entry, sysfs=sysfs)
+    fs = _btrfs_of(name, sysfs=sysfs) if name is not None else None
+    text = read_attr(fs / "sectorsize") if fs is not None else None
+    return int(text) if text is not None and text.isdigit() and int(text) > 0 else None
 
 
 def members_of_path(path: str, *, sysfs: Path = SYSFS, proc: Path = PROC) -> list[str]:
