@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -29,6 +30,19 @@ SHM = Path("/dev/shm")
 #: fails for that is a flake
 settings.register_profile("ssdlab", deadline=None)
 settings.load_profile("ssdlab")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the programs the tests start, however ``make test`` was started.
+
+    A shell without job control starts a background command (``make test &``, ``nohup``,
+    a CI runner's script) with SIGINT ignored, and an ignored signal stays ignored through
+    exec: the tests that interrupt ssdlab, fio or Chromium with SIGINT (exit 130, rounds
+    kept, nothing left) would then see them run on to the end. A handled signal is reset
+    to its default at exec, so handling SIGINT here (as Python does when it is not
+    ignored) gives every child the default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
