@@ -323,8 +323,8 @@ OPTIONS = (
     opt("--workloads", group=_G, config=Kind.LIST, metavar="LIST",
         help=f"comma list of {', '.join(BY_NAME)} (default: all four)"),
     opt("--max-latency", group=_G, config=Kind.TEXT, metavar="METRIC=TIME",
-        help="the service level: the peak is the best load whose completion latency keeps "
-        "to it, measured twice, e.g. p99=1ms or p99.9=2ms,mean=300us (metrics "
+        help="the service level: the peak is the best load whose latency (fio's completion "
+        "latency, its total latency where submission blocks) keeps to it, measured twice, e.g. p99=1ms or p99.9=2ms,mean=300us (metrics "
         f"{', '.join(LATENCY_METRICS)}; default: no ceiling)"),
     opt("--engines", group=_G, config=Kind.LIST, metavar="LIST",
         help="engines to try, the first grows the load, with io_uring's fast paths joined "
@@ -392,7 +392,8 @@ def plan_dict(o: PeakOptions, args: PeakArgs, rng: ActiveRange) -> dict[str, Any
     return stored_plan(SUITE, args, o, tests=list(o.workloads),
                        active_range=dataclasses.asdict(rng),
                        latency="fio completion latency (clat), from each probe's json+ "
-                       "histogram")
+                       "histogram; its total latency (lat) where submission blocks "
+                       "(docs/consistency.md)")
 
 
 def test_params(o: PeakOptions, w: Workload) -> dict[str, Any]:
