@@ -324,7 +324,8 @@ OPTIONS = (
         help=f"comma list of {', '.join(BY_NAME)} (default: all four)"),
     opt("--max-latency", group=_G, config=Kind.TEXT, metavar="METRIC=TIME",
         help="the service level: the peak is the best load whose latency (fio's completion "
-        "latency, its total latency where submission blocks) keeps to it, measured twice, e.g. p99=1ms or p99.9=2ms,mean=300us (metrics "
+        "latency, its total latency where submission blocks) keeps to it, measured "
+        "twice, e.g. p99=1ms or p99.9=2ms,mean=300us (metrics "
         f"{', '.join(LATENCY_METRICS)}; default: no ceiling)"),
     opt("--engines", group=_G, config=Kind.LIST, metavar="LIST",
         help="engines to try, the first grows the load, with io_uring's fast paths joined "
