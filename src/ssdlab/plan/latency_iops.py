@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record, key
+from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes, parse_mixes
@@ -581,7 +581,7 @@ def point_job(plan: LatencyIopsPlan, key: CurveKey, iodepth: int, round_no: int 
     return job_text((plan.point(key, iodepth),), f"{what}{key.label}, QD {iodepth}")
 
 
-def _skipped(plan: LatencyIopsPlan) -> list[dict[str, str]]:
+def _skipped(plan: LatencyIopsPlan) -> list[JsonObject]:
     return [SkippedCell(c, r).to_json() for c, r in plan.skipped]
 
 
