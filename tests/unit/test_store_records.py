@@ -14,7 +14,6 @@ import pytest
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.results import (
     FioCell,
-    FioMetrics,
     PreconditionStep,
     ProcessEvent,
     SteadyVerdict,
@@ -52,13 +51,13 @@ def _typed(store: Store) -> str:
     store.set_test(run_id, "t", TestState("running", ExampleParams("T", 4096)))
     store.add_step(run_id, "t", "precondition",
                    PreconditionStep(None, 131072, True, None, 1.5), FIO)
-    cell = FioCell("c", 4096, 70, "random", 2, 8, FioMetrics(iops=10.0, error=0))
+    cell = FioCell("c", 4096, 70, "random", 2, 8, iops=10.0)
     for n in (1, 2):
         store.add_round(run_id, "t", RoundRecord(n, "ok", {"iops": 10.0}, [cell], FIO,
                                                  n, n + 0.5))
     store.set_test(run_id, "t", TestState(
         "complete", ExampleParams("T", 4096), {"primary": Verdict("fine"), "extra": [1, 2]},
-        ExampleCell("c", metrics=FioMetrics(iops=10.0), written_bytes=8)))
+        ExampleCell("c", iops=10.0, written_bytes=8)))
     return run_id
 
 
@@ -76,14 +75,13 @@ def _transitional(store: Store) -> str:
     store.add_step(run_id, "t", "precondition", {"io_bytes": None, "block_bytes": 131072,
                                                  "ok": True, "error": None, "seconds": 1.5},
                    FIO)
-    cell = FioCell("c", 4096, 70, "random", 2, 8, FioMetrics(iops=10.0)).to_json()
+    cell = FioCell("c", 4096, 70, "random", 2, 8, iops=10.0).to_json()
     for n in (1, 2):
         store.add_round(run_id, "t", n, status="ok", tracking={"iops": 10.0}, cells=[cell],
                         fio=FIO, started_at=n, ended_at=n + 0.5)
     store.set_test(run_id, "t", status="complete", params={"title": "T", "block_bytes": 4096},
                    verdicts={"primary": {"message": "fine"}, "extra": [1, 2]},
-                   result=ExampleCell("c", metrics=FioMetrics(iops=10.0),
-                                      written_bytes=8).to_json())
+                   result=ExampleCell("c", iops=10.0, written_bytes=8).to_json())
     return run_id
 
 
@@ -122,7 +120,7 @@ def test_the_typed_views_read_what_was_stored(store: Store) -> None:
     assert test.verdict_as("primary", Verdict) == Verdict("fine")
     assert test.verdict_as("v1.1", SteadyVerdict) is None
     assert test.result_as(ExampleCell).written_bytes == 8
-    assert [c.metrics.iops for c in test.rounds[1].cells_as(FioCell)] == [10.0]
+    assert [c.iops for c in test.rounds[1].cells_as(FioCell)] == [10.0]
     assert test.steps[0].detail_as(PreconditionStep).block_bytes == 131072
     assert run.events[0].detail_as(ProcessEvent) == ProcessEvent(7, "lab", "b")
 

@@ -32,7 +32,6 @@ from ssdlab.plan.results import (
     EVENT_DETAILS,
     STEP_DETAILS,
     FioCell,
-    FioMetrics,
     HostBoundVerdict,
     NumaVerdict,
     ProcessEvent,
@@ -197,7 +196,7 @@ def typed_run(tmp_path: Path) -> RunData:
         store.set_test(run_id, "t", TestState("complete", ExampleParams("T", 4096),
                                               {"primary": Verdict("fine"), "outliers": []},
                                               {}))
-        cell = ExampleCell("c", 4096, 0, "random", 1, 4, FioMetrics(iops=10.0), written_bytes=8)
+        cell = ExampleCell("c", 4096, 0, "random", 1, 4, iops=10.0, written_bytes=8)
         store.add_round(run_id, "t", RoundRecord(1, "ok", {"iops": 10.0}, [cell], None,
                                                  1.0, 2.0))
         store.add_step(run_id, "t", "wait", _Wait(1.0, 1.5), None)

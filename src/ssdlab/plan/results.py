@@ -192,11 +192,31 @@ class NumaVerdict(Record):
 
 
 @dataclass(frozen=True)
-class FioMetrics(Record):
-    """What fio measured of a cell (run/cells.py ``cell_from_job``), in its order:
-    throughput, latency (completion, or total where ``latency_basis`` says so), CPU, the
-    job's runtime and error, the latency percentiles."""
+class LittleLaw(Record):
+    """What a cell keeps of Little's law (docs/consistency.md); cells stored before the
+    checks existed have none of these keys."""
 
+    clat_mean_us: float | None = None
+    lat_total_mean_us: float | None = None
+    in_flight: float | None = None
+    io_slots: int | None = None
+    latency_basis: str = "completion"  # or "total"
+    littles_law: str | None = None
+
+
+@dataclass(frozen=True)
+class FioCell(Record):
+    """One cell as fio measured it (run/cells.py ``cell_from_job``), in its order: its
+    identity, throughput, latency (completion, or total where ``latency_basis`` says so),
+    CPU, the job's runtime and error, the latency percentiles, and (runs that store the
+    checks) Little's law. A suite's cells derive from it and add their own keys after."""
+
+    cell: str
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    threads: int = 0
+    iodepth: int = 0
     iops: float = 0.0
     read_iops: float = 0.0
     write_iops: float = 0.0
@@ -215,34 +235,6 @@ class FioMetrics(Record):
     lat_p99_us: float | None = None
     lat_p99_9_us: float | None = None
     lat_p99_99_us: float | None = None
-
-
-@dataclass(frozen=True)
-class LittleLaw(Record):
-    """What a cell keeps of Little's law (docs/consistency.md); cells stored before the
-    checks existed have none of these keys."""
-
-    clat_mean_us: float | None = None
-    lat_total_mean_us: float | None = None
-    in_flight: float | None = None
-    io_slots: int | None = None
-    latency_basis: str = "completion"  # or "total"
-    littles_law: str | None = None
-
-
-@dataclass(frozen=True)
-class FioCell(Record):
-    """One cell of a round as fio measured it: its identity, fio's metrics, and (runs
-    that store the checks) Little's law. A suite's cells derive from it and add their
-    own keys after these."""
-
-    cell: str
-    block_bytes: int = 0
-    read_pct: int = 0
-    pattern: str = ""
-    threads: int = 0
-    iodepth: int = 0
-    metrics: FioMetrics = flat(default_factory=FioMetrics)
     little: LittleLaw | None = flat(default=None)
 
 
@@ -302,16 +294,24 @@ class ProcessEvent(Record):
 
 
 @dataclass(frozen=True)
-class HealthEvent(Record):
-    """The drive's own count of bytes written (targets/health.py ``HealthReading``) at
-    the run's ``start``, on ``resume`` and at its ``end``."""
+class HealthCount(Record):
+    """The drive's own count of bytes written, from its health log (targets/health.py
+    ``HealthReading``): the host's writes and their unit, and the media's where the drive
+    reports them."""
 
-    when: str
     source: str
     host_bytes_written: int
     resolution_bytes: int
     media_bytes_written: int | None = None
     media_resolution_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class HealthEvent(Record):
+    """The health log's count at the run's ``start``, on ``resume`` and at its ``end``."""
+
+    when: str
+    count: HealthCount = flat()
 
 
 @dataclass(frozen=True)
