@@ -147,9 +147,10 @@ def test_the_record_is_the_documented_detail_and_reads_back() -> None:
                             "host_writes", "host_read_bytes", "host_write_bytes",
                             "write_penalty", "textbook", "imbalance", "slow_member",
                             "verdict"]
-    assert list(detail["members"][0]) == ["name", "seconds", "reads", "writes", "read_bytes",
-                                          "write_bytes", "read_wait_ms", "write_wait_ms",
-                                          "busy_ms"]
+    members = detail["members"]
+    assert isinstance(members, list) and isinstance(members[0], dict)
+    assert list(members[0]) == ["name", "seconds", "reads", "writes", "read_bytes",
+                                "write_bytes", "read_wait_ms", "write_wait_ms", "busy_ms"]
     assert detail["round"] == 3 and detail["write_penalty"] == 2.0
     assert detail["verdict"] == "no slow member among 2"
     back = MemberRound.from_json(detail)

@@ -13,36 +13,20 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from ssdlab.jsonrecord import Record
-from ssdlab.store.db import Store
 from ssdlab.store.export import write_export
 from ssdlab.store.records import RunData
 from ssdlab.suites import find, result_json, result_type
-
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "store"
-
-
-#: the stores: every suite recorded by record.sh; the RAID matrix (btrfs on emulated SSDs,
-#: recorded later: record.sh's note) with its levels' own runs; the database suite (by
-#: hand too: record.sh's note), the peak finder (the same)
-STORES = ("suites.sqlite", "matrix.sqlite", "db.sqlite", "peak.sqlite")
+from tests.support.golden import FIXTURES, load_golden_runs
 
 
 @pytest.fixture(scope="module")
 def golden_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RunData]]:
-    runs = []
-    for name in STORES:
-        store_path = tmp_path_factory.mktemp("golden") / name
-        shutil.copy(FIXTURES / name, store_path)
-        with Store.open(store_path) as store:
-            runs += [store.load(summary.run_id) for summary in store.list_runs()]
-    yield runs
+    yield load_golden_runs(tmp_path_factory)
 
 
 def test_the_golden_store_has_a_run_of_every_runnable_suite(golden_runs: list[RunData]

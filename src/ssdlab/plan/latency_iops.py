@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record, key
+from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes, parse_mixes
 from ssdlab.plan.pts import ActiveRange, active_range, cell_label, wipc_cell
+from ssdlab.plan.results import HostBoundRule, HostBoundVerdict, NumaVerdict, SkippedCell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.units import format_bytes, format_duration
@@ -369,12 +370,6 @@ OPTIONS = (
 
 
 @dataclass(frozen=True)
-class SkippedCell(Record):
-    cell: str = ""
-    reason: str = ""
-
-
-@dataclass(frozen=True)
 class LadderStop(Record):
     """Why a curve stopped (analysis.ladder's decision, or "interrupted"/"failed")."""
 
@@ -428,55 +423,6 @@ class CurveRecord(Record):
 
 
 @dataclass(frozen=True)
-class HostBoundRuleRecord(Record):
-    cpu_pct: float = 0.0
-    max_rise_pct: float = 0.0
-
-
-@dataclass(frozen=True)
-class HostBoundPoint(Record):
-    """A point that measured the host, not the drive."""
-
-    curve: str = ""
-    threads: int = 0
-    iodepth: int = 0
-    host_cpu_pct: float = 0.0
-    iops_rise_pct: float = 0.0
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class CpuPeak(Record):
-    curve: str = ""
-    threads: int = 0
-    iodepth: int = 0
-    host_cpu_pct: float = 0.0
-
-
-@dataclass(frozen=True)
-class HostBoundRecord(Record):
-    """The host-bound verdict (analysis.hostbound) over every curve."""
-
-    host_bound: bool = False
-    rule: HostBoundRuleRecord = field(default_factory=HostBoundRuleRecord)
-    findings: list[HostBoundPoint] = field(default_factory=list)
-    peak: CpuPeak | None = None
-    message: str = ""
-    curves_checked: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class NumaPlacement(Record):
-    """Where fio ran against the device's NUMA node (analysis.numa)."""
-
-    device_node: int | None = None
-    fio_cpus: str = ""
-    fio_nodes: list[int] = field(default_factory=list)
-    mismatch: bool = False
-    message: str = ""
-
-
-@dataclass(frozen=True)
 class PcieLink(Record):
     """The PCI function a block device hangs off, and its link."""
 
@@ -497,8 +443,8 @@ class LatencyIopsResult(Record):
     curves: list[CurveRecord] = field(default_factory=list)
     points_run: int = 0
     target_latency_us: float = 0.0
-    host_bound: HostBoundRecord | None = None
-    numa: NumaPlacement | None = None
+    host_bound: HostBoundVerdict | None = None
+    numa: NumaVerdict | None = None
     pcie: PcieLink | None = None
     fio_cpus: str = ""
     skipped: list[SkippedCell] = field(default_factory=list)
@@ -581,7 +527,7 @@ def point_job(plan: LatencyIopsPlan, key: CurveKey, iodepth: int, round_no: int 
     return job_text((plan.point(key, iodepth),), f"{what}{key.label}, QD {iodepth}")
 
 
-def _skipped(plan: LatencyIopsPlan) -> list[dict[str, str]]:
+def _skipped(plan: LatencyIopsPlan) -> list[JsonObject]:
     return [SkippedCell(c, r).to_json() for c, r in plan.skipped]
 
 
@@ -616,8 +562,8 @@ def test_params(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> dict[str, An
         "warmup_s": opts.warmup_s,
         "measure_s": opts.measure_s,
         "cell_seconds": opts.point_seconds,
-        "host_bound_rule": HostBoundRuleRecord(opts.host_bound_cpu_pct,
-                                         opts.host_bound_rise_pct).to_json(),
+        "host_bound_rule": HostBoundRule(opts.host_bound_cpu_pct,
+                                   opts.host_bound_rise_pct).to_json(),
         "active_range": {"offset_bytes": plan.range.offset_bytes,
                          "size_bytes": plan.range.size_bytes},
         "purge": opts.purge,

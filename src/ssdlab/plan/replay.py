@@ -26,6 +26,7 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import FioCell
 from ssdlab.plan.specs import FioJob, JobSection
 from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
 from ssdlab.plan.units import check_fio_seconds, fio_time, format_bytes
@@ -350,34 +351,11 @@ def planned_seconds(o: ReplayOptions) -> float | None:
 
 
 @dataclass(frozen=True)
-class ReplayCell(Record):
+class ReplayCell(FioCell):
     """The replay's figures: fio's cell (:func:`ssdlab.run.cells.cell_from_job`) and the
     I/O it did."""
 
-    cell: str = TEST
-    block_bytes: int = 0
-    read_pct: int = 0
-    pattern: str = ""
-    threads: int = 1
-    iodepth: int = 1
-    iops: float = 0.0
-    read_iops: float = 0.0
-    write_iops: float = 0.0
-    bw_bytes_per_s: float = 0.0
-    read_bw_bytes_per_s: float = 0.0
-    write_bw_bytes_per_s: float = 0.0
-    lat_mean_us: float | None = None
-    lat_max_us: float | None = None
-    read_lat_mean_us: float | None = None
-    write_lat_mean_us: float | None = None
-    usr_cpu_pct: float = 0.0
-    sys_cpu_pct: float = 0.0
-    runtime_ms: int = 0
-    error: int = 0
-    lat_p50_us: float | None = None
-    lat_p99_us: float | None = None
-    lat_p99_9_us: float | None = None
-    lat_p99_99_us: float | None = None
+    cell: str = TEST  # a document without one is the replay's cell
     ios: int = 0
     read_bytes: int = 0
     write_bytes: int = 0

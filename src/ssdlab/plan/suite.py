@@ -96,6 +96,17 @@ class SuiteSpec(Generic[A]):
     #: what a run of its quick profile is, after "QUICK PROFILE: " wherever the run shows
     #: (its banner): what the profile shortens and what the result is not
     quick_text: str = QUICK_TEXT
+    #: the records of what its runs store beside the results, which
+    #: tests/unit/test_store_records_golden.py reads every stored document as: each
+    #: test's parameters by test name ("*": any other test), the plan, a round's cells,
+    #: the verdicts by name ("*": any other name), the details of its own kinds of steps
+    #: and events (the shared kinds' are plan/results.py's STEP_DETAILS and
+    #: EVENT_DETAILS); None for a verdict or a detail: a JSON value kept as it is
+    params: Mapping[str, type[Record]] = field(default_factory=dict)
+    plan_type: type[Record] | None = None
+    cells: type[Record] | None = None
+    verdicts: Mapping[str, type[Record] | None] = field(default_factory=dict)
+    details: Mapping[str, type[Record] | None] = field(default_factory=dict)
 
     def args(self, values: Mapping[str, Any]) -> A:
         """The suite's arguments from parsed option values (by ``dest``)."""

@@ -1,7 +1,7 @@
 """The curves of a latency-vs-IOPS run as it goes: each curve's points (one per queue
 depth, as measured) and why it stopped; the curves of a stopped run restored from the
 store; and the records the test's result is made of (the curves with their host-bound
-points, the host-bound verdict, NUMA placement, the PCIe link)."""
+points, the PCIe link; the host-bound and NUMA verdicts are plan/results.py's)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,13 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ssdlab.analysis.hostbound import CpuPoint, HostBoundVerdict
+from ssdlab.analysis.hostbound import CpuPoint
 from ssdlab.analysis.ladder import LadderPoint, StopDecision
-from ssdlab.analysis.numa import NumaCheck
 from ssdlab.plan.latency_iops import (
-    CpuPeak,
     CurveKey,
     CurveRecord,
-    HostBoundPoint,
-    HostBoundRecord,
-    HostBoundRuleRecord,
     LadderStop,
     LatencyIopsResult,
-    NumaPlacement,
     PcieLink,
     PointRecord,
 )
@@ -123,21 +117,7 @@ def restore_curves(previous: TestData) -> list[Curve]:
     return list(curves.values())
 
 
-# -- the verdicts as stored ------------------------------------------------------------------
-
-
-def host_bound_record(v: HostBoundVerdict) -> HostBoundRecord:
-    peak = None if v.peak is None else CpuPeak(*v.peak)
-    return HostBoundRecord(
-        v.host_bound, HostBoundRuleRecord(v.rule.cpu_pct, v.rule.max_rise_pct),
-        [HostBoundPoint(f.curve, f.threads, f.iodepth, f.host_cpu_pct, f.iops_rise_pct,
-                        f.reason) for f in v.findings],
-        peak, v.message, list(v.curves_checked))
-
-
-def numa_record(check: NumaCheck) -> NumaPlacement:
-    return NumaPlacement(check.device_node, check.fio_cpus, list(check.fio_nodes),
-                         check.mismatch, check.message)
+# -- the PCIe link as stored -----------------------------------------------------------------
 
 
 def pcie_record(link: Mapping[str, object] | None) -> PcieLink | None:

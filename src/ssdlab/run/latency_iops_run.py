@@ -22,6 +22,7 @@ from ssdlab.analysis.ladder import MAX_QD, LadderRule, decide, rise_pct
 from ssdlab.analysis.numa import NumaCheck, format_cpulist, numa_check
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
 from ssdlab.plan import latency_iops as plan
+from ssdlab.plan import results
 from ssdlab.plan.latency_iops import (
     POINT_OVERHEAD_S,
     TEST,
@@ -32,7 +33,6 @@ from ssdlab.plan.latency_iops import (
     LatencyIopsPlan,
     LatencyIopsResult,
     PcieLink,
-    SkippedCell,
     build_options,
     build_plan,
 )
@@ -43,8 +43,6 @@ from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.ladder_progress import LadderProgress
 from ssdlab.run.latency_curves import (
     Curve,
-    host_bound_record,
-    numa_record,
     pcie_record,
     point_of,
     restore_curves,
@@ -312,7 +310,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     def _store_result(self, status: str, error: str | None = None) -> HostBoundVerdict:
         verdict = self.verdict()
         flagged = {(f.curve, f.iodepth): f.reason for f in verdict.findings}
-        hb, numa = host_bound_record(verdict), numa_record(self.numa)
+        hb, numa = results.HostBoundVerdict.of(verdict), results.NumaVerdict.of(self.numa)
         result = LatencyIopsResult(
             curves=[c.record(flagged) for c in self.curves],
             points_run=sum(len(c.points) for c in self.curves),
@@ -321,7 +319,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             numa=numa,
             pcie=self.pcie,
             fio_cpus=format_cpulist(self.cpus),
-            skipped=[SkippedCell(c, r) for c, r in self.p.plan.skipped],
+            skipped=[results.SkippedCell(c, r) for c, r in self.p.plan.skipped],
             error=error,
         )
         self.store.set_test(

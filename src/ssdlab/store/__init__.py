@@ -7,8 +7,10 @@ finishes (WAL journal, ``synchronous=FULL``), so a run killed at any point keeps
 round committed before the kill. The schema is versioned with ``PRAGMA user_version``
 and migrated forward on open (:mod:`ssdlab.store.schema`); a store written by a newer
 ssdlab is refused. :mod:`ssdlab.store.export` turns a loaded run into JSON or CSV.
-The store only keeps JSON-able dicts handed to it; it never imports fio, engine or
-report code. The formats are documented in docs/results-format.md.
+The store keeps the documents handed to it (:class:`ssdlab.jsonrecord.Record` s, written
+as their JSON, or JSON objects) and gives them back as stored, with typed views
+(:mod:`.records`); it never imports fio, engine, plan or report code. The formats are
+documented in docs/results-format.md.
 """
 
 from ssdlab.store.db import DEFAULT_STORE_ENV, Store, default_store_path

@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError, command
 from ssdlab.store import records as rec
 from ssdlab.store.backend import Db
 from ssdlab.store.location import DEFAULT_STORE_ENV, StoreLocation, default_store_location
 from ssdlab.store.masking import mask_argv, mask_json, mask_text
-from ssdlab.store.records import FioRecord, RunData, RunSummary, SetData
+from ssdlab.store.records import (
+    Document,
+    FioRecord,
+    ReferenceTest,
+    RoundRecord,
+    RunData,
+    RunHead,
+    RunSummary,
+    SetData,
+    TestState,
+    as_json,
+)
 from ssdlab.store.schema import connect
 
 __all__ = ["DEFAULT_STORE_ENV", "Store", "StoreLocation", "StoreWriteError",
@@ -32,8 +43,9 @@ _SUMMARY_COLS = (
     " target_model, message, read_only"
 )
 
-#: One test of an imported reference run: (name, status, params, verdicts, result).
-ReferenceTestRow = tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]
+#: One test of an imported reference run as the transitional call gives it (issue 31):
+#: (name, status, params, verdicts, result).
+ReferenceTestRow = tuple[str, str, Document, Mapping[str, object], Document]
 
 
 def default_store_path() -> StoreLocation:
@@ -122,24 +134,25 @@ class Store:
 
     # -- writing -------------------------------------------------------------------
 
-    def new_run(
-        self,
-        *,
-        suite: str,
-        profile: str,
-        quick: bool,
-        target: dict[str, Any],
-        host: dict[str, Any],
-        plan: dict[str, Any],
-        versions: dict[str, Any],
-        argv: list[str],
-    ) -> str:
+    @overload
+    def new_run(self, head: RunHead, /) -> str: ...
+
+    @overload  # transitional (issue 31): RunHead's fields as keywords
+    def new_run(self, *, suite: str, profile: str, quick: bool, target: Mapping[str, object],
+                host: Mapping[str, object], plan: Document, versions: Mapping[str, str],
+                argv: Sequence[str]) -> str: ...
+
+    def new_run(self, head: RunHead | None = None, **fields: Any) -> str:
         """Record a new run with status "running"; return its id ``YYYYMMDD-HHMMSS-xxxx``."""
+        head = head if head is not None else RunHead(**fields)
+        target = head.target
         if self.run_labels:
             target = {**target, "labels": dict(self.run_labels)}
-        target, host, plan = mask_json(target), mask_json(host), mask_json(plan)
+        target, host, plan = mask_json(target), mask_json(head.host), mask_json(
+            as_json(head.plan))
         model = target.get("model")
-        blobs = [rec.dumps(v) for v in (target, host, plan, versions, mask_argv(argv))]
+        blobs = [rec.dumps(v) for v in (target, host, plan, dict(head.versions),
+                                        mask_argv(list(head.argv)))]
         now = time.time()
 
         def write(c: Db, run_id: str) -> None:
@@ -147,8 +160,9 @@ class Store:
                 "INSERT INTO runs (id, created_at, suite, profile, quick, status, target_path,"
                 " target_model, target_json, host_json, plan_json, versions_json, argv_json)"
                 " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, now, suite, profile, int(quick), str(target.get("path", "")),
-                 model if isinstance(model, str) else None, *blobs),
+                (run_id, now, head.suite, head.profile, int(head.quick),
+                 str(target.get("path", "")), model if isinstance(model, str) else None,
+                 *blobs),
             )
             if self.set_member is not None:
                 c.execute("INSERT INTO set_runs (set_id, position, run_id) VALUES (?, ?, ?)",
@@ -180,10 +194,10 @@ class Store:
         test: str | None,
         kind: str,
         message: str,
-        detail: dict[str, Any] | None = None,
+        detail: Document | None = None,
     ) -> None:
         """Record an event (purge outcome, preconditioning, skipped cell, warning)."""
-        detail_json = None if detail is None else rec.dumps(mask_json(detail))
+        detail_json = None if detail is None else rec.dumps(mask_json(as_json(detail)))
         with self._tx() as c:
             self._writable(c, run_id)
             c.execute(
@@ -193,10 +207,10 @@ class Store:
             )
 
     def add_step(
-        self, run_id: str, test: str, kind: str, detail: dict[str, Any], fio: FioRecord | None
+        self, run_id: str, test: str, kind: str, detail: Document, fio: FioRecord | None
     ) -> None:
         """Record a purge / precondition step and its fio invocation in one transaction."""
-        detail_json = rec.dumps(mask_json(detail))
+        detail_json = rec.dumps(mask_json(as_json(detail)))
         with self._tx() as c:
             self._writable(c, run_id)
             self._ensure_test(c, run_id, test)
@@ -207,27 +221,28 @@ class Store:
                 (run_id, test, kind, detail_json, time.time(), fio_id),
             )
 
-    def add_round(
-        self,
-        run_id: str,
-        test: str,
-        round_no: int,
-        *,
-        status: str,
-        tracking: dict[str, float],
-        cells: list[dict[str, Any]],
-        fio: FioRecord | None,
-        started_at: float,
-        ended_at: float,
-    ) -> None:
+    @overload
+    def add_round(self, run_id: str, test: str, rnd: RoundRecord, /) -> None: ...
+
+    @overload  # transitional (issue 31): the round's number, then RoundRecord's fields
+    def add_round(self, run_id: str, test: str, rnd: int, /, *, status: str,
+                  tracking: Mapping[str, float], cells: Sequence[Document],
+                  fio: FioRecord | None, started_at: float, ended_at: float) -> None: ...
+
+    def add_round(self, run_id: str, test: str, rnd: RoundRecord | int,
+                  **fields: Any) -> None:
         """Record one round and its fio invocation in one durable transaction.
 
         A round already stored as "failed" is replaced; one stored as "ok" raises ValueError.
         """
-        if status not in ROUND_STATUSES:
-            raise ValueError(f"round status must be one of {ROUND_STATUSES}, not {status!r}")
-        data = (rec.dumps(tracking), rec.dumps(cells), started_at, ended_at)
-        key = (run_id, test, round_no)
+        if not isinstance(rnd, RoundRecord):
+            rnd = RoundRecord(round_no=rnd, **fields)
+        if rnd.status not in ROUND_STATUSES:
+            raise ValueError(f"round status must be one of {ROUND_STATUSES}, not "
+                             f"{rnd.status!r}")
+        data = (rec.dumps(dict(rnd.tracking)), rec.dumps([as_json(c) for c in rnd.cells]),
+                rnd.started_at, rnd.ended_at)
+        key = (run_id, test, rnd.round_no)
         with self._tx() as c:
             self._writable(c, run_id)
             self._ensure_test(c, run_id, test)
@@ -235,28 +250,29 @@ class Store:
                 "SELECT status FROM rounds WHERE run_id = ? AND test = ? AND round_no = ?", key
             ).fetchone()
             if old is not None and old[0] != "failed":
-                raise ValueError(f"round {round_no} of {test} in run {run_id} is already stored")
+                raise ValueError(f"round {rnd.round_no} of {test} in run {run_id} is already "
+                                 "stored")
             if old is not None:  # replace the failed attempt; its fio record stays as evidence
                 c.execute("DELETE FROM rounds WHERE run_id = ? AND test = ? AND round_no = ?", key)
-            fio_id = rec.insert_fio(c, run_id, fio)
+            fio_id = rec.insert_fio(c, run_id, rnd.fio)
             c.execute(
                 "INSERT INTO rounds (run_id, test, round_no, status, tracking_json, cells_json,"
                 " started_at, ended_at, fio_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*key, status, *data, fio_id),
+                (*key, rnd.status, *data, fio_id),
             )
 
-    def set_test(
-        self,
-        run_id: str,
-        test: str,
-        *,
-        status: str,
-        params: dict[str, Any],
-        verdicts: dict[str, Any],
-        result: dict[str, Any],
-    ) -> None:
+    @overload
+    def set_test(self, run_id: str, test: str, state: TestState, /) -> None: ...
+
+    @overload  # transitional (issue 31): TestState's fields as keywords
+    def set_test(self, run_id: str, test: str, /, *, status: str, params: Document,
+                 verdicts: Mapping[str, object], result: Document) -> None: ...
+
+    def set_test(self, run_id: str, test: str, state: TestState | None = None,
+                 **fields: Any) -> None:
         """Insert or update a test's status, parameters, verdicts and result."""
-        blobs = (rec.dumps(params), rec.dumps(verdicts), rec.dumps(result))
+        state = state if state is not None else TestState(**fields)
+        blobs = tuple(rec.dumps(d) for d in state.documents())
         with self._tx() as c:
             self._writable(c, run_id)
             c.execute(
@@ -265,7 +281,7 @@ class Store:
                 " ON CONFLICT (run_id, name) DO UPDATE SET status = excluded.status,"
                 " params_json = excluded.params_json, verdicts_json = excluded.verdicts_json,"
                 " result_json = excluded.result_json, updated_at = excluded.updated_at",
-                (run_id, test, status, *blobs, time.time()),
+                (run_id, test, state.status, *blobs, time.time()),
             )
 
     def finish_run(self, run_id: str, status: str, message: str = "") -> None:
@@ -279,45 +295,54 @@ class Store:
                 (status, mask_text(message), time.time(), run_id),
             )
 
-    def import_reference_run(
-        self,
-        *,
-        suite: str,
-        profile: str,
-        status: str,
-        target: dict[str, Any],
-        host: dict[str, Any],
-        plan: dict[str, Any],
-        versions: dict[str, Any],
-        argv: list[str],
-        tests: list[ReferenceTestRow],
-    ) -> str:
+    @overload
+    def import_reference_run(self, head: RunHead, tests: Sequence[ReferenceTest], /, *,
+                             status: str) -> str: ...
+
+    @overload  # transitional (issue 31): RunHead's fields (not quick) as keywords
+    def import_reference_run(self, *, suite: str, profile: str, status: str,
+                             target: Mapping[str, object], host: Mapping[str, object],
+                             plan: Document,
+                             versions: Mapping[str, str], argv: Sequence[str],
+                             tests: Sequence[ReferenceTestRow]) -> str: ...
+
+    def import_reference_run(self, head: RunHead | None = None,
+                             tests: Sequence[ReferenceTest | ReferenceTestRow] = (), *,
+                             status: str, **fields: Any) -> str:
         """Record a finished read-only reference run and its tests in one transaction.
 
-        ``tests`` are ``(name, status, params, verdicts, result)`` in order. The run is
-        never writable afterwards (see :meth:`_writable`); a crash leaves nothing of it.
+        ``tests`` in order (names unique). The run is never writable afterwards (see
+        :meth:`_writable`); a crash leaves nothing of it.
         """
-        names = [t[0] for t in tests]
+        if head is None:
+            head = RunHead(quick=False, **fields)
+        rows = [t if isinstance(t, ReferenceTest) else
+                ReferenceTest(t[0], TestState(t[1], t[2], t[3], t[4])) for t in tests]
+        names = [t.name for t in rows]
         if len(set(names)) != len(names):
             raise ValueError(f"test names of a reference run must be unique: {names}")
-        target, host, plan = mask_json(target), mask_json(host), mask_json(plan)
+        target, host, plan = mask_json(head.target), mask_json(head.host), mask_json(
+            as_json(head.plan))
         model = target.get("model")
-        blobs = [rec.dumps(v) for v in (target, host, plan, versions, mask_argv(argv))]
-        rows = [(n, s, rec.dumps(p), rec.dumps(v), rec.dumps(r)) for n, s, p, v, r in tests]
+        blobs = [rec.dumps(v) for v in (target, host, plan, dict(head.versions),
+                                        mask_argv(list(head.argv)))]
+        documents = [(t.name, t.state.status, *(rec.dumps(d) for d in t.state.documents()))
+                     for t in rows]
         now = time.time()
 
         def write(c: Db, run_id: str) -> None:
             c.execute(
                 "INSERT INTO runs (id, created_at, finished_at, suite, profile, quick, status,"
                 " target_path, target_model, read_only, target_json, host_json, plan_json,"
-                " versions_json, argv_json) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
-                (run_id, now, now, suite, profile, status, str(target.get("path", "")),
-                 model if isinstance(model, str) else None, *blobs),
+                " versions_json, argv_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                (run_id, now, now, head.suite, head.profile, int(head.quick), status,
+                 str(target.get("path", "")), model if isinstance(model, str) else None,
+                 *blobs),
             )
             c.executemany(
                 "INSERT INTO tests (run_id, name, status, params_json, verdicts_json,"
                 " result_json, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(run_id, *row, now) for row in rows],
+                [(run_id, *row, now) for row in documents],
             )
 
         return self._insert_new("runs", "", now, write)
@@ -362,11 +387,11 @@ class Store:
 
         return self._insert_new("sets", SET_PREFIX, now, write)
 
-    def finish_set(self, set_id: str, detail: dict[str, Any]) -> None:
+    def finish_set(self, set_id: str, detail: Document) -> None:
         """The set has ended (each run records how it ended); what it recorded."""
         with self._tx() as c:
             c.execute("UPDATE sets SET finished_at = ?, detail_json = ? WHERE id = ?",
-                      (time.time(), rec.dumps(mask_json(detail)), set_id))
+                      (time.time(), rec.dumps(mask_json(as_json(detail))), set_id))
 
     def _taken(self, table: str, key: str) -> bool:
         """Whether a run or set with the id ``key`` exists (another writer's)."""

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.store.records import EventData, FioData, RoundData, RunData, StepData, TestData
 
 EXPORT_SCHEMA_VERSION = 1
@@ -43,7 +44,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-def _event(event: EventData) -> dict[str, Any]:
+def _event(event: EventData) -> JsonObject:
     return {
         "time": iso_utc(event.created_at),
         "test": event.test,
@@ -53,7 +54,7 @@ def _event(event: EventData) -> dict[str, Any]:
     }
 
 
-def _fio(fio: FioData | None) -> dict[str, Any] | None:
+def _fio(fio: FioData | None) -> JsonObject | None:
     if fio is None:
         return None
     return {
@@ -69,7 +70,7 @@ def _fio(fio: FioData | None) -> dict[str, Any] | None:
     }
 
 
-def _step(step: StepData) -> dict[str, Any]:
+def _step(step: StepData) -> JsonObject:
     return {
         "kind": step.kind,
         "time": iso_utc(step.created_at),
@@ -78,12 +79,12 @@ def _step(step: StepData) -> dict[str, Any]:
     }
 
 
-def _round(rnd: RoundData) -> dict[str, Any]:
+def _round(rnd: RoundData) -> JsonObject:
     return {
         "round": rnd.round_no,
         "status": rnd.status,
-        "tracking": rnd.tracking,
-        "cells": rnd.cells,
+        "tracking": dict(rnd.tracking.items()),
+        "cells": list(rnd.cells),
         "started_at": iso_utc(rnd.started_at),
         "ended_at": iso_utc(rnd.ended_at),
         "duration_s": rnd.ended_at - rnd.started_at,
@@ -95,21 +96,21 @@ def _round(rnd: RoundData) -> dict[str, Any]:
 
 
 #: a test's result as exported: (run, test) -> the JSON object (its typed record's)
-ResultJson = Callable[[RunData, TestData], dict[str, Any]]
+ResultJson = Callable[[RunData, TestData], JsonObject]
 
 
-def stored_result(run: RunData, test: TestData) -> dict[str, Any]:
+def stored_result(run: RunData, test: TestData) -> JsonObject:
     return test.result
 
 
-def test_checks(run: RunData, test: TestData) -> dict[str, Any] | None:
+def test_checks(run: RunData, test: TestData) -> JsonObject | None:
     """The test's stored self-consistency checks (None: a run stored before them)."""
     found = [e.detail for e in run.events if e.kind == CHECKS_KIND and e.test == test.name
              and isinstance(e.detail, dict)]
     return found[-1] if found else None
 
 
-def _test(run: RunData, test: TestData, result: ResultJson) -> dict[str, Any]:
+def _test(run: RunData, test: TestData, result: ResultJson) -> JsonObject:
     doc = {
         "name": test.name,
         "status": test.status,
@@ -125,7 +126,7 @@ def _test(run: RunData, test: TestData, result: ResultJson) -> dict[str, Any]:
             "steps": [_step(s) for s in test.steps]}
 
 
-def _run_header(run: RunData) -> dict[str, Any]:
+def _run_header(run: RunData) -> JsonObject:
     return {
         "id": run.run_id,
         "created_at": iso_utc(run.created_at),
@@ -135,7 +136,7 @@ def _run_header(run: RunData) -> dict[str, Any]:
         "suite": run.suite,
         "profile": run.profile,
         "quick": run.quick,
-        "argv": run.argv,
+        "argv": list(run.argv),
         "read_only": run.read_only,
         "target_path": run.target_path,
         "target_model": run.target_model,
@@ -144,7 +145,9 @@ def _run_header(run: RunData) -> dict[str, Any]:
 
 def run_to_json(run: RunData, result_of: ResultJson = stored_result) -> dict[str, Any]:
     """The export document of ``run`` (JSON-able, no NaN/inf: those become None); each
-    test's result as ``result_of`` gives it (the suites' typed records: ssdlab.suites)."""
+    test's result as ``result_of`` gives it (the suites' typed records: ssdlab.suites).
+    (Its readers index it as they index the stored documents: store/records.py JSONDict.)
+    """
     doc = {
         "schema_version": EXPORT_SCHEMA_VERSION,
         "kind": "ssdlab-run",
@@ -156,8 +159,7 @@ def run_to_json(run: RunData, result_of: ResultJson = stored_result) -> dict[str
         "events": [_event(e) for e in run.events],
         "tests": [_test(run, t, result_of) for t in run.tests],
     }
-    result: dict[str, Any] = finite(doc)
-    return result
+    return dict(finite(doc))
 
 
 def _is_metric(key: str, value: object) -> bool:

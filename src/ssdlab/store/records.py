@@ -1,22 +1,103 @@
 """The store's typed records (what callers hand in, what ``Store.load`` returns) and the
-helpers that encode them and build them from rows."""
+helpers that encode them and build them from rows.
+
+What a run hands in: :class:`RunHead` (a new run), :class:`TestState` (a test's status,
+parameters, verdicts and result), :class:`RoundRecord` (a round), a step's or an event's
+detail. The documents among them (the plan, the params, each verdict, the result, each
+cell, a detail) are :class:`~ssdlab.jsonrecord.Record` s, written as their ``to_json()``;
+while the suites move to records (issue 31), a JSON object is taken as it is too.
+
+What a read gives back keeps each stored document as it is (a dict); the typed views
+(``test.params_as(T)``, ``test.verdict_as(name, T)``, ``rnd.cells_as(T)``,
+``run.plan_as(T)``, ``detail_as(T)``) read one as the record type ``T``, which keeps the
+document's own key order and the keys ``T`` does not know, so that it writes back exactly.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from ssdlab.jsonrecord import Record
 from ssdlab.store.masking import mask_argv, mask_json, mask_text
 
 if TYPE_CHECKING:
     from ssdlab.store.backend import Conn
 
+#: a stored document as read (the typed views read it as a record); transitional: the
+#: readers still index it, until they read it typed (issue 31)
 JSONDict = dict[str, Any]
+#: a document a caller hands in: a record, or (transitional, issue 31) a mapping of
+#: JSON-able values (checked as it is written)
+Document: TypeAlias = Record | Mapping[str, object]
 _SURROGATE = re.compile("[\ud800-\udfff]")
+R = TypeVar("R", bound=Record)
+
+
+def as_json(document: Document) -> Mapping[str, object]:
+    """The JSON object of a document a caller hands in."""
+    return document.to_json() if isinstance(document, Record) else document
+
+
+@dataclass(frozen=True)
+class RunHead:
+    """What a run records when it starts (``Store.new_run``): its suite, profile and
+    quick, the target and host as facts (JSON objects, shown as key/value), its plan,
+    the versions of what it runs, and its command line."""
+
+    suite: str
+    profile: str
+    quick: bool
+    target: Mapping[str, object]
+    host: Mapping[str, object]
+    plan: Document
+    versions: Mapping[str, str]
+    argv: Sequence[str]
+
+
+@dataclass(frozen=True)
+class TestState:
+    """A test as stored (``Store.set_test``): its status, parameters, verdicts by name
+    (a record each, or a JSON value) and result."""
+
+    __test__ = False  # not a pytest test class
+
+    status: str
+    params: Document = field(default_factory=dict)
+    verdicts: Mapping[str, object] = field(default_factory=dict)
+    result: Document = field(default_factory=dict)
+
+    def documents(self) -> tuple[Mapping[str, object], ...]:
+        """The params, verdicts and result as the store writes them."""
+        verdicts = {name: v.to_json() if isinstance(v, Record) else v
+                    for name, v in self.verdicts.items()}
+        return as_json(self.params), verdicts, as_json(self.result)
+
+
+@dataclass(frozen=True)
+class ReferenceTest:
+    """One test of an imported reference run (``Store.import_reference_run``)."""
+
+    name: str
+    state: TestState
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """One measurement round (``Store.add_round``): its number and status ("ok" or
+    "failed"), the tracking variables' values, its cells, its fio invocation and times."""
+
+    round_no: int
+    status: str
+    tracking: Mapping[str, float]
+    cells: Sequence[Document]
+    fio: FioRecord | None
+    started_at: float
+    ended_at: float
 
 
 @dataclass(frozen=True)
@@ -82,6 +163,11 @@ class RoundData:
     stdout: str | None = None  # only when loaded with_raw
     command: tuple[str, ...] = ()
 
+    def cells_as(self, record: type[R]) -> list[R]:
+        """The round's cells read as ``record`` (StoredDataError when one does not fit)."""
+        return [record.from_json(c, f"round {self.round_no} cells[{i}]")
+                for i, c in enumerate(self.cells)]
+
 
 @dataclass(frozen=True)
 class StepData:
@@ -93,6 +179,9 @@ class StepData:
     created_at: float
     fio: FioData | None
 
+    def detail_as(self, record: type[R]) -> R:
+        return record.from_json(self.detail, f"{self.kind} step of {self.test}")
+
 
 @dataclass(frozen=True)
 class EventData:
@@ -103,6 +192,11 @@ class EventData:
     message: str
     detail: JSONDict | None
     created_at: float
+
+    def detail_as(self, record: type[R]) -> R | None:
+        """The detail read as ``record``; None for an event without one."""
+        where = f"{self.kind} event" + (f" of {self.test}" if self.test else "")
+        return None if self.detail is None else record.from_json(self.detail, where)
 
 
 @dataclass(frozen=True)
@@ -116,6 +210,18 @@ class TestData:
     result: JSONDict
     rounds: list[RoundData] = field(default_factory=list)
     steps: list[StepData] = field(default_factory=list)
+
+    def params_as(self, record: type[R]) -> R:
+        return record.from_json(self.params, f"test {self.name} params")
+
+    def result_as(self, record: type[R]) -> R:
+        return record.from_json(self.result, f"test {self.name} result")
+
+    def verdict_as(self, name: str, record: type[R]) -> R | None:
+        """The verdict ``name`` read as ``record``; None when the test has none so named."""
+        found = self.verdicts.get(name)
+        return None if found is None else record.from_json(
+            found, f"test {self.name} verdict {name}")
 
 
 @dataclass(frozen=True)
@@ -147,6 +253,9 @@ class RunData:
     def status_text(self) -> str:
         """``complete``, or ``complete, 1 test(s) failed: iops``: the status and its note."""
         return f"{self.status}, {self.message}" if self.message else self.status
+
+    def plan_as(self, record: type[R]) -> R:
+        return record.from_json(self.plan, f"run {self.run_id} plan")
 
     def test(self, name: str) -> TestData:
         for test in self.tests:

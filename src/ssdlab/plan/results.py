@@ -1,0 +1,337 @@
+"""The records at the store's boundary that more than one suite shares: a test's
+parameters as every reader sees them, the verdicts, the cell fio measured, the head of a
+stored plan, and the details of the steps and events the shared run code records.
+
+Each is a :class:`~ssdlab.jsonrecord.Record` whose fields are the stored document's keys
+in their stored order (docs/results-format.md), so that a document written before the
+record existed reads and writes back byte for byte. A suite's own records (its
+parameters, plan and cells) live in its plan module and derive from these or embed
+them with :func:`~ssdlab.jsonrecord.flat`; its :class:`~ssdlab.plan.suite.SuiteSpec`
+declares them, and tests/unit/test_store_records_golden.py reads every stored document
+of its runs in the golden stores as them.
+
+A reader that needs only what every suite's document has reads it as the shared record
+(``TestParams.from_json(params)``, ``Verdict.from_json(verdict)``): a suite's record
+need not derive from it, since reading keeps the keys a type does not know.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ssdlab.analysis import hostbound, numa, steady
+from ssdlab.jsonrecord import JsonObject, Record, flat
+from ssdlab.plan import consistency, device_rounds, member_rounds
+
+# -- a test's parameters ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TestParams(Record):
+    """What every reader of a test's parameters may use: its title ("" where a suite's
+    parameters have none)."""
+
+    __test__ = False  # not a pytest test class
+
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class TrackedVariable(Record):
+    """A tracking variable of a test judged for steady state: a metric of one cell."""
+
+    name: str = ""
+    cell: str = ""  # the cell's name ("prefix_*": every cell of that name)
+    metric: str = ""  # the cell's key
+
+
+@dataclass(frozen=True)
+class RoundParams(TestParams):
+    """The parameters of a test of rounds judged for steady state (PTS, the OP sweep):
+    the keys they share, in their order; each suite's own follow."""
+
+    rule: str = ""
+    window: int = 0
+    max_rounds: int = 0
+    tracking_set: str = ""
+    tracking: dict[str, list[TrackedVariable]] = field(default_factory=dict)
+    cell_seconds: float = 0.0
+    round_seconds: float = 0.0
+    cells: list[JsonObject] = field(default_factory=list)  # each suite's cell specs
+    precondition: JsonObject | None = None
+    purge: str = ""
+
+
+# -- verdicts ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict(Record):
+    """A verdict in one sentence: what every verdict has (most suites' only key)."""
+
+    message: str = ""
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class WindowStats(Record):
+    """One tracking variable over the verdict's window (non-finite figures as null)."""
+
+    window_average: float | None
+    data_excursion: float | None
+    data_excursion_pct: float | None
+    slope: float | None
+    slope_excursion: float | None
+    slope_excursion_pct: float | None
+    line_min_pct: float | None
+    line_max_pct: float | None
+    passed: bool
+    score: float | None
+    values: tuple[float | None, ...]
+    reasons: tuple[str, ...]
+
+    @classmethod
+    def of(cls, check: steady.WindowCheck) -> WindowStats:
+        return cls(_finite(check.average), _finite(check.data_excursion),
+                   _finite(check.data_excursion_pct), _finite(check.slope),
+                   _finite(check.slope_excursion), _finite(check.slope_excursion_pct),
+                   _finite(check.line_min_pct), _finite(check.line_max_pct), check.passed,
+                   _finite(check.score), tuple(_finite(v) for v in check.values),
+                   check.reasons)
+
+
+@dataclass(frozen=True)
+class SteadyVerdict(Record):
+    """A steady-state verdict (analysis.steady) as stored: the rule, its window, whether
+    steady state was attained, and the window's statistics per tracking variable.
+    (It has a ``message`` as every verdict, in its stored place.)"""
+
+    rule: str
+    window_size: int
+    attained: bool
+    rounds_seen: int
+    window_rounds: tuple[int, int] | None
+    message: str
+    tracked: tuple[str, ...]
+    variables: dict[str, WindowStats]
+
+    @classmethod
+    def of(cls, verdict: steady.Verdict) -> SteadyVerdict:
+        return cls(verdict.rule.name, verdict.rule.window, verdict.attained,
+                   verdict.rounds_seen, verdict.window_rounds, verdict.message,
+                   verdict.variables,
+                   {check.variable: WindowStats.of(check) for check in verdict.checks})
+
+
+@dataclass(frozen=True)
+class HostBoundRule(Record):
+    cpu_pct: float = 0.0
+    max_rise_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostCpuPoint(Record):
+    """A point of a curve: its load and the host's CPU there (the busiest one seen is the
+    verdict's ``peak``)."""
+
+    curve: str = ""
+    threads: int = 0
+    iodepth: int = 0
+    host_cpu_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostBoundFinding(HostCpuPoint):
+    """A point that measured the host, not the drive: IOPS barely rose at a busy CPU."""
+
+    iops_rise_pct: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HostBoundVerdict(Record):
+    """Whether the host, not the drive, limited the measurement (analysis.hostbound)."""
+
+    host_bound: bool = False
+    rule: HostBoundRule = field(default_factory=HostBoundRule)
+    findings: tuple[HostBoundFinding, ...] = ()
+    peak: HostCpuPoint | None = None
+    message: str = ""
+    curves_checked: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, v: hostbound.HostBoundVerdict) -> HostBoundVerdict:
+        return cls(v.host_bound, HostBoundRule(v.rule.cpu_pct, v.rule.max_rise_pct),
+                   tuple(HostBoundFinding(f.curve, f.threads, f.iodepth, f.host_cpu_pct,
+                                          f.iops_rise_pct, f.reason) for f in v.findings),
+                   None if v.peak is None else HostCpuPoint(*v.peak), v.message,
+                   tuple(v.curves_checked))
+
+
+@dataclass(frozen=True)
+class NumaVerdict(Record):
+    """Where fio ran against the device's NUMA node (analysis.numa)."""
+
+    device_node: int | None = None
+    fio_cpus: str = ""
+    fio_nodes: tuple[int, ...] = ()
+    mismatch: bool = False
+    message: str = ""
+
+    @classmethod
+    def of(cls, check: numa.NumaCheck) -> NumaVerdict:
+        return cls(check.device_node, check.fio_cpus, check.fio_nodes, check.mismatch,
+                   check.message)
+
+
+# -- cells ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LittleLaw(Record):
+    """What a cell keeps of Little's law (docs/consistency.md); cells stored before the
+    checks existed have none of these keys."""
+
+    clat_mean_us: float | None = None
+    lat_total_mean_us: float | None = None
+    in_flight: float | None = None
+    io_slots: int | None = None
+    latency_basis: str = "completion"  # or "total"
+    littles_law: str | None = None
+
+
+@dataclass(frozen=True)
+class FioCell(Record):
+    """One cell as fio measured it (run/cells.py ``cell_from_job``), in its order: its
+    identity, throughput, latency (completion, or total where ``latency_basis`` says so),
+    CPU, the job's runtime and error, the latency percentiles, and (runs that store the
+    checks) Little's law. A suite's cells derive from it and add their own keys after."""
+
+    cell: str
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    threads: int = 0
+    iodepth: int = 0
+    iops: float = 0.0
+    read_iops: float = 0.0
+    write_iops: float = 0.0
+    bw_bytes_per_s: float = 0.0
+    read_bw_bytes_per_s: float = 0.0
+    write_bw_bytes_per_s: float = 0.0
+    lat_mean_us: float | None = None
+    lat_max_us: float | None = None
+    read_lat_mean_us: float | None = None
+    write_lat_mean_us: float | None = None
+    usr_cpu_pct: float = 0.0
+    sys_cpu_pct: float = 0.0
+    runtime_ms: float = 0  # a whole number in a round's cell; a window's is its average
+    error: float = 0  # fio's error code (the largest of a window's)
+    lat_p50_us: float | None = None
+    lat_p99_us: float | None = None
+    lat_p99_9_us: float | None = None
+    lat_p99_99_us: float | None = None
+    little: LittleLaw | None = flat(default=None)
+
+
+@dataclass(frozen=True)
+class SkippedCell(Record):
+    """A cell that was not run, and why."""
+
+    cell: str = ""
+    reason: str = ""
+
+
+# -- the stored plan --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredPlan(Record):
+    """The head of a run's stored plan: its suite, the one key every plan starts with;
+    a suite's plan record derives from it and declares the rest in its stored order
+    (``args`` and ``options`` as JSON objects: ``spec.args_type(**plan.args)``)."""
+
+    suite: str
+
+
+# -- steps and events the shared run code records ---------------------------------------
+
+
+@dataclass(frozen=True)
+class PurgeStep(Record):
+    """A purge (targets/purge.py ``PurgeOutcome``): a ``purge`` step, and the detail of
+    the warning when it failed."""
+
+    method: str
+    ok: bool
+    seconds: float
+    command: tuple[str, ...] | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class PreconditionStep(Record):
+    """Workload-independent preconditioning: one size-based fio run."""
+
+    io_bytes: int | None
+    block_bytes: int
+    ok: bool
+    error: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ProcessEvent(Record):
+    """Which process runs the run (``resume`` refuses while it is alive)."""
+
+    pid: int
+    host: str
+    boot_id: str
+
+
+@dataclass(frozen=True)
+class HealthCount(Record):
+    """The drive's own count of bytes written, from its health log (targets/health.py
+    ``HealthReading``): the host's writes and their unit, and the media's where the drive
+    reports them."""
+
+    source: str
+    host_bytes_written: int
+    resolution_bytes: int
+    media_bytes_written: int | None = None
+    media_resolution_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class HealthEvent(Record):
+    """The health log's count at the run's ``start``, on ``resume`` and at its ``end``."""
+
+    when: str
+    count: HealthCount = flat()
+
+
+@dataclass(frozen=True)
+class HostsEvent(Record):
+    """A run on several hosts: each host's identity, versions and clock (facts)."""
+
+    hosts: list[JsonObject] = field(default_factory=list)
+
+
+#: the detail of each kind of step the shared run code records
+STEP_DETAILS: dict[str, type[Record]] = {"purge": PurgeStep, "precondition": PreconditionStep}
+#: the detail of each kind of event the shared run code records; None: a document kept
+#: verbatim (the emulated SSD's own statistics), or no detail
+EVENT_DETAILS: dict[str, type[Record] | None] = {
+    "process": ProcessEvent,
+    "health": HealthEvent,
+    "hosts": HostsEvent,
+    member_rounds.EVENT_KIND: member_rounds.MemberRound,
+    device_rounds.EVENT_KIND: device_rounds.DeviceRound,
+    consistency.EVENT_KIND: consistency.ConsistencyChecks,
+    "emulator-stats": None,
+    "members-off": None,
+}
