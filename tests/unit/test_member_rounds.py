@@ -367,7 +367,7 @@ def test_a_target_without_members_is_not_sampled_and_says_so(
 
 
 def fio_seconds(text: str) -> float:
-    """``500ms`` or ``2s`` (plan.units.fio_time) in seconds."""
+    """``500ms`` or ``2s`` (units.fio_time) in seconds."""
     return float(text[:-2]) / 1000 if text.endswith("ms") else float(text.rstrip("s"))
 
 

@@ -30,7 +30,7 @@ from ssdlab.plan.pts import ActiveRange, active_range, cell_label, wipc_cell
 from ssdlab.plan.results import HostBoundRule, HostBoundVerdict, NumaVerdict, SkippedCell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.units import format_bytes, format_duration
 
 TEST = "latency-iops"
 DEFAULT_BLOCKS = (8 * KIB, 4 * KIB)

@@ -34,7 +34,7 @@ from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.pts import ActiveRange, PtsTest, TrackingVar, active_range, wipc_cell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.units import format_bytes, format_duration
 
 SUITE = TEST = "op-sweep"
 BLOCK_BYTES = 4 * KIB

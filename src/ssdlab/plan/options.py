@@ -26,7 +26,7 @@ from ssdlab.plan.specs import IOENGINES as IOENGINES  # re-exported: older impor
 from ssdlab.plan.specs import KIB, Mix
 from ssdlab.plan.specs import PURGE_METHODS as PURGE_METHODS
 from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import parse_size
+from ssdlab.units import parse_size
 
 
 @dataclass(frozen=True)

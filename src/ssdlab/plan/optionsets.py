@@ -13,8 +13,8 @@ from ssdlab.errors import UserError
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.plan.suite import Opt, opt
-from ssdlab.plan.units import parse_size
 from ssdlab.store.location import StoreLocation
+from ssdlab.units import parse_size
 
 DESTROY_DATA_HELP = (
     "allow writing to a block device: everything on it is destroyed. A blank device needs "

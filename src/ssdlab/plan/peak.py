@@ -28,7 +28,7 @@ from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.units import check_fio_seconds, format_bytes
+from ssdlab.units import check_fio_seconds, format_bytes
 
 SUITE = "peak"
 

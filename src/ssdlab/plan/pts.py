@@ -15,7 +15,7 @@ from ssdlab.analysis.steady import rule_by_name
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
 from ssdlab.plan.suite import Profiled
-from ssdlab.plan.units import format_duration
+from ssdlab.units import format_duration
 
 IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
 IOPS_MIXES = (100, 95, 65, 50, 35, 5, 0)

@@ -39,7 +39,6 @@ from ssdlab.plan.block_presets import (
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.specs import CellSpec, FioJob
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
@@ -57,6 +56,7 @@ from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
+from ssdlab.units import format_bytes
 
 #: free space kept beyond the test file in a --dir target
 DIR_MARGIN_BYTES = 16 * 1024 * 1024

@@ -52,7 +52,6 @@ from ssdlab.plan.db import (
 from ssdlab.plan.dbcommands import Binaries, Layout, shown
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.suite import stored_plan
-from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.run import dbserver
 from ssdlab.run.dbserver import ServerProcess, ServerRecord, Workspace
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
@@ -62,6 +61,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import FioRecord, RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import DirInfo, describe_dir, drop_caches
+from ssdlab.units import format_bytes, format_duration
 
 #: the user each server runs as (Debian's packages make them)
 USERS = {"mariadb": "mysql", "postgresql": "postgres"}

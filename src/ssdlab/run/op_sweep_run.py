@@ -51,7 +51,6 @@ from ssdlab.plan.op_sweep import (
 from ssdlab.plan.options import default_load
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import PtsTest
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
@@ -64,6 +63,7 @@ from ssdlab.run.progress import Progress, round_estimate, rounds_planned
 from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
 from ssdlab.store.records import RunData
 from ssdlab.targets.purge import PurgeOutcome
+from ssdlab.units import format_bytes
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from ssdlab.engine.status import FioStatus, position_of, status_of
 from ssdlab.plan.planned import PlannedTime, span_text, total
 from ssdlab.plan.pts import PtsTest, cell_label
 from ssdlab.plan.specs import CellSpec
-from ssdlab.plan.units import format_duration
+from ssdlab.units import format_duration
 
 
 @dataclass

@@ -32,7 +32,6 @@ from ssdlab.plan.pts import (
     skipped_records,
 )
 from ssdlab.plan.specs import CellSpec, Pattern
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
 from ssdlab.run.hosts import HOST_ROUND_KIND, HOST_VERDICT_KIND, host_series
 from ssdlab.run.peak_load import AUTO, peak_load
@@ -56,6 +55,7 @@ from ssdlab.run.session import (
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 from ssdlab.targets.identity import TargetInfo
+from ssdlab.units import format_bytes
 
 #: a test with one of these statuses is not run again when a run is resumed ("predicted"
 #: is not one: resuming a --predict run continues its predicted tests to the SNIA rule)

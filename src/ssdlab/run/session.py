@@ -34,7 +34,6 @@ from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.transport import transport_text
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.consistency import lines as check_lines
 from ssdlab.run.consistency import record_checks
 from ssdlab.run.hosts import (
@@ -65,6 +64,7 @@ from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND, unreachable
 from ssdlab.targets.purge import PurgeOutcome, purge_block
 from ssdlab.targets.safety import ExclusiveHold
+from ssdlab.units import format_bytes
 
 #: events that keep the drive's health-log count of bytes written
 HEALTH_KIND = "health"

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -29,6 +28,7 @@ from ssdlab.run.session import PreparedSuite, RunSettings, SessionRun, made_file
 from ssdlab.targets.filetarget import create_file_target
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir
+from ssdlab.units import format_bytes
 
 
 @dataclass(frozen=True)
