@@ -31,12 +31,12 @@ from ssdlab.plan import (
     matrix,
     op_sweep,
     peak,
+    pts,
     replay,
     saturation,
     slc_probe,
     verify,
 )
-from ssdlab.plan import options as pts
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
 from ssdlab.reference import published

@@ -25,9 +25,9 @@ from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import Executor, FioRun, TickFn
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.member_rounds import EVENT_KIND, MemberRound, member_rounds, summarise
-from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.peak import PeakArgs, build_options
-from ssdlab.plan.pts import active_range
+from ssdlab.plan.pts import PtsArgs
+from ssdlab.plan.specs import active_range
 from ssdlab.report.build import render
 from ssdlab.report.html import esc
 from ssdlab.report.members_pages import BTRFS_PARITY_NOTE, members_page

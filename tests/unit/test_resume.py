@@ -10,7 +10,7 @@ import pytest
 
 from ssdlab.cli.resume_cmd import check_resumable
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.run.prepare import PreparedTarget, check_same_target
 from ssdlab.run.progress import Progress, round_estimate
 from ssdlab.run.pts_run import PtsRun, RunInterrupted

@@ -244,6 +244,24 @@ def auto_help(what: str = "what") -> str:
             "first, docs/peak.md)")
 
 
+#: (threads, outstanding I/O per thread) per device class; threads are capped at the CPUs
+DEFAULT_LOADS = {
+    "nvme": (16, 8),  # the CD5/CM5-R review's 16 threads x QD 8
+    "sata_ssd": (16, 8),  # the reviews' SATA/SAS setting
+    "sas_ssd": (16, 8),
+    "hdd": (1, 16),
+    "virtual": (4, 16),
+    "file": (4, 16),
+}
+
+
+def default_load(device_class: str, cpu_count: int) -> tuple[int, int]:
+    """(threads, iodepth) for a device class, keeping the outstanding I/O when capping threads."""
+    threads, depth = DEFAULT_LOADS.get(device_class, (4, 16))
+    capped = max(1, min(threads, cpu_count))
+    return capped, max(1, threads * depth // capped) if capped < threads else depth
+
+
 def threads(group: str, help: str = "fio jobs (default per device class, capped at the "
             "CPU count)", *, auto: bool = False) -> Opt:
     if auto:

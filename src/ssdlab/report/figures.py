@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.pts import CellData
+from ssdlab.plan.results import CellData
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.store.records import RunData, TestData
 

@@ -20,7 +20,7 @@ from ssdlab.plan.matrix import (
     LevelRow,
     MemberCheckResult,
 )
-from ssdlab.plan.pts import cell_label
+from ssdlab.plan.specs import cell_label
 from ssdlab.report.charts import Series, bar_chart, line_chart
 from ssdlab.report.consistency import MARK, run_checks
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table

@@ -48,9 +48,9 @@ from ssdlab.plan.op_sweep import (
     build_plan,
     namespace_note,
 )
-from ssdlab.plan.options import default_load
+from ssdlab.plan.optionsets import default_load
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.pts import PtsTest
+from ssdlab.plan.rounds import RoundTest
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
@@ -155,7 +155,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         return failed
 
     # -- one setting ---------------------------------------------------------------------
-    def _setting(self, s: OpSetting, ptest: PtsTest) -> MeasuredSetting:
+    def _setting(self, s: OpSetting, ptest: RoundTest) -> MeasuredSetting:
         info = self.session.info
         self.store.add_event(
             self.run_id, TEST, "op-setting",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.pts import ActiveRange, active_range
+from ssdlab.plan.specs import ActiveRange, active_range
 from ssdlab.run.array import array_of_target
 from ssdlab.store.records import RunData
 from ssdlab.targets.filetarget import SYSTEM_TREES_TEXT, is_ssdlab_file, system_place

@@ -14,7 +14,6 @@ from ssdlab.engine.fiolog import FioLogError, LogEntry, fio_log_path, read_log
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun, watchdog_seconds
 from ssdlab.plan import replay as rp
-from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.replay import (
     TEST,
@@ -24,7 +23,7 @@ from ssdlab.plan.replay import (
     ReplayResult,
     TimelinePoint,
 )
-from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
+from ssdlab.plan.specs import IOENGINES, CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, refuse_nbd
 from ssdlab.run.progress import Progress

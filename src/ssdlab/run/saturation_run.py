@@ -36,7 +36,7 @@ from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
-from ssdlab.plan.options import DEFAULT_LOADS
+from ssdlab.plan.optionsets import DEFAULT_LOADS
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.saturation import (
     HIR,

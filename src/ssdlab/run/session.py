@@ -31,8 +31,7 @@ from ssdlab.engine.runner import (
 )
 from ssdlab.errors import ExitCode, TargetError, UserError, command
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.pts import ActiveRange
-from ssdlab.plan.specs import CellSpec, FioJob
+from ssdlab.plan.specs import ActiveRange, CellSpec, FioJob
 from ssdlab.plan.transport import transport_text
 from ssdlab.run.consistency import lines as check_lines
 from ssdlab.run.consistency import record_checks
