@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.support.leftovers import clear_dead_test_emulators
 from tests.support.postgres import PgServer, pg_server
 from tests.support.zram import Zram, create_zram, remove_zram, zram_unavailable
 
@@ -33,7 +35,8 @@ settings.load_profile("ssdlab")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Ctrl-C reaches the programs the tests start, however ``make test`` was started.
+    """A killed run's dead emulator mounts are cleared (tests/support/leftovers.py), and
+    Ctrl-C reaches the programs the tests start, however ``make test`` was started.
 
     A shell without job control starts a background command (``make test &``, ``nohup``,
     a CI runner's script) with SIGINT ignored, and an ignored signal stays ignored through
@@ -43,6 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored) gives every child the default."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.geteuid() == 0 and not hasattr(config, "workerinput"):
+        for point in clear_dead_test_emulators():
+            print(f"cleared a killed test run's dead emulator mount: {point}", file=sys.stderr)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

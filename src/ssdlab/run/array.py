@@ -32,6 +32,7 @@ from ssdlab.targets.identity import (
     SYSFS,
     TargetInfo,
     block_dir,
+    dead_fuse_mounts,
     identify_block,
     read_attr,
     read_int,
@@ -319,7 +320,21 @@ def _check(argv: list[str], done: subprocess.CompletedProcess[str]) -> None:
     if argv[:2] == ["mdadm", "--wait"] and done.returncode == 1:
         return  # mdadm --wait: 1 means there was nothing to wait for
     if done.returncode != 0:
-        raise ArrayCommandFailed(f"`{' '.join(argv)}` failed: {_first_line(done)}")
+        raise ArrayCommandFailed(f"`{' '.join(argv)}` failed: {_first_line(done)}"
+                                 + _dead_mount_hint(done))
+
+
+def _dead_mount_hint(done: subprocess.CompletedProcess[str]) -> str:
+    """mkfs.btrfs (and others) refuse every device while any FUSE mount on the machine is
+    dead; name those mounts and the way out, since the error names only the device."""
+    if "Transport endpoint is not connected" not in f"{done.stderr}{done.stdout}":
+        return ""
+    dead = dead_fuse_mounts()
+    if not dead:
+        return ""
+    return (f" (a FUSE mount whose daemon has gone blocks it: {', '.join(dead)}; unmount "
+            f"it with `umount -l`, or `{command()} emulator stop --name NAME` for an "
+            "emulator)")
 
 
 def build(plan: ArrayPlan, members: list[TargetInfo], *, owner: str | None = None,

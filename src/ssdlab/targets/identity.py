@@ -6,6 +6,7 @@ Everything here only reads: sysfs, procfs, ``stat`` and, for NVMe drives, ``nvme
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -220,6 +221,22 @@ def read_mountinfo(*, proc: Path = PROC) -> list[MountEntry]:
     """The mounts of this process's mount namespace, in mount order."""
     text = read_attr(proc / "self" / "mountinfo") or ""
     return [entry for line in text.splitlines() if (entry := _parse_mountinfo_line(line))]
+
+
+def dead_fuse_mounts(mounts: list[MountEntry] | None = None) -> list[str]:
+    """The FUSE mount points whose daemon has gone (``stat`` answers "Transport endpoint is
+    not connected"): such a mount makes mkfs.btrfs and others refuse every device, since
+    they cannot check it. Only FUSE mounts are asked, so a hung NFS server cannot hang this."""
+    dead = []
+    for entry in read_mountinfo() if mounts is None else mounts:
+        if not entry.fs_type.startswith("fuse"):
+            continue
+        try:
+            os.stat(entry.mount_point)
+        except OSError as err:
+            if err.errno == errno.ENOTCONN:
+                dead.append(entry.mount_point)
+    return dead
 
 
 def _unescape(field: str) -> str:
