@@ -42,7 +42,7 @@ from recording import command_as_typed, cpu_model, recorded_args, write_results 
 from ssdlab.analysis.peak import Engine, Probe  # noqa: E402
 from ssdlab.plan.peak import BY_NAME, PeakArgs, build_options, probe_job  # noqa: E402
 from ssdlab.plan.specs import active_range  # noqa: E402
-from ssdlab.run.session import FioSetup  # noqa: E402
+from ssdlab.run.suite import FioSetup  # noqa: E402
 from tests.support.zram import Zram, create_zram, remove_zram  # noqa: E402
 
 RESULT_NAME = "peak_finder"

@@ -50,7 +50,8 @@ from ssdlab.run.prepare import (
     prepare_target,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, fio_record
+from ssdlab.run.session import SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info

@@ -56,7 +56,8 @@ from ssdlab.run import dbserver
 from ssdlab.run.dbserver import ServerProcess, ServerRecord, Workspace
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, recorded_ending
+from ssdlab.run.session import SessionRun, TestFailed, recorded_ending
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import FioRecord, RunData
 from ssdlab.targets.identity import TargetInfo, host_info

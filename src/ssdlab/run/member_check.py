@@ -31,7 +31,7 @@ from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import Executor, TickFn, watchdog_seconds
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.specs import KIB, FioJob, JobSection
-from ssdlab.run.session import FIO_CELL_OVERHEAD_S
+from ssdlab.run.suite import FIO_CELL_OVERHEAD_S
 from ssdlab.targets.members import data_share
 from ssdlab.units import check_fio_seconds, fio_time, format_duration
 

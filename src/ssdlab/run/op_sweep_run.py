@@ -60,7 +60,8 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress, round_estimate, rounds_planned
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.records import RunData
 from ssdlab.targets.purge import PurgeOutcome
 from ssdlab.units import format_bytes

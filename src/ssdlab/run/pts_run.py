@@ -45,14 +45,8 @@ from ssdlab.run.prepare import (
     prepare_resume_target,
 )
 from ssdlab.run.progress import Progress, rounds_planned
-from ssdlab.run.session import (
-    PreparedSuite,
-    RunInterrupted,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run,
-)
+from ssdlab.run.session import RunInterrupted, SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 from ssdlab.targets.identity import TargetInfo

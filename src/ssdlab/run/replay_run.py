@@ -27,7 +27,8 @@ from ssdlab.plan.specs import IOENGINES, CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, refuse_nbd
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import Runner, TestFailed
+from ssdlab.run.session import TestFailed
+from ssdlab.run.suite import Runner
 from ssdlab.run.workload_target import (
     PreparedWorkload,
     WorkloadRun,

@@ -62,15 +62,8 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedRange,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run_head,
-    fio_record,
-    resume_with,
-)
+from ssdlab.run.session import SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedRange, Runner, dry_run_head, resume_with
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 

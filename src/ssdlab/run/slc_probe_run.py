@@ -48,7 +48,8 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run, fio_record
+from ssdlab.run.session import SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.units import format_bytes, format_duration

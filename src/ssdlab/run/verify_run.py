@@ -23,7 +23,8 @@ from ssdlab.plan.verify import (
 )
 from ssdlab.run.prepare import TargetRequest, checked_range, engine_for, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedRange, Runner, SessionRun, TestFailed, timeout_for
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedRange, Runner, timeout_for
 from ssdlab.store.records import RunData
 from ssdlab.units import format_bytes
 

@@ -24,7 +24,8 @@ from ssdlab.run.prepare import (
     planned_file,
     prepare_device,
 )
-from ssdlab.run.session import PreparedSuite, RunSettings, SessionRun, made_file
+from ssdlab.run.session import SessionRun
+from ssdlab.run.suite import PreparedSuite, RunSettings, made_file
 from ssdlab.targets.filetarget import create_file_target
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir
