@@ -38,10 +38,6 @@ from ssdlab.report.terminal import (
 from ssdlab.store.records import RunData, TestData
 
 
-def _cells_by_name(test: TestData) -> dict[str, dict[str, Any]]:
-    return {str(c.get("cell")): c for c in result_cells(test)}
-
-
 def _tracking_vars(test: TestData) -> list[dict[str, str]]:
     tracking = test.params.get("tracking", {})
     chosen = tracking.get(test.params.get("tracking_set", ""), []) if isinstance(
