@@ -17,6 +17,7 @@ from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
 from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.reference.published import TEST_STATUS
 from ssdlab.report import charts as ch
 from ssdlab.report.consistency import cell_mark, memory_cells
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
@@ -61,7 +62,7 @@ def _state_banner(test: TestData) -> str:
             "continues the test to the SNIA rule")
     if test.status == "not_steady":
         return _not_steady_banner(test)
-    if test.status not in ("steady", "published"):
+    if test.status not in ("steady", TEST_STATUS):
         error = result_of(test, PtsResult).error or ""
         return banner("failed", f"{test.status.upper()}: {error}")
     return ""

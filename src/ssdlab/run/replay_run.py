@@ -125,7 +125,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
         params = rp.test_params(o)
         self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
                             result=ReplayResult().to_json())
-        with scratch.scratch_dir("replay") as logdir:
+        with scratch.scratch_dir("iolog") as logdir:
             prefix = str(logdir / "replay")
             text = job_text(self.p, rp.replay_job(o, s.info.path, prefix))
             self.progress.phase("replay", 1, rp.planned_seconds(o))
