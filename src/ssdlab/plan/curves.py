@@ -629,6 +629,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=CurvesArgs,
     results={TEST: CurvesResult},
+    report_title="latency curves report",
 )
 
 

@@ -416,6 +416,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=OpSweepArgs,
     results={TEST: OpSweepResult},
+    report_title="over-provisioning sweep report",
 )
 
 

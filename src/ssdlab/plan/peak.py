@@ -363,6 +363,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=PeakArgs,
     results={w.name: PeakResult for w in WORKLOADS},
+    report_title="peak IOPS report",
     resumable=True,
     many_targets=False,
 )

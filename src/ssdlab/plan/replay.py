@@ -425,6 +425,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=ReplayArgs,
     results={TEST: ReplayResult},
+    report_title="trace replay report",
 )
 
 

@@ -354,6 +354,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=SaturationArgs,
     results={WSAT: WsatResult, HIR: HirResult},
+    report_title="write saturation report",
     resumable=True,
 )
 

@@ -354,6 +354,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=SlcProbeArgs,
     results={TEST: SlcProbeResult},
+    report_title="SLC cache probe report",
 )
 
 

@@ -196,6 +196,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=VerifyArgs,
     results={TEST: VerifyResult},
+    report_title="data integrity report",
 )
 
 

@@ -123,6 +123,7 @@ SPEC: SuiteSpec[dict[str, Any]] = SuiteSpec(
     args_type=dict,
     results={"iops": PublishedCells, "throughput": PublishedCells,
              "write-saturation": PublishedSaturation, "published": PublishedRows},
+    report_title="published reference report",
     runnable=False,
 )
 

@@ -89,6 +89,7 @@ SPEC = SuiteSpec(
     ),
     args_type=ReadArgs,
     results={TEST: ReadResult},
+    report_title="example read report",
 )
 
 
