@@ -19,7 +19,7 @@ from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import FioCell, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import MIB, CellSpec, Mix, Pattern
 from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes
+from ssdlab.units import format_bytes
 
 SUITE = TEST = "example-read"
 BLOCK_BYTES = MIB
