@@ -21,6 +21,7 @@ from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.reference.published import TEST_STATUS
 from ssdlab.report import charts as ch
+from ssdlab.report.bars3d import bars_3d
 from ssdlab.report.consistency import cell_mark, memory_cells
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, figure, note, table
@@ -233,9 +234,9 @@ def iops_results_body(test: TestData, cid: str, memory: Collection[str] = ()) ->
                          x_label="block size", y_label="IOPS", y_unit="IOPS",
                          x_categories=cats)
     grid = [[values.get((b, m)) for m in mixes] for b in ascending]  # small blocks at the back
-    bars = ch.bars_3d(f"{cid}-iops3d", "IOPS, 3D view", [block_label(b) for b in ascending],
-                      [Mix(m).label for m in mixes], grid, row_label="block size",
-                      col_label="read/write mix", z_label="IOPS", z_unit="IOPS")
+    bars = bars_3d(f"{cid}-iops3d", "IOPS, 3D view", [block_label(b) for b in ascending],
+                   [Mix(m).label for m in mixes], grid, row_label="block size",
+                   col_label="read/write mix", z_label="IOPS", z_unit="IOPS")
     return (
         "<h3>IOPS (measurement-window average)</h3>" + tbl
         + charts(figure(line, "2D plot: one line per read/write mix"))
