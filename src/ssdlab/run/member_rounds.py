@@ -44,7 +44,7 @@ from typing import TypeVar
 from ssdlab.analysis.member_rounds import periods_between, textbook_penalty
 from ssdlab.analysis.members import MemberPeriod
 from ssdlab.engine.gate import watching
-from ssdlab.engine.jobmerge import JobFileError, parse_job_file, positions
+from ssdlab.engine.jobtext import JobFileError, parse_job_file, positions
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import TickFn
 from ssdlab.errors import TargetError
