@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from ssdlab.report.build import COMPARISON_TITLE, UNKNOWN_TITLE, render, report_title
+from ssdlab.report.build import render
+from ssdlab.report.registry import COMPARISON_TITLE, UNKNOWN_TITLE, report_title
 from ssdlab.store.records import RunData
 from ssdlab.suites import SUITES, find
 from tests.support.golden import load_golden_runs

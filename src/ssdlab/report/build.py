@@ -25,16 +25,12 @@ from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
 from ssdlab.report.html import Page, PrintPart, document, esc, print_parts, table
 from ssdlab.report.pdf import htmls_to_pdf, print_jobs
-from ssdlab.report.suite import quick_banner
+from ssdlab.report.registry import quick_banner, report_title
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
 HTML_NAME = "report.html"
 PDF_NAME = "report.pdf"
-#: the kind of a report of runs whose suites give different ones
-COMPARISON_TITLE = "comparison report"
-#: the kind of a report of runs of a suite this ssdlab does not know
-UNKNOWN_TITLE = "ssdlab report"
 
 
 @dataclass(frozen=True)
@@ -137,17 +133,6 @@ def _render_pages(
         else f"{len(runs)} runs compared: {kind}"
     )
     return name, pages, _cover(runs, name, compared.labels)
-
-
-def report_title(runs: Sequence[RunData]) -> str:
-    """What the report is, after "LABEL: " in its title: the ``report_title`` of the runs'
-    suites, one kind or else a "comparison report". Reference runs (imported read-only)
-    take the kind of the runs they are compared with; alone, their own."""
-    from ssdlab.suites import find
-    measured = [r for r in runs if not r.read_only] or runs
-    kinds = {suite.spec.report_title if (suite := find(r.suite)) is not None
-             else UNKNOWN_TITLE for r in measured}
-    return kinds.pop() if len(kinds) == 1 else COMPARISON_TITLE
 
 
 def load_runs(store: Store, refs: Sequence[str]) -> list[RunData]:
