@@ -32,7 +32,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ssdlab.engine.jobtext import SECTION, STONEWALL, Job, JobFile, parse_job_file, positions
+from ssdlab.engine.jobtext import (
+    SECTION,
+    STONEWALL,
+    Job,
+    JobFile,
+    JobText,
+    comment,
+    job_file_of,
+    option,
+    positions,
+)
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 from ssdlab.engine.runner import FioRun
@@ -96,10 +106,10 @@ def merge_jobs(jobs: Sequence[tuple[str, str]], title: str = "") -> MergedJob:
     tags = [tag for tag, _ in jobs]
     if len(set(tags)) != len(tags) or not all(re.fullmatch(r"[A-Za-z0-9]+", t) for t in tags):
         raise ValueError(f"tags must be unique words: {tags}")
-    parsed = [parse_job_file(text) for _, text in jobs]
+    parsed = [job_file_of(text) for _, text in jobs]
     cut = [positions(p.jobs) for p in parsed]
     build = _Builder()
-    sections: list[str] = []
+    sections: list[list[str]] = []
     for k in range(max((len(c) for c in cut), default=0)):
         first = True
         for tag, member in zip(tags, cut, strict=True):
@@ -112,7 +122,10 @@ def merge_jobs(jobs: Sequence[tuple[str, str]], title: str = "") -> MergedJob:
         head += [f"; {tag}: {line}" for line in p.comments]
     members = tuple(_member(tag, text, p, build) for (tag, text), p in zip(jobs, parsed,
                                                                          strict=True))
-    return MergedJob("\n".join([*head, *sections]) + "\n", members)
+    text = "\n".join([*head, *("\n" + "\n".join(s) for s in sections)]) + "\n"
+    read = JobFile(tuple(map(comment, head)),
+                   tuple(Job(s[0][1:-1], tuple(map(option, s[1:]))) for s in sections))
+    return MergedJob(JobText(text, read), members)
 
 
 def _member(tag: str, text: str, parsed: JobFile, build: _Builder) -> Member:
@@ -123,7 +136,7 @@ def _member(tag: str, text: str, parsed: JobFile, build: _Builder) -> Member:
     return Member(tag, text, tuple(j.name for j in parsed.jobs), tuple(files), logs)
 
 
-def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) -> str:
+def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) -> list[str]:
     """A job's section in the merged file; ``lead``: the first of its target's position,
     ``first``: of the position's first target."""
     options = [o for o in job.options if o[0] not in STONEWALL]
@@ -144,7 +157,7 @@ def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) ->
             build.logs.setdefault((tag, prefix), (merged, []))[1].extend(numbers)
             value = merged
         lines.append(key if value is None else f"{key}={value}")
-    return "\n" + "\n".join(lines)
+    return lines
 
 
 def log_moves(log: LogMove, names: Iterable[str]) -> list[tuple[str, str]]:

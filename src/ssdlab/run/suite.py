@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
+from ssdlab.engine.jobtext import JobText
 from ssdlab.engine.runner import Executor, watchdog_seconds
 from ssdlab.errors import UserError
 from ssdlab.plan.planned import PlannedTime
@@ -49,7 +50,7 @@ class FioSetup:
 
     def job_text(
         self, cells: tuple[CellSpec, ...], what: str, extra: tuple[tuple[str, str], ...] = ()
-    ) -> str:
+    ) -> JobText:
         header = (
             f"ssdlab {self.ssdlab_version}: {what}\n"
             f"target {self.target_path} ({self.device_class}), profile {self.profile}"
