@@ -42,7 +42,7 @@ from ssdlab.plan.suite import SuiteSpec
 from ssdlab.reference import published
 
 if TYPE_CHECKING:
-    from ssdlab.jsonrecord import Record
+    from ssdlab.jsonrecord import JsonObject, Record
     from ssdlab.report.suite import SuitePages
     from ssdlab.run.suite import Runner
     from ssdlab.store.records import RunData, TestData
@@ -129,7 +129,7 @@ def result_type(run: RunData, test: TestData) -> type[Record] | None:
     return suite.spec.result_type(test.name) if suite is not None else None
 
 
-def result_json(run: RunData, test: TestData) -> dict[str, Any]:
+def result_json(run: RunData, test: TestData) -> JsonObject:
     """A stored test's result through its typed record (StoredDataError when the stored
     document does not have its shape), as the export writes it."""
     record = result_type(run, test)

@@ -30,7 +30,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ssdlab.engine.jobtext import (
     SECTION,
@@ -46,6 +46,9 @@ from ssdlab.engine.jobtext import (
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 from ssdlab.engine.runner import FioRun
+
+if TYPE_CHECKING:
+    from ssdlab.jsonrecord import JsonObject, JsonValue
 
 #: the key of each target's part of the output that says which shared run it came from
 SET_KEY = "ssdlab set"
@@ -87,7 +90,7 @@ class Member:
 class MergedJob:
     text: str  # the merged job file
     members: tuple[Member, ...]
-    note: dict[str, Any] = field(default_factory=dict)  # what each part names the run by
+    note: JsonObject = field(default_factory=dict)  # what each part names the run by
 
 
 @dataclass
@@ -239,10 +242,10 @@ def _member_error(run: FioRun, jobs: Sequence[JobResult], failed: set[str]) -> s
     return None
 
 
-def _member_document(document: Mapping[str, Any], merged: MergedJob, member: Member
-                     ) -> dict[str, Any]:
+def _member_document(document: Mapping[str, JsonValue], merged: MergedJob, member: Member
+                     ) -> JsonObject:
     """fio's document with only ``member``'s jobs, under their own names."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key, value in document.items():
         if key == "jobs" and isinstance(value, list):
             value = [_renamed(job, member) for job in value if isinstance(job, dict)
@@ -256,7 +259,7 @@ def _member_document(document: Mapping[str, Any], merged: MergedJob, member: Mem
     return out
 
 
-def _renamed(job: dict[str, Any], member: Member) -> dict[str, Any]:
+def _renamed(job: JsonObject, member: Member) -> JsonObject:
     return {**job, "jobname": str(job["jobname"])[len(member.prefix):]}
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan.config_schema import Kind
 
 A = TypeVar("A")
@@ -182,7 +182,7 @@ class Unprofiled:
 
 
 class _Dataclass(Protocol):
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
 
 class _Settings(_Dataclass, Protocol):
@@ -193,7 +193,7 @@ class _Settings(_Dataclass, Protocol):
 
 
 def stored_plan(suite: str, args: _Dataclass, options: _Settings, **more: Any
-                ) -> dict[str, Any]:
+                ) -> JsonObject:
     """The head of a run's stored plan: its suite, the arguments as given (what ``ssdlab
     resume`` prepares again), the validated options with ``quick``; then ``more``."""
     opts = dataclasses.asdict(options)
