@@ -61,11 +61,15 @@ class Suite:
         return self.spec.name
 
     def runner(self) -> Runner[Any, Any]:
+        """Its run module's ``RUNNER``, or what its ``make_runner`` makes given the
+        registry's lookup (a suite of suites: ``ssdlab.run.suite.SuiteLookup``)."""
         from ssdlab.run.suite import Runner
         if self.run_module is None:
             raise UserError(f"runs of the {self.name} suite are imported, not run")
-        runner = _module("ssdlab.run", self.run_module).RUNNER
-        assert isinstance(runner, Runner), f"{self.run_module}.RUNNER is not a Runner"
+        module = _module("ssdlab.run", self.run_module)
+        make = getattr(module, "make_runner", None)
+        runner = make(find) if make is not None else module.RUNNER
+        assert isinstance(runner, Runner), f"{self.run_module}: not a Runner"
         return runner
 
     def pages(self) -> SuitePages:

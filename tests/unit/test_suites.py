@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import sys
+import types
 
 import pytest
 
@@ -13,7 +15,7 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.suite import TargetKind
 from ssdlab.report.suite import SuitePages
-from ssdlab.run.suite import Runner
+from ssdlab.run.suite import Runner, SuiteLookup
 from ssdlab.suites import SUITES, Suite, find, runnable
 
 NAMES = [s.name for s in SUITES]
@@ -94,6 +96,28 @@ def test_a_command_line_argparse_refuses_is_one_user_error(
                                         r"required: --members$"):
         _suite("matrix").spec.parse_argv([], "--suite-options")
     assert capsys.readouterr() == ("", ""), "argparse printed its usage"
+
+
+def test_a_suite_of_suites_is_given_the_registrys_lookup(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run module may export ``make_runner(lookup)`` instead of ``RUNNER``: the registry
+    gives it its own lookup, so that no run module imports the registry."""
+    given: list[SuiteLookup] = []
+    made = _suite("pts").runner()
+
+    def make_runner(lookup: SuiteLookup) -> Runner[object, object]:
+        given.append(lookup)
+        return made
+
+    module = types.ModuleType("suite_of_suites")
+    vars(module)["make_runner"] = make_runner
+    monkeypatch.setitem(sys.modules, "suite_of_suites.run", module)
+    assert Suite(_suite("matrix").spec, "suite_of_suites.run", "matrix_pages").runner() is made
+    registry: SuiteLookup = find  # the registry's Suite is a ChildSuite
+    assert given == [registry]
+    child = given[0]("verify")
+    assert child is not None and child.spec.name == child.name == "verify"
+    assert isinstance(child.runner(), Runner)
 
 
 def test_one_suite_is_the_demos() -> None:
