@@ -483,13 +483,18 @@ _AJA = presets.load("aja")
 _COPY = presets.load("copy")
 
 
+#: what each preset's report is (its title)
+_TITLES = {"aja": "AJA System Test-like report", "diskfill": "DiskFill-like report",
+           "smallfiles": "small files report", "copy": "file copy report"}
+
+
 def _spec(name: str, help: str, description: str, args_type: type[Any], size_help: str,
-          *own: Opt, report_title: str, sized: bool = True) -> SuiteSpec[Any]:
+          *own: Opt, sized: bool = True) -> SuiteSpec[Any]:
     """A file-system preset as a suite: the directory options, then its own."""
     return SuiteSpec(
         name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
         options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
-        args_type=args_type, results={name: FilePresetResult}, report_title=report_title,
+        args_type=args_type, results={name: FilePresetResult}, report_title=_TITLES[name],
         quick_text="tiny sizes, for a try-out; not the preset's definition")
 
 
@@ -660,28 +665,24 @@ AJA = _spec(
     "Writes, then reads, one video file per file size, one frame per I/O with O_DIRECT (as "
     "AJA System Test by default); MB/s and frames per second.", AjaArgs,
     "file size(s), a comma list (default: the review's 256MiB,512MiB,1GiB,4GiB,16GiB,64GiB; "
-    "quick: 16MiB,32MiB)", *_aja_options(), sized=False,
-    report_title="AJA System Test-like report")
+    "quick: 16MiB,32MiB)", *_aja_options(), sized=False)
 DISKFILL = _spec(
     "diskfill", "DiskFill-like: write a 1 GiB file ten times, then read each back",
     "Each pass writes a new file (buffered, fsync inside the timed job), then every file is "
     "read back after dropping the caches; MB/s per pass.", DiskFillArgs,
-    "each pass's file size (default 1GiB; quick: 16MiB)", *_diskfill_options(),
-    report_title="DiskFill-like report")
+    "each pass's file size (default 1GiB; quick: 16MiB)", *_diskfill_options())
 SMALLFILES = _spec(
     "smallfiles", "dd-like small files: 1 GiB as 256 KiB files, wait, read back",
     "Writes the files one I/O each (each fsynced on close), waits, drops the caches and "
     "reads them all back; MB/s per phase.", SmallFilesArgs,
-    "data in total (default 1GiB; quick: 16MiB)", *_smallfiles_options(),
-    report_title="small files report")
+    "data in total (default 1GiB; quick: 16MiB)", *_smallfiles_options())
 COPY = _spec(
     "copy", "copy-like file sets: 100x1GiB, 10x10GiB, 1x100GiB, 102400x1MiB",
     "Each set is created by fio, then copied within the directory with cp (plus sync) "
     "several times, the caches dropped before each copy; time and MB/s of each copy and "
     "their averages.", CopyArgs,
     "each set's size in total (default 100GiB; quick: 16MiB): the large-file sets keep "
-    "their file counts, the 1 MiB set its file size", *_copy_options(),
-    report_title="file copy report")
+    "their file counts, the 1 MiB set its file size", *_copy_options())
 
 
 # -- what the plan says: dry run, the stored plan, the test's parameters ----------------
