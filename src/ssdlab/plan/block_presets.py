@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ssdlab import presets
 from ssdlab.analysis.block_presets import Entry
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record, key
+from ssdlab.jsonrecord import JsonObject, Record, flat, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.preset_defs import PresetIdentity
+from ssdlab.plan.results import FioCell, PreconditionStep, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import format_bytes, format_duration, parse_size
@@ -78,9 +80,8 @@ class PresetPlan(Profiled):
         return f"{self.preset}-test.dat"
 
     @property
-    def identity(self) -> dict[str, Any]:
-        return {"preset": self.preset, "preset_version": self.version,
-                "preset_title": self.title}
+    def identity(self) -> PresetIdentity:
+        return PresetIdentity(self.preset, self.version, self.title)
 
     @property
     def measured_seconds(self) -> float:
@@ -439,6 +440,10 @@ def _spec(name: str, help: str, description: str, size_help: str, args_type: typ
     return SuiteSpec(name=name, help=help, description=description,
                      target=TargetKind.DEVICE_OR_DIR, options=options, args_type=args_type,
                      results={name: PresetResult},
+                     params={name: PresetParams}, plan_type=PresetStoredPlan,
+                     cells=PresetCell, verdicts={"primary": Verdict},
+                     details={"prefill": PrefillStep, "drop-caches": CachesDropped,
+                              "cleanup": CleanupEvent},
                      config_first=("size", "store", "fio", "dir", "profile",
                                    *(o.key for o in own)),
                      quick_text="a 16 MiB file and short measurements, for demos and tests; "
@@ -493,6 +498,85 @@ class PresetResult(Record):
     message: str | None = None
     prefilled_bytes: int | None = None
     error: str | None = None
+
+
+
+# --------------------------------------------------------------------------- what a run stores
+
+
+@dataclass(frozen=True)
+class PresetStoredPlan(StoredPlan):
+    """A preset run's stored plan: the preset, the resolved options, its definitions
+    (CrystalDiskMark's tests, IOmeter's access specs), the prefill and the --dir target's
+    description (None on --target)."""
+
+    identity: PresetIdentity = flat(default_factory=PresetIdentity)
+    profile: str = ""
+    options: JsonObject = field(default_factory=dict)
+    definitions: JsonObject = field(default_factory=dict)
+    tests: tuple[str, ...] = ()
+    prefill: str = ""
+    data_pattern: str = ""
+    directory: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class PresetParams(TestParams):
+    """The test's stored parameters: the preset, its resolved settings, the test file."""
+
+    identity: PresetIdentity = flat(default_factory=PresetIdentity)
+    profile: str = ""
+    quick: bool = False
+    settings: JsonObject = field(default_factory=dict)
+    direct: bool = True
+    ioengine: str = ""
+    test_file: str = ""
+    target_kind: str = ""
+    size_bytes: int = 0
+    measurements: int = 0
+
+
+@dataclass(frozen=True)
+class PresetCell(FioCell):
+    """One measurement as fio measured it, and where it belongs in the preset's table;
+    a buffered read says whether the caches were dropped before it, IOmeter's spec its
+    IOPS timeline ([seconds, IOPS] points)."""
+
+    OMIT_NONE = frozenset({"caches_dropped", "timeline"})
+
+    group: str = ""
+    mode: str = ""
+    pass_no: int = key("pass", default=1)
+    direct: bool = True
+    caches_dropped: bool | None = None
+    timeline: list[tuple[float, float]] | None = None
+
+
+@dataclass(frozen=True)
+class PrefillStep(PreconditionStep):
+    """The test file written with data before measuring (a ``prefill`` step)."""
+
+    direct: bool
+
+
+@dataclass(frozen=True)
+class CachesDropped(Record):
+    """Sync and drop caches before a buffered read (targets/workdir.py ``drop_caches``):
+    a ``drop-caches`` event."""
+
+    OMIT_NONE = frozenset({"why"})
+
+    synced: bool = False
+    dropped: bool = False
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class CleanupEvent(Record):
+    """The --dir work directory removed after the run (a ``cleanup`` event)."""
+
+    path: str = ""
+    removed: bool = False
 
 
 CDM = _spec(
@@ -627,35 +711,23 @@ def describe(plan: PresetPlan, path: str, job: JobText) -> list[str]:
     return lines
 
 
-def plan_dict(plan: PresetPlan, directory: dict[str, object] | None) -> dict[str, Any]:
-    """The run's stored plan (``directory``: the --dir target's description)."""
-    return {
-        "suite": plan.preset,
-        **plan.identity,
-        "profile": plan.profile,
-        "options": {**{k: v for k, v in plan.settings.items() if k not in DEFINITIONS},
-                    "direct": plan.direct, "ioengine": plan.ioengine, "quick": plan.quick},
-        "definitions": {k: v for k, v in plan.settings.items() if k in DEFINITIONS},
-        "tests": [plan.preset],
-        "prefill": f"{format_bytes(plan.size_bytes)} written sequentially in "
-                   f"{format_bytes(plan.prefill_block_bytes)} blocks before measuring",
-        "data_pattern": "fio default (random buffers)",
-        "directory": directory,
-    }
+def plan_record(plan: PresetPlan, directory: Mapping[str, object] | None
+                ) -> PresetStoredPlan:
+    """The run's stored plan (``directory``: the --dir target's description, facts)."""
+    return PresetStoredPlan(
+        plan.preset, plan.identity, plan.profile,
+        {**{k: v for k, v in plan.settings.items() if k not in DEFINITIONS},
+         "direct": plan.direct, "ioengine": plan.ioengine, "quick": plan.quick},
+        {k: v for k, v in plan.settings.items() if k in DEFINITIONS},
+        (plan.preset,),
+        f"{format_bytes(plan.size_bytes)} written sequentially in "
+        f"{format_bytes(plan.prefill_block_bytes)} blocks before measuring",
+        "fio default (random buffers)",
+        None if directory is None else cast(JsonObject, dict(directory)))
 
 
-def test_params(plan: PresetPlan, file_path: str, target_kind: str) -> dict[str, Any]:
+def test_params(plan: PresetPlan, file_path: str, target_kind: str) -> PresetParams:
     """The test's stored parameters."""
-    return {
-        "title": plan.title,
-        **plan.identity,
-        "profile": plan.profile,
-        "quick": plan.quick,
-        "settings": plan.settings,
-        "direct": plan.direct,
-        "ioengine": plan.ioengine,
-        "test_file": file_path,
-        "target_kind": target_kind,
-        "size_bytes": plan.size_bytes,
-        "measurements": len(plan.measurements),
-    }
+    return PresetParams(plan.title, plan.identity, plan.profile, plan.quick, plan.settings,
+                        plan.direct, plan.ioengine, file_path, target_kind, plan.size_bytes,
+                        len(plan.measurements))

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ssdlab import presets
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.preset_defs import PresetIdentity
+from ssdlab.plan.results import FioCell, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob, JobSection, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.units import (
@@ -88,11 +90,24 @@ class Workload:
         return (f"{self.title}: {self.pattern}, {Mix(self.read_pct).label} read/write, "
                 f"{sizes}{skew}, {self.threads} outstanding I/Os")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "title": self.title, "pattern": str(self.pattern),
-                "bssplit": self.bssplit_text(), "read_pct": self.read_pct,
-                "distribution": self.distribution, "threads": self.threads,
-                "source": self.source}
+    def record(self) -> WorkloadDef:
+        """The workload as stored (with the plan, the test's parameters and its curve)."""
+        return WorkloadDef(self.name, self.title, str(self.pattern), self.bssplit_text(),
+                           self.read_pct, self.distribution, self.threads, self.source)
+
+
+@dataclass(frozen=True)
+class WorkloadDef(Record):
+    """A workload as stored: its definition in the preset data, as text."""
+
+    name: str = ""
+    title: str = ""
+    pattern: str = ""
+    bssplit: str = ""
+    read_pct: int = 0
+    distribution: str = ""
+    threads: int = 0
+    source: str = ""
 
 
 def _kib(block: int) -> str:
@@ -453,8 +468,16 @@ class Layout:
         return Point(w, kind, fraction, target_iops, self.load(o, w), self.offset_bytes,
                      self.size_bytes, o.measure_s, o.ramp_s)
 
-    def region(self) -> dict[str, int]:
-        return {"offset_bytes": self.offset_bytes, "size_bytes": self.size_bytes}
+    def region(self) -> Region:
+        return Region(self.offset_bytes, self.size_bytes)
+
+
+@dataclass(frozen=True)
+class Region(Record):
+    """The part of the target the curves run on."""
+
+    offset_bytes: int = 0
+    size_bytes: int = 0
 
 
 def layout_on(o: CurvesOptions, path: str, capacity_bytes: int, sector_bytes: int,
@@ -516,18 +539,10 @@ CELL_FIGURES = ("iops", "read_iops", "write_iops", "bw_bytes_per_s", "lat_mean_u
 
 
 @dataclass(frozen=True)
-class WorkloadRecord(Record):
+class WorkloadRecord(WorkloadDef):
     """One workload's curve: the workload, its points so far, its maximum rate and how its
     outstanding I/O was spread."""
 
-    name: str = ""
-    title: str = ""
-    pattern: str = ""
-    bssplit: str = ""
-    read_pct: int = 0
-    distribution: str = ""
-    threads: int = 0
-    source: str = ""
     describe: str = ""
     points: list[PointRecord] = field(default_factory=list)
     max_iops: float | None = None  # None: the max-rate run has not ended
@@ -580,6 +595,66 @@ class CurvesResult(Record):
     error: str | None = None
 
 
+
+# ------------------------------------------------------------------------ what a run stores
+
+
+@dataclass(frozen=True)
+class CurvesPlan(StoredPlan):
+    """The stored plan: the arguments and options, the preset, its workloads, the region,
+    the --dir (facts; None: --target), and how rates and latency are measured."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+    preset: PresetIdentity = field(default_factory=PresetIdentity)
+    workloads: tuple[WorkloadDef, ...] = ()
+    region: Region = field(default_factory=Region)
+    dir: JsonObject | None = None
+    ioengine: str = ""
+    direct: bool = True
+    rate: str = ("fio rate_iops per job: the point's target / jobs, split by read share; "
+                 "for a block-size split fio rate= in bytes (IOPS x the mean block size)")
+    latency: str = "fio completion latency (clat); mixed percentiles from merged json+"
+
+
+@dataclass(frozen=True)
+class CurvesParams(TestParams):
+    """The test's parameters: the preset, the profile's settings, the region, the
+    workloads."""
+
+    identity: PresetIdentity = flat(default_factory=PresetIdentity)
+    profile: str = ""
+    quick: bool = False
+    fractions_pct: tuple[int, ...] = ()
+    with_120: bool = False
+    measure_s: float = 0.0
+    ramp_s: float = 0.0
+    min_delivered_pct: float = DEFAULT_MIN_DELIVERED_PCT
+    fill_region_pct: float | None = None
+    region: Region = field(default_factory=Region)
+    purge: str = ""
+    workloads: tuple[WorkloadDef, ...] = ()
+
+
+@dataclass(frozen=True)
+class CurvesCell(FioCell):
+    """A point's round cell: fio's figures, what the point asked for and delivered, how
+    its load was spread, and the host's CPU use over it."""
+
+    workload: str = ""
+    kind: str = ""  # "max" | "fraction" | "unthrottled"
+    fraction_pct: int | None = None
+    target_iops: float | None = None
+    delivered_pct: float | None = None
+    short: bool = False
+    fio_rate: str | None = None
+    outstanding: int = 0
+    bssplit: str = ""
+    distribution: str = ""
+    host_cpu_pct: float | None = None
+    host_steal_pct: float | None = None
+
+
 # ------------------------------------------------------------------------ the suite
 
 _G = "curves"
@@ -629,6 +704,8 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=CurvesArgs,
     results={TEST: CurvesResult},
+    params={TEST: CurvesParams}, plan_type=CurvesPlan, cells=CurvesCell,
+    verdicts={"*": Verdict},
 )
 
 
@@ -674,23 +751,18 @@ def describe(o: CurvesOptions, layout: Layout, target: str, block: bool, job_tex
     return out
 
 
-def plan_dict(o: CurvesOptions, args: CurvesArgs, layout: Layout,
-              directory: dict[str, object] | None) -> dict[str, Any]:
-    """The stored plan (``directory``: the --dir the test file was made in)."""
+def plan_record(o: CurvesOptions, args: CurvesArgs, layout: Layout,
+                directory: Mapping[str, object] | None) -> CurvesPlan:
+    """The stored plan (``directory``: the --dir the test file was made in, facts)."""
     options = {k: v for k, v in dataclasses.asdict(o).items() if k != "workloads"}
-    return {"suite": TEST, "args": dataclasses.asdict(args), "options": options,
-            "preset": o.preset, "workloads": [w.to_dict() for w in o.workloads],
-            "region": layout.region(), "dir": directory, "ioengine": o.ioengine,
-            "direct": True,
-            "rate": "fio rate_iops per job: the point's target / jobs, split by read share; "
-                    "for a block-size split fio rate= in bytes (IOPS x the mean block size)",
-            "latency": "fio completion latency (clat); mixed percentiles from merged json+"}
+    return CurvesPlan(TEST, dataclasses.asdict(args), options, PresetIdentity(**o.preset),
+                      tuple(w.record() for w in o.workloads), layout.region(),
+                      None if directory is None else cast(JsonObject, dict(directory)),
+                      o.ioengine)
 
 
-def test_params(o: CurvesOptions, layout: Layout) -> dict[str, Any]:
-    return {"title": "Curves (vdbench style)", **o.preset, "profile": o.profile,
-            "quick": o.quick, "fractions_pct": list(o.fractions_pct), "with_120": o.with_120,
-            "measure_s": o.measure_s, "ramp_s": o.ramp_s,
-            "min_delivered_pct": o.min_delivered_pct,
-            "fill_region_pct": o.fill_region_pct, "region": layout.region(),
-            "purge": o.purge, "workloads": [w.to_dict() for w in o.workloads]}
+def test_params(o: CurvesOptions, layout: Layout) -> CurvesParams:
+    return CurvesParams("Curves (vdbench style)", PresetIdentity(**o.preset), o.profile,
+                        o.quick, o.fractions_pct, o.with_120, o.measure_s, o.ramp_s,
+                        o.min_delivered_pct, o.fill_region_pct, layout.region(), o.purge,
+                        tuple(w.record() for w in o.workloads))

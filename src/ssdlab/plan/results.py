@@ -239,6 +239,21 @@ class FioCell(Record):
 
 
 @dataclass(frozen=True)
+class HostCpuWindow(Record):
+    """The host's CPU use over a fio run (run/cpu_window.py ``CpuWindow.finish``), as a
+    cell stores it after fio's figures: all of it, per kind, the hypervisor's steal, the
+    busiest CPU fio may run on, and over which period (None: not readable)."""
+
+    host_cpu_pct: float | None = None
+    host_usr_pct: float | None = None
+    host_sys_pct: float | None = None
+    host_steal_pct: float | None = None
+    host_cpu_busiest_pct: float | None = None
+    host_cpu_window_s: float = 0.0
+    host_cpu_window: str = ""
+
+
+@dataclass(frozen=True)
 class SkippedCell(Record):
     """A cell that was not run, and why."""
 
@@ -256,6 +271,15 @@ class StoredPlan(Record):
     (``args`` and ``options`` as JSON objects: ``spec.args_type(**plan.args)``)."""
 
     suite: str
+
+
+@dataclass(frozen=True)
+class ByteRange(Record):
+    """A part of the target as a plan or parameters store it: its first byte and size
+    (an active range, the region a run measured)."""
+
+    offset_bytes: int = 0
+    size_bytes: int = 0
 
 
 # -- steps and events the shared run code records ---------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import curves as cv
 from ssdlab.plan.curves import (
     TEST,
@@ -29,6 +30,7 @@ from ssdlab.plan.curves import (
 )
 from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.plan.planned import PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import TargetRequest, check_file_purge, engine_for
 from ssdlab.run.progress import Progress
@@ -101,8 +103,9 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         self.results: list[WorkloadRecord] = []
         self.fill: FillRecord | None = None
 
-    def plan_dict(self) -> dict[str, Any]:
-        return cv.plan_dict(self.o, self.p.args, self.p.layout, self.p.target.dir_dict())
+    def plan_dict(self) -> JsonObject:
+        return cv.plan_record(self.o, self.p.args, self.p.layout,
+                              self.p.target.dir_dict()).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._test)
@@ -163,13 +166,14 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         cell = self._cell(run, point)
         record = None if cell is None else self._record(point, cell, usage)
         ok = run.ok and record is not None and record.iops > 0
-        if cell is not None and record is not None:
-            cell.update(self._extra(point, record), **usage)
+        stored: JsonObject | None = None if cell is None else cv.CurvesCell.from_json(
+            cell if record is None else {**cell, **self._extra(point, record), **usage},
+            f"{TEST} point {self.round_no}").to_json()
         s.fio_round(
             TEST, self.round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": record.iops, "lat_mean_us": record.lat_mean_us or 0.0}
             if ok and record is not None else {},
-            cells=[cell] if cell is not None else [])
+            cells=[stored] if stored is not None else [])
         s.ground_truth(TEST, f"point {self.round_no}")
         if not ok or record is None:
             raise TestFailed(f"point {self.round_no} ({point.workload.name}, {point.label}): "
@@ -227,7 +231,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             points_run=sum(len(w.points) for w in self.results),
             short_points=sum(1 for w in self.results for q in w.points if q.short),
             error=error)
-        verdicts = {w.name: {"message": w.summary()} for w in self.results}
+        verdicts = {w.name: Verdict(w.summary()) for w in self.results}
         self.store.set_test(self.run_id, TEST, status=status,
                             params=cv.test_params(self.o, self.p.layout), verdicts=verdicts,
                             result=result.to_json())

@@ -25,8 +25,10 @@ from ssdlab.analysis.slc_probe import (
 from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, completions, read_log
 from ssdlab.engine.runner import Executor, FioRun
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import slc_probe as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.slc_probe import (
     CELL,
     TEST,
@@ -35,8 +37,11 @@ from ssdlab.plan.slc_probe import (
     PassRecord,
     SlcProbeArgs,
     SlcProbeOptions,
+    SlcProbeParams,
     SlcProbeResult,
     SlcTruth,
+    SliceCell,
+    WriteStep,
     build_slc_options,
 )
 from ssdlab.plan.units import format_bytes, format_duration
@@ -113,8 +118,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.sleep = sleep
         self._round_no = 0
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.o, self.p.args)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.o, self.p.args).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self.run_test, check_target=False)
@@ -137,7 +142,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.progress.line(f"{TEST}: {why}: idle for {seconds:g} s")
         self.sleep(seconds)
 
-    def _probe(self, params: dict[str, Any]) -> None:
+    def _probe(self, params: SlcProbeParams) -> None:
         o = self.o
         purge = None
         if o.purge != "none":
@@ -153,7 +158,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             recovery = recovery_text(first, again, o.repeat_after_s, o.min_change)
         result = self._result(passes, recovery, truth, purge is None or purge.ok)
         self.store.set_test(self.run_id, TEST, status="complete", params=params,
-                            verdicts={"primary": {"message": result.message}},
+                            verdicts={"primary": Verdict(result.message)},
                             result=result.to_json())
         self.progress.line(f"{TEST}: {result.message}")
         if recovery:
@@ -187,11 +192,10 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
                                f"sequentially (pass {pass_no})")
             run = self.session.run_fio(text, (cell,), json_plus=False)
             seconds = run.ended_at - run.started_at
-            self.store.add_step(self.run_id, TEST, "write", {
-                "pass": pass_no, "io_bytes": cell.io_bytes, "block_bytes": cell.block_bytes,
-                "iodepth": cell.iodepth, "log": self.o.describe_log(), "ok": run.ok,
-                "error": run.error, "seconds": seconds,
-            }, fio_record(run, f"write pass {pass_no}"))
+            self.store.add_step(self.run_id, TEST, "write", WriteStep(
+                pass_no, cell.io_bytes, cell.block_bytes, cell.iodepth,
+                self.o.describe_log(), run.ok, run.error, seconds,
+            ), fio_record(run, f"write pass {pass_no}"))
             truth = self.session.ground_truth(TEST, f"write pass {pass_no}")
             if not run.ok:
                 raise TestFailed(f"the sequential write (pass {pass_no}) failed: {run.error}")
@@ -225,11 +229,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         previous_bytes, previous_s = 0.0, 0.0
         for point in points:
             self._round_no += 1
-            cell = {
-                "cell": CELL, "pass": pass_no, "bytes_written": point.bytes_done,
-                "slice_bytes": point.bytes_done - previous_bytes, "bw_bytes_per_s": point.rate,
-                "write_bw_bytes_per_s": point.rate, "seconds": point.seconds,
-            }
+            cell = SliceCell(CELL, pass_no, point.bytes_done, point.bytes_done - previous_bytes,
+                             point.rate, point.rate, point.seconds)
             self.store.add_round(
                 self.run_id, TEST, self._round_no, status="ok", tracking={TRACKING: point.rate},
                 cells=[cell], fio=None, started_at=started + previous_s,
