@@ -18,6 +18,7 @@ from typing import Any
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
 from ssdlab.jsonrecord import JsonObject
+from ssdlab.plan import curve_workloads as cw
 from ssdlab.plan import curves as cv
 from ssdlab.plan.curves import (
     TEST,
@@ -54,8 +55,8 @@ class PreparedCurves(PreparedWorkload[CurvesOptions]):
     args: CurvesArgs
     layout: cv.Layout
 
-    def point(self, w: cv.Workload, kind: str, fraction: int | None = None,
-              target_iops: float | None = None) -> cv.Point:
+    def point(self, w: cw.Workload, kind: str, fraction: int | None = None,
+              target_iops: float | None = None) -> cw.Point:
         return self.layout.point(self.options, w, kind, fraction, target_iops)
 
 
@@ -134,7 +135,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             raise
         self._store("complete")
 
-    def _workload(self, w: cv.Workload) -> None:
+    def _workload(self, w: cw.Workload) -> None:
         self.results.append(cv.workload_record(w, self.p.layout.load(self.o, w)))
         max_iops = self._point(self.p.point(w, "max")).iops
         self._update(max_iops=max_iops)
@@ -143,7 +144,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         for f in self.o.fractions_pct:
             self._point(self.p.point(w, "fraction", f, max_iops * f / 100))
         if self.o.with_120:
-            self._point(self.p.point(w, "unthrottled", cv.UNTHROTTLED_PCT))
+            self._point(self.p.point(w, "unthrottled", cw.UNTHROTTLED_PCT))
         self._store("running")
         self.progress.line(f"{w.name}: {self.results[-1].summary()}")
 
@@ -151,13 +152,13 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         """The current workload's curve, changed."""
         self.results[-1] = dataclasses.replace(self.results[-1], **changes)
 
-    def _point(self, point: cv.Point) -> PointRecord:
+    def _point(self, point: cw.Point) -> PointRecord:
         s = self.session
         self.round_no += 1
         spec = point.cell_spec()
         header = (f"ssdlab {self.p.target.versions['ssdlab']}: {TEST} point {self.round_no}: "
                   f"{point.workload.name}, {point.label}")
-        text = render(cv.point_job(point, s.info.path, self.o.ioengine), header)
+        text = render(cw.point_job(point, s.info.path, self.o.ioengine), header)
         self.progress.phase(f"{point.workload.name} {point.label}", self.round_no,
                             spec.planned_seconds)
         before = self.read_stat()
@@ -183,13 +184,13 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         return record
 
     @staticmethod
-    def _cell(run: FioRun, point: cv.Point) -> Cell | None:
+    def _cell(run: FioRun, point: cw.Point) -> Cell | None:
         if run.output is None:
             return None
         job = next((j for j in run.output.jobs if j.name == point.name), None)
         return None if job is None else cell_from_job(point.cell_spec(), job)
 
-    def _record(self, point: cv.Point, cell: Cell, usage: dict[str, float | None]
+    def _record(self, point: cw.Point, cell: Cell, usage: dict[str, float | None]
                 ) -> PointRecord:
         """The point as the result keeps it: the cell's figures (read as the record's
         types), what the point asked for, the host's CPU use."""
@@ -205,7 +206,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             host_steal_pct=usage["host_steal_pct"])
 
     @staticmethod
-    def _extra(point: cv.Point, record: PointRecord) -> dict[str, object]:
+    def _extra(point: cw.Point, record: PointRecord) -> dict[str, object]:
         """What a point's stored round cell adds to fio's figures."""
         return {"workload": point.workload.name, "kind": point.kind,
                 "fraction_pct": point.fraction_pct, "target_iops": point.target_iops,
@@ -215,7 +216,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
                 "distribution": point.workload.distribution}
 
     @staticmethod
-    def _point_line(point: cv.Point, q: PointRecord) -> str:
+    def _point_line(point: cw.Point, q: PointRecord) -> str:
         target = "" if point.target_iops is None else f" (target {point.target_iops:,.0f})"
         flag = " SHORT of target" if q.short else ""
         steal = q.host_steal_pct
