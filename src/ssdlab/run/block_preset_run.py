@@ -30,19 +30,18 @@ from ssdlab.engine.runner import Executor
 from ssdlab.errors import TargetError, UserError
 from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import block_presets as bp
+from ssdlab.plan import preset_defs as pd
 from ssdlab.plan.block_presets import (
     CachesDropped,
     CleanupEvent,
-    Measurement,
     PrefillStep,
-    PresetArgs,
     PresetCell,
     PresetParams,
-    PresetPlan,
     PresetResult,
     RowRecord,
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.preset_defs import Measurement, PresetArgs, PresetPlan
 from ssdlab.plan.results import Verdict
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.plan.units import format_bytes
@@ -101,12 +100,12 @@ def auto_qd(request: TargetRequest, args: PresetArgs) -> tuple[PresetArgs, str]:
     """``--qd auto``: the arguments with the outstanding I/O (jobs x QD) of the target's
     most recent peak run (ATTO: its 128 KiB sequential peak; IOmeter: its 4 KiB random
     one), and where it came from; UserError (exit 2) without such a run."""
-    if isinstance(args, bp.CdmArgs) or args.qd != AUTO:
+    if isinstance(args, pd.CdmArgs) or args.qd != AUTO:
         return args, ""
     if request.target is None:
         raise UserError("--qd auto needs --target: the load comes from that target's peak run")
     load = peak_load(request.target, request.store,
-                     "throughput" if isinstance(args, bp.AttoArgs) else "iops", "--qd")
+                     "throughput" if isinstance(args, pd.AttoArgs) else "iops", "--qd")
     qd = load.threads * load.iodepth
     return dataclasses.replace(args, qd=qd), f"QD {qd} (jobs x QD) from {load.origin}"
 
@@ -128,7 +127,7 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         raise UserError("give either --target (a block device or an ssdlab test file) or "
                         "--dir (a directory for the test file), not both or neither")
     if directory is not None:
-        plan = bp.plan_of(args)
+        plan = pd.plan_of(args)
         if request.destroy_data is not False:
             raise UserError("--destroy-data is for block devices; --dir writes only its own "
                             "test file in a subdirectory it removes afterwards")
@@ -153,12 +152,12 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
 
 
 def _plan(args: PresetArgs, logical_sector: int, existing: int | None, path: str
-          ) -> bp.PresetPlan:
+          ) -> PresetPlan:
     """The preset's plan; an existing test file of a size out of its range (no --size
     given, so its size is the test's) is refused naming the file, not --size."""
     try:
-        return bp.plan_of(args, logical_sector, existing)
-    except bp.SizeRefused as exc:
+        return pd.plan_of(args, logical_sector, existing)
+    except pd.SizeRefused as exc:
         if args.size_bytes is not None or existing is None:
             raise
         raise TargetError(f"the test file {path} is {format_bytes(existing)} and no --size "
