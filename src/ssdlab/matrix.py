@@ -47,7 +47,8 @@ from ssdlab.run.consistency import record_checks
 from ssdlab.run.member_check import check_members, member_check_job, planned_seconds
 from ssdlab.run.prepare import TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import RunInterrupted, Runner, boot_id, recorded_ending
+from ssdlab.run.session import RunInterrupted, boot_id, recorded_ending
+from ssdlab.run.suite import Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.suites import Suite, find

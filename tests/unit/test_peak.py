@@ -24,8 +24,6 @@ from ssdlab.analysis.peak import (
     search,
 )
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.plan.options import PtsArgs
-from ssdlab.plan.options import build_options as pts_options
 from ssdlab.plan.peak import (
     PeakArgs,
     PeakCell,
@@ -34,7 +32,9 @@ from ssdlab.plan.peak import (
     parse_max_latency,
 )
 from ssdlab.plan.preset_defs import IometerArgs
-from ssdlab.plan.pts import active_range
+from ssdlab.plan.pts import PtsArgs
+from ssdlab.plan.pts import build_options as pts_options
+from ssdlab.plan.specs import active_range
 from ssdlab.report.peak_pages import PAGES, peak_page
 from ssdlab.run.block_preset_run import auto_qd
 from ssdlab.run.peak_run import PeakRun, PreparedPeak, measured_of, pinning

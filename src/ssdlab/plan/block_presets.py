@@ -31,7 +31,7 @@ from ssdlab.plan.preset_defs import (
 from ssdlab.plan.results import FioCell, PreconditionStep, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import CellSpec
 from ssdlab.plan.suite import Opt, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.units import format_bytes, format_duration
 
 _A = TypeVar("_A", CdmArgs, AttoArgs, IometerArgs)
 

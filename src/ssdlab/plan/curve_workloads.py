@@ -18,7 +18,7 @@ from ssdlab import presets
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Mix, Pattern
-from ssdlab.plan.units import fio_time, parse_size
+from ssdlab.units import fio_time, parse_size
 
 PRESET = "curves"
 MAX_OUTSTANDING = 4096

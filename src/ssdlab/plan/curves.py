@@ -37,7 +37,7 @@ from ssdlab.plan.preset_defs import PresetIdentity
 from ssdlab.plan.results import ByteRange, FioCell, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import (
+from ssdlab.units import (
     check_fio_seconds,
     format_bytes,
     format_duration,

@@ -31,7 +31,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.filejobs import DIRECTIONS, Direction, FileJob
 from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, parse_size
+from ssdlab.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
 KIB = 1024

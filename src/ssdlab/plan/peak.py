@@ -23,7 +23,6 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.pts import ActiveRange
 from ssdlab.plan.results import (
     ByteRange,
     FioCell,
@@ -33,9 +32,9 @@ from ssdlab.plan.results import (
     TestParams,
     Verdict,
 )
-from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.units import check_fio_seconds, format_bytes
+from ssdlab.units import check_fio_seconds, format_bytes
 
 SUITE = "peak"
 

@@ -22,7 +22,7 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.plan.suite import Profiled
-from ssdlab.plan.units import format_bytes, parse_size
+from ssdlab.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
 CDM_MODES = ("read", "write", "mix")

@@ -17,6 +17,7 @@ from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
 from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.reference.published import TEST_STATUS
 from ssdlab.report import charts as ch
 from ssdlab.report.consistency import cell_mark, memory_cells
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
@@ -36,10 +37,6 @@ from ssdlab.report.terminal import (
     verdict_line,
 )
 from ssdlab.store.records import RunData, TestData
-
-
-def _cells_by_name(test: TestData) -> dict[str, dict[str, Any]]:
-    return {str(c.get("cell")): c for c in result_cells(test)}
 
 
 def _tracking_vars(test: TestData) -> list[dict[str, str]]:
@@ -65,7 +62,7 @@ def _state_banner(test: TestData) -> str:
             "continues the test to the SNIA rule")
     if test.status == "not_steady":
         return _not_steady_banner(test)
-    if test.status not in ("steady", "published"):
+    if test.status not in ("steady", TEST_STATUS):
         error = result_of(test, PtsResult).error or ""
         return banner("failed", f"{test.status.upper()}: {error}")
     return ""

@@ -52,16 +52,17 @@ from ssdlab.plan.db import (
 from ssdlab.plan.dbcommands import Binaries, Layout, shown
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.suite import stored_plan
-from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.run import dbserver
 from ssdlab.run.dbserver import ServerProcess, ServerRecord, Workspace
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, recorded_ending
+from ssdlab.run.session import SessionRun, TestFailed, recorded_ending
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import FioRecord, RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import DirInfo, describe_dir, drop_caches
+from ssdlab.units import format_bytes, format_duration
 
 #: the user each server runs as (Debian's packages make them)
 USERS = {"mariadb": "mysql", "postgresql": "postgres"}

@@ -49,20 +49,15 @@ from ssdlab.plan.file_presets import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
 from ssdlab.run.prepare import TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    Runner,
-    TestFailed,
-    finish_complete,
-    fio_record,
-    recorded_ending,
-)
+from ssdlab.run.session import TestFailed, finish_complete, fio_record, recorded_ending
+from ssdlab.run.suite import Runner
 from ssdlab.store.db import Store
 from ssdlab.targets.identity import host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
+from ssdlab.units import format_bytes
 
 #: a phase that moves less than this is presumed stuck (the watchdog)
 MIN_BYTES_PER_S = 2 * 1024 * 1024

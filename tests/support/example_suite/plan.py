@@ -18,7 +18,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import MIB, CellSpec, Mix, Pattern
 from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes
+from ssdlab.units import format_bytes
 
 SUITE = TEST = "example-read"
 BLOCK_BYTES = MIB

@@ -11,7 +11,8 @@ from ssdlab.plan.planned import PlannedTime
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.records import RunData
 from tests.support.example_suite import plan
 from tests.support.example_suite.plan import TEST, ReadArgs, ReadOptions, ReadResult
