@@ -37,11 +37,11 @@ def host_summaries(per_host: Sequence[JobResult]) -> dict[str, dict[str, Any]]:
 def remote_purge(remote: RemoteSet, method: str, offset: int, size: int) -> PurgeOutcome:
     """Every host's purge at once, as one outcome: ok when every host's was."""
     outcomes = remote.purge(method, offset, size)
-    ok = all(bool(o.get("ok")) for o in outcomes)
-    detail = "; ".join(f"{o['host']}: {'ok' if o.get('ok') else 'FAILED'} "
-                       f"({o.get('detail', '')})" for o in outcomes)
-    seconds = max(float(o.get("seconds", 0.0)) for o in outcomes)
-    used = {str(o.get("method")) for o in outcomes}
+    ok = all(o.ok for _, o in outcomes)
+    detail = "; ".join(f"{host}: {'ok' if o.ok else 'FAILED'} ({o.detail})"
+                       for host, o in outcomes)
+    seconds = max(float(o.seconds) for _, o in outcomes)
+    used = {o.method for _, o in outcomes}
     return PurgeOutcome(used.pop() if len(used) == 1 else method, ok, seconds, None, detail)
 
 
