@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab import presets
 from ssdlab.engine.jobfile import render as render_job
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun, TickFn
@@ -48,9 +47,11 @@ def refused(**kw: object) -> str:
 
 
 def test_every_workload_of_the_methodology_is_in_the_preset() -> None:
-    data, known = cw.catalogue()
-    assert data["name"] == "curves" and isinstance(data["version"], int)
-    assert presets.identity(data)["preset"] == "curves"
+    data = cw.catalogue()
+    known = data.workloads
+    assert data.identity.preset == "curves" and data.identity.preset_version >= 1
+    assert data.fractions_pct == (10, 50, 70, 80, 90, 100)
+    assert set(data.default) | set(data.quick_default) <= set(known)
     expected = {"4k-random-read", "4k-random-write", "64k-seq-read", "64k-seq-write",
                 "16k-seq-read", "16k-seq-write", "70-30-4k", "70-30-8k", "70-30-16k", "sql",
                 "sql-90-10", "sql-80-20", "oracle", "oracle-90-10", "oracle-80-20",
@@ -86,7 +87,7 @@ def test_profiles_pick_their_workloads_fractions_and_seconds() -> None:
     full = options()
     assert full.fractions_pct == (10, 50, 70, 80, 90, 100) and not full.quick
     assert (full.measure_s, full.ramp_s) == (30.0, 5.0)
-    assert len(full.workloads) == 8 and full.preset["preset_version"] == 1
+    assert len(full.workloads) == 8 and full.preset.preset_version == 1
     quick = options(profile="quick")
     assert quick.quick and quick.fractions_pct == (10, 50, 80, 100)
     assert [w.name for w in quick.workloads] == ["4k-random-read", "70-30-8k"]
@@ -139,7 +140,7 @@ def test_outstanding_io_becomes_jobs_times_queue_depth() -> None:
 
 def _point(name: str, kind: str = "fraction", fraction: int | None = 50,
            target: float | None = 10_000.0, jobs: int = 2) -> cw.Point:
-    _, known = cw.catalogue()
+    known = cw.catalogue().workloads
     return cw.Point(known[name], kind, fraction, target, cw.Load(jobs, 8), 0, 64 * MIB, 1.0,
                     0.5)
 

@@ -11,12 +11,13 @@ fio job section, its target rate split over the jobs and between reads and write
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ssdlab import presets
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
+from ssdlab.plan.preset_defs import PresetIdentity
 from ssdlab.plan.specs import CellSpec, FioJob, JobSection, Mix, Pattern
 from ssdlab.units import fio_time, parse_size
 
@@ -124,12 +125,12 @@ def _distribution(text: str, where: str) -> str:
     return text
 
 
-def workload_from(name: str, data: dict[str, Any]) -> Workload:
+def workload_from(name: str, data: Mapping[str, object]) -> Workload:
     where = f"preset {PRESET}, workload {name}"
     try:
         pattern = Pattern(str(data["pattern"]))
-        read_pct = int(data["read_pct"])
-        threads = int(data["threads"])
+        read_pct = _whole(data["read_pct"])
+        threads = _whole(data["threads"])
         title = str(data["title"])
         bssplit = parse_bssplit(str(data["bssplit"]), where)
     except (KeyError, ValueError) as exc:
@@ -141,13 +142,49 @@ def workload_from(name: str, data: dict[str, Any]) -> Workload:
                     str(data.get("source", "")))
 
 
-def catalogue() -> tuple[dict[str, Any], dict[str, Workload]]:
+def _whole(value: object) -> int:
+    """A whole number of the preset data (a number or its text); ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{value!r} is not a whole number")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The preset data, validated: which preset, every workload, and the default
+    workloads and fractions of each profile."""
+
+    identity: PresetIdentity
+    workloads: dict[str, Workload]
+    default: tuple[str, ...]
+    quick_default: tuple[str, ...]
+    fractions_pct: tuple[int, ...]
+    quick_fractions_pct: tuple[int, ...]
+
+
+def _listed(data: Mapping[str, object], key: str) -> list[object]:
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise UserError(f"preset {PRESET} is malformed (no {key} list)")
+    return value
+
+
+def catalogue() -> Catalogue:
     """The preset data and every workload in it, validated."""
     data = presets.load(PRESET)
     table = data.get("workloads")
     if not isinstance(table, dict):
         raise UserError(f"preset {PRESET} is malformed (no workloads)")
-    return data, {name: workload_from(name, w) for name, w in table.items()}
+    try:
+        fractions = [tuple(_whole(v) for v in _listed(data, key))
+                     for key in ("fractions_pct", "quick_fractions_pct")]
+    except ValueError as exc:
+        raise UserError(f"preset {PRESET} is malformed ({exc})") from None
+    return Catalogue(PresetIdentity.of(data),
+                     {name: workload_from(name, w) for name, w in table.items()},
+                     tuple(str(n) for n in _listed(data, "default")),
+                     tuple(str(n) for n in _listed(data, "quick_default")),
+                     fractions[0], fractions[1])
 
 
 # -- the load of a workload ------------------------------------------------------------

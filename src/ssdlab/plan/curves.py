@@ -15,9 +15,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
-from ssdlab import presets
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import optionsets as common
@@ -25,6 +24,7 @@ from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.curve_workloads import (
     MAX_OUTSTANDING,
     UNTHROTTLED_PCT,
+    Catalogue,
     Load,
     Point,
     Workload,
@@ -94,7 +94,7 @@ class CurvesOptions(Profiled):
     min_delivered_pct: float
     purge: str
     ioengine: str
-    preset: dict[str, Any]  # presets.identity
+    preset: PresetIdentity
 
     @property
     def points_per_workload(self) -> int:
@@ -117,10 +117,10 @@ def parse_fractions(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def _select(text: str | None, quick: bool, data: dict[str, Any],
-            known: dict[str, Workload]) -> tuple[Workload, ...]:
+def _select(text: str | None, quick: bool, data: Catalogue) -> tuple[Workload, ...]:
+    known = data.workloads
     if text is None:
-        names = [str(n) for n in data["quick_default" if quick else "default"]]
+        names = list(data.quick_default if quick else data.default)
     elif text.strip() == "all":
         names = list(known)
     else:
@@ -140,10 +140,10 @@ def build_options(args: CurvesArgs, purge_methods: tuple[str, ...],
     if args.profile not in PROFILES:
         raise UserError(f"--profile {args.profile!r}: choose {' or '.join(PROFILES)}")
     quick = args.profile == "quick"
-    data, known = catalogue()
-    workloads = _select(args.workloads, quick, data, known)
-    fractions = parse_fractions(args.fractions) if args.fractions is not None else tuple(
-        int(v) for v in data["quick_fractions_pct" if quick else "fractions_pct"])
+    data = catalogue()
+    workloads = _select(args.workloads, quick, data)
+    fractions = parse_fractions(args.fractions) if args.fractions is not None else (
+        data.quick_fractions_pct if quick else data.fractions_pct)
     measure_default, ramp_default = PROFILE_SECONDS[args.profile]
     measure = measure_default if args.seconds is None else check_fio_seconds(
         "--seconds", args.seconds, 0.1, 86400)
@@ -166,7 +166,7 @@ def build_options(args: CurvesArgs, purge_methods: tuple[str, ...],
         raise UserError(f"--ioengine {args.ioengine!r}: choose from {', '.join(ioengines)}")
     return CurvesOptions(args.profile, workloads, fractions, args.with_120, measure, ramp,
                          args.threads, args.jobs, fill, low, args.purge, args.ioengine,
-                         presets.identity(data))
+                         data.identity)
 
 
 # ------------------------------------------------------------------------ on the target
@@ -318,7 +318,7 @@ class CurvesResult(Record):
 
     workloads: list[WorkloadRecord] = field(default_factory=list)
     fill: FillRecord | None = None
-    preset: dict[str, str | int] = field(default_factory=dict)  # presets.identity
+    preset: PresetIdentity = field(default_factory=PresetIdentity)
     points_run: int = 0
     short_points: int = 0
     error: str | None = None
@@ -450,7 +450,7 @@ def describe(o: CurvesOptions, layout: Layout, target: str, block: bool, job_tex
     points = o.points_per_workload * len(o.workloads)
     fractions = ", ".join(f"{f} %" for f in o.fractions_pct)
     out = [
-        f"{TEST}: preset {o.preset['preset']} v{o.preset['preset_version']}, profile "
+        f"{TEST}: preset {o.preset.preset} v{o.preset.preset_version}, profile "
         f"{o.profile}{' (QUICK)' if o.quick else ''}, {o.ramp_s:g} s ramp + "
         f"{o.measure_s:g} s measured per point",
         f"per workload: a max-rate run (unthrottled), then {fractions} of it"
@@ -483,15 +483,17 @@ def describe(o: CurvesOptions, layout: Layout, target: str, block: bool, job_tex
 def plan_record(o: CurvesOptions, args: CurvesArgs, layout: Layout,
                 directory: Mapping[str, object] | None) -> CurvesPlan:
     """The stored plan (``directory``: the --dir the test file was made in, facts)."""
-    options = {k: v for k, v in dataclasses.asdict(o).items() if k != "workloads"}
-    return CurvesPlan(TEST, dataclasses.asdict(args), options, PresetIdentity(**o.preset),
+    # the options as given to the dataclass's asdict, the preset as its document
+    options = {k: o.preset.to_json() if k == "preset" else v
+               for k, v in dataclasses.asdict(o).items() if k != "workloads"}
+    return CurvesPlan(TEST, dataclasses.asdict(args), options, o.preset,
                       tuple(w.record() for w in o.workloads), layout.region(),
                       None if directory is None else cast(JsonObject, dict(directory)),
                       o.ioengine)
 
 
 def test_params(o: CurvesOptions, layout: Layout) -> CurvesParams:
-    return CurvesParams("Curves (vdbench style)", PresetIdentity(**o.preset), o.profile,
+    return CurvesParams("Curves (vdbench style)", o.preset, o.profile,
                         o.quick, o.fractions_pct, o.with_120, o.measure_s, o.ramp_s,
                         o.min_delivered_pct, o.fill_region_pct, layout.region(), o.purge,
                         tuple(w.record() for w in o.workloads))

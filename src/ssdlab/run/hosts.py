@@ -4,10 +4,12 @@ state, its purge (the run's target as a whole is their aggregate: run/remote.py)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.run.remote import RemoteSet
 from ssdlab.targets.purge import PurgeOutcome
 
@@ -21,16 +23,26 @@ HOST_TRUTH_KIND = "host-truth"
 HOST_VERDICT_KIND = "host-verdicts"
 
 
-def _job_summary(job: JobResult) -> dict[str, Any]:
-    pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
-    return {"iops": job.total_iops, "bw_bytes_per_s": job.total_bw_bytes_per_s,
-            "lat_p99_us": pct[99.0] / 1000 if 99.0 in pct else None,
-            "error": job.error}
+@dataclass(frozen=True)
+class JobSummary(Record):
+    """A host's job in a round, summarised: its IOPS, bandwidth, p99 completion latency
+    and fio's error code."""
+
+    iops: float
+    bw_bytes_per_s: float
+    lat_p99_us: float | None
+    error: int
+
+    @classmethod
+    def of(cls, job: JobResult) -> JobSummary:
+        pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
+        return cls(job.total_iops, job.total_bw_bytes_per_s,
+                   pct[99.0] / 1000 if 99.0 in pct else None, job.error)
 
 
-def host_summaries(per_host: Sequence[JobResult]) -> dict[str, dict[str, Any]]:
+def host_summaries(per_host: Sequence[JobResult]) -> dict[str, JsonObject]:
     """Each host's jobs in a round, summarised (for suites that say nothing more)."""
-    return {host: {"jobs": {job.name: _job_summary(job) for job in jobs}}
+    return {host: {"jobs": {job.name: JobSummary.of(job).to_json() for job in jobs}}
             for host, jobs in by_host(per_host).items()}
 
 

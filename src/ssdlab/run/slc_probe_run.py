@@ -9,9 +9,8 @@ in the store and the report draws it from there.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ssdlab.analysis.cliff import rate_by_bytes
 from ssdlab.analysis.slc_probe import (
@@ -166,7 +165,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             self.progress.line(f"{TEST}: {recovery}")
 
     def _result(self, passes: list[tuple[PassVerdict, float]], recovery: str | None,
-                truth: dict[str, Any] | None, purged: bool) -> SlcProbeResult:
+                truth: Mapping[str, object] | None, purged: bool) -> SlcProbeResult:
         first = passes[0][0]
         return SlcProbeResult(
             estimate_bytes=first.estimate_bytes,
@@ -183,7 +182,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         )
 
     # -- one write -------------------------------------------------------------------------
-    def _pass(self, pass_no: int) -> tuple[PassVerdict, dict[str, Any] | None]:
+    def _pass(self, pass_no: int) -> tuple[PassVerdict, Mapping[str, object] | None]:
         cell = self.o.cell(pass_no)
         with scratch.scratch_dir("slc") as logdir:
             prefix = str(logdir / "slc")
@@ -245,7 +244,8 @@ def _cliffs(verdict: PassVerdict) -> list[CliffRecord]:
             for c in verdict.cliffs]
 
 
-def _slc_truth(truth: dict[str, Any] | None, estimate: float | None) -> SlcTruth | None:
+def _slc_truth(truth: Mapping[str, object] | None, estimate: float | None
+               ) -> SlcTruth | None:
     """On the emulated SSD: its configured cache, and how far the estimate is from it."""
     if truth is None:
         return None
