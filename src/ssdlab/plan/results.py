@@ -352,6 +352,48 @@ class HostsEvent(Record):
     hosts: list[JsonObject] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class HostRecord(Record):
+    """A host of a run on several hosts as the run records it (each of its ``hosts``
+    event's, and of the combined target's details): the host, its target, what it runs
+    and its clock against the coordinator's."""
+
+    host: str
+    path: str
+    hostname: str | None = None
+    ssdlab: str | None = None
+    fio: str | None = None
+    clock_offset_s: float = 0.0
+    target: JsonObject = field(default_factory=dict)
+    host_info: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class HostPart(Record):
+    """A host's part of a round (a ``host-round`` event): what the suite made of it, with
+    the tracking variables where the suite has them (else a summary of its jobs)."""
+
+    OMIT_NONE = frozenset({"tracking"})
+
+    tracking: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class HostRoundEvent(Record):
+    """Each host's part of one round of a run on several hosts."""
+
+    round: int
+    phase: str = ""
+    hosts: dict[str, HostPart] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostVerdictsEvent(Record):
+    """Each host's own steady-state verdict of a test (on the run's rule)."""
+
+    hosts: dict[str, SteadyVerdict] = field(default_factory=dict)
+
+
 #: the detail of each kind of step the shared run code records
 STEP_DETAILS: dict[str, type[Record]] = {"purge": PurgeStep, "precondition": PreconditionStep}
 #: the detail of each kind of event the shared run code records; None: a document kept

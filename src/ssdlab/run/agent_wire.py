@@ -13,7 +13,7 @@ identity, a target's, the emulator's statistics, the health log) are JSON object
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ssdlab.errors import ExitCode, UserError
@@ -123,22 +123,6 @@ class Request(Record):
     method: str | None = None
     offset: str | None = None
     size: str | None = None
-
-
-@dataclass(frozen=True)
-class HostRecord(Record):
-    """A host of a run as the run records it (its ``hosts`` event, the combined target's
-    details): the host, its target, what it runs and its clock against the
-    coordinator's."""
-
-    host: str
-    path: str
-    hostname: str | None = None
-    ssdlab: str | None = None
-    fio: str | None = None
-    clock_offset_s: float = 0.0
-    target: JsonObject = field(default_factory=dict)
-    host_info: JsonObject | None = None
 
 
 def decode(host: str, verb: str, answer: JsonObject, record: type[R]) -> R:

@@ -36,13 +36,12 @@ from ssdlab.children import die_with_parent
 from ssdlab.engine.client import ClientExecutor, ClientHost
 from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.jsonrecord import JsonObject
-from ssdlab.plan.results import PurgeStep
+from ssdlab.plan.results import HostRecord, PurgeStep
 from ssdlab.run.agent_wire import (
     PROTOCOL,
     CheckAnswer,
     Hello,
     HostError,
-    HostRecord,
     HostTruth,
     ProbeAnswer,
     Ready,
