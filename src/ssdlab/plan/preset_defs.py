@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 from ssdlab import presets
 from ssdlab.errors import UserError
@@ -147,17 +148,36 @@ def plan_of(args: PresetArgs, logical_sector: int = 512, existing_size: int | No
 # --------------------------------------------------------------------------- helpers
 
 
+#: a table of a preset's definition (as ``presets.load`` read it from its TOML file)
+Table: TypeAlias = Mapping[str, object]
+
+
+def _table(data: Table, key: str) -> Table:
+    """The table ``key`` of a preset's definition (empty when it has none)."""
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise UserError(f"preset {data.get('name')} is malformed ({key} is not a table)")
+    return value
+
+
+def _count(value: object, what: str) -> int:
+    """A whole number of a preset's definition."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"preset {what} {value!r} is not a whole number")
+    return value
+
+
 class _Defaults:
     """A preset's value for a setting: the quick profile's, else the preset default."""
 
-    def __init__(self, data: dict[str, Any], profile: str) -> None:
+    def __init__(self, data: Table, profile: str) -> None:
         if profile not in PROFILES:
             raise UserError(f"--profile {profile!r} is not one of: {', '.join(PROFILES)}")
-        self.defaults: dict[str, Any] = data.get("defaults", {})
-        self.quick: dict[str, Any] = data.get("quick", {}) if profile == "quick" else {}
-        self.limits: dict[str, Any] = data.get("limits", {})
+        self.defaults = _table(data, "defaults")
+        self.quick = _table(data, "quick") if profile == "quick" else {}
+        self.limits = _table(data, "limits")
 
-    def __call__(self, key: str, given: Any = None) -> Any:
+    def __call__(self, key: str, given: object = None) -> object:
         if given is not None:
             return given
         return self.quick.get(key, self.defaults.get(key))
@@ -171,13 +191,16 @@ def size_of(text: object, what: str = "size") -> int:
         raise UserError(f"{what} {text!r}: {exc}") from None
 
 
-def _seconds(option: str, value: float, minimum: float = 0.1) -> float:
-    if not (math.isfinite(value) and minimum <= value <= MAX_SECONDS):
-        raise UserError(f"{option} {value!r}: give {minimum:g} to {MAX_SECONDS:g} seconds")
-    return float(value)
+def _seconds(option: str, value: object, minimum: float = 0.1) -> float:
+    seconds = float(value) if isinstance(value, int | float) and not isinstance(
+        value, bool) else math.nan
+    if not (math.isfinite(seconds) and minimum <= seconds <= MAX_SECONDS):
+        shown = seconds if math.isfinite(seconds) else value
+        raise UserError(f"{option} {shown!r}: give {minimum:g} to {MAX_SECONDS:g} seconds")
+    return seconds
 
 
-def _whole(option: str, value: int, low: int, high: int) -> int:
+def _whole(option: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise UserError(f"{option} {value!r}: give a whole number from {low} to {high}")
     return value
@@ -204,18 +227,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _sets(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def _pick_set(data: Table, name: str) -> list[Table]:
+    """The set ``name`` of a preset's definition: its tests (or access specs)."""
     sets = data.get("sets")
     if not isinstance(sets, dict) or not sets:
         raise UserError(f"preset {data.get('name')} is malformed (no sets)")
-    return sets
-
-
-def _pick_set(data: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    sets = _sets(data)
     if name not in sets:
         raise UserError(f"--set {name!r} is not one of: {', '.join(sets)}")
-    return sets[name]
+    chosen = sets[name]
+    if not isinstance(chosen, list) or not all(isinstance(t, dict) for t in chosen):
+        raise UserError(f"preset {data.get('name')} is malformed (set {name})")
+    return chosen
 
 
 def _pattern(text: object) -> Pattern:
@@ -250,11 +272,13 @@ def build_cdm(args: CdmArgs) -> PresetPlan:
     set_name = str(d("set", args.set))
     tests = _pick_set(data, set_name)
     modes_value = d("modes", args.modes)
-    modes = parse_modes(modes_value if isinstance(modes_value, str) else ",".join(modes_value))
+    modes = parse_modes(modes_value if isinstance(modes_value, str) else ",".join(
+        str(m) for m in modes_value) if isinstance(modes_value, list) else str(modes_value))
     mix_pct = _whole("--mix-read-pct", d("mix_read_pct", args.mix_read_pct), 1, 99)
-    passes = _whole("--passes", d("passes", args.passes), 1, int(d.limits["max_passes"]))
-    measure = _seconds("--measure-seconds", float(d("measure_seconds", args.measure_s)))
-    interval = _seconds("--interval-seconds", float(d("interval_seconds", args.interval_s)),
+    passes = _whole("--passes", d("passes", args.passes), 1,
+                    _count(d.limits["max_passes"], "cdm max_passes"))
+    measure = _seconds("--measure-seconds", d("measure_seconds", args.measure_s))
+    interval = _seconds("--interval-seconds", d("interval_seconds", args.interval_s),
                         0.0)
     size = _check_size(args.size_bytes or size_of(d("size")), size_of(d.limits["min_size"]),
                        size_of(d.limits["max_size"]))
@@ -264,7 +288,8 @@ def build_cdm(args: CdmArgs) -> PresetPlan:
         for test in tests:
             label = str(test["label"])
             block = size_of(test["block"], f"preset cdm test {label} block")
-            threads, qd = int(test["threads"]), int(test["qd"])
+            threads = _count(test["threads"], f"cdm test {label} threads")
+            qd = _count(test["qd"], f"cdm test {label} qd")
             if block * threads > size:
                 raise UserError(f"--size {format_bytes(size)} is too small for {label}")
             for pass_no in range(1, passes + 1):
@@ -301,7 +326,7 @@ def size_label(size: int) -> str:
     return f"{size} B"
 
 
-def _transfer(option: str, text: str, lo: int, hi: int) -> int:
+def _transfer(option: str, text: object, lo: int, hi: int) -> int:
     try:
         size = parse_size(str(text).strip())
     except ValueError as exc:
@@ -319,8 +344,8 @@ def build_atto(args: AttoArgs, logical_sector: int = 512) -> PresetPlan:
     low = _transfer("--min-size", d("min_size", args.min_size), lo_lim, hi_lim)
     high = _transfer("--max-size", d("max_size", args.max_size), lo_lim, hi_lim)
     factor = _whole("--factor", d("factor", args.factor), 2, 16)
-    qd = _whole("--qd", d("qd", args.qd), 1, int(d.limits["max_qd"]))
-    measure = _seconds("--measure-seconds", float(d("measure_seconds", args.measure_s)))
+    qd = _whole("--qd", d("qd", args.qd), 1, _count(d.limits["max_qd"], "atto max_qd"))
+    measure = _seconds("--measure-seconds", d("measure_seconds", args.measure_s))
     direct = not args.no_direct
     if low > high:
         raise UserError(f"--min-size {format_bytes(low)} is larger than --max-size "
@@ -379,7 +404,7 @@ def build_iometer(args: IometerArgs) -> PresetPlan:
             raise UserError(f"--block-sizes {args.block_sizes!r}: no access spec of the "
                             f"{set_name} set has these transfer sizes")
     qd = _whole("--qd", d("qd", args.qd), 1, MAX_QD)
-    seconds = _seconds("--seconds", float(d("seconds", args.seconds)), 0.5)
+    seconds = _seconds("--seconds", d("seconds", args.seconds), 0.5)
     interval = _whole("--log-interval", d("log_interval_ms", args.log_interval_ms), 100,
                       60_000)
     if interval > seconds * 1000:
@@ -387,12 +412,12 @@ def build_iometer(args: IometerArgs) -> PresetPlan:
                         "of each access spec; the timeline would have no point")
     size = _check_size(args.size_bytes or size_of(d("size")), size_of(d.limits["min_size"]),
                        None)
-    workers = int(d("workers"))
+    workers = _count(d("workers"), "iometer workers")
     measurements = []
     for spec in specs:
         name = str(spec["name"])
         block = size_of(spec["block"], f"preset iometer spec {name} block")
-        read_pct = int(spec["read_pct"])
+        read_pct = _count(spec["read_pct"], f"iometer spec {name} read_pct")
         mode = {100: "read", 0: "write"}.get(read_pct, "mix")
         cell = _cell(_slug(name), _pattern(spec["pattern"]), block, read_pct, workers, qd,
                      size, seconds)
@@ -415,6 +440,6 @@ class PresetIdentity(Record):
     preset_title: str = ""
 
     @classmethod
-    def of(cls, data: dict[str, Any]) -> PresetIdentity:
+    def of(cls, data: Table) -> PresetIdentity:
         """The identity of a loaded preset definition (``presets.load``)."""
-        return cls(str(data["name"]), int(data["version"]), str(data["title"]))
+        return cls(str(data["name"]), _count(data["version"], "version"), str(data["title"]))
