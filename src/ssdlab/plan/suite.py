@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import JsonObject, Record
+from ssdlab.jsonrecord import Record
 from ssdlab.plan.config_schema import Kind
 
 A = TypeVar("A")
@@ -193,7 +193,7 @@ class _Settings(_Dataclass, Protocol):
 
 
 def stored_plan(suite: str, args: _Dataclass, options: _Settings, **more: Any
-                ) -> JsonObject:
+                ) -> dict[str, Any]:
     """The head of a run's stored plan: its suite, the arguments as given (what ``ssdlab
     resume`` prepares again), the validated options with ``quick``; then ``more``."""
     opts = dataclasses.asdict(options)
