@@ -9,7 +9,6 @@ the steady-state tracking variables. Pure: nothing here touches a device.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, replace
 
 from ssdlab.analysis.steady import RULES, rule_by_name
@@ -25,6 +24,7 @@ from ssdlab.plan.results import (
     SteadyVerdict,
     StoredPlan,
     TrackedVariable,
+    options_json,
 )
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import (
@@ -408,9 +408,7 @@ def test_params(test: RoundTest, opts: PtsOptions) -> PtsParams:
 
 
 def plan_record(opts: PtsOptions, tests: tuple[RoundTest, ...]) -> PtsPlan:
-    options = dataclasses.asdict(opts)
-    options["quick"] = opts.quick
-    return PtsPlan("pts", options, tuple(t.name for t in tests), opts.ioengine, True,
+    return PtsPlan("pts", options_json(opts), tuple(t.name for t in tests), opts.ioengine, True,
                    "fio default (random, scrambled per I/O)",
                    "fio completion latency (clat); mixed-cell percentiles from merged "
                    "json+ histograms")

@@ -17,9 +17,10 @@ need not derive from it, since reading keeps the keys a type does not know.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from ssdlab.analysis import hostbound, numa, steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
@@ -263,6 +264,39 @@ class StoredPlan(Record):
     (``args`` and ``options`` as JSON objects: ``spec.args_type(**plan.args)``)."""
 
     suite: str
+
+
+@dataclass(frozen=True)
+class ArgsPlan(StoredPlan):
+    """The head of most suites' stored plans: the suite, its arguments as given (what
+    ``ssdlab resume`` prepares again) and its validated options with ``quick``
+    (:func:`plan_head`); a suite's plan record derives from it and adds its own keys."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+
+
+class Dataclass(Protocol):
+    """A dataclass instance (a suite's arguments as given)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+class Settings(Dataclass, Protocol):
+    """A suite's validated options: a dataclass that knows whether the run is quick."""
+
+    @property
+    def quick(self) -> bool: ...
+
+
+def options_json(options: Settings) -> JsonObject:
+    """Validated options as a stored plan keeps them: every field in order, then quick."""
+    return {**dataclasses.asdict(options), "quick": options.quick}
+
+
+def plan_head(args: Dataclass, options: Settings) -> tuple[JsonObject, JsonObject]:
+    """The ``args`` and ``options`` of an :class:`ArgsPlan`."""
+    return dataclasses.asdict(args), options_json(options)
 
 
 # -- steps and events the shared run code records ---------------------------------------
