@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Protocol
 from ssdlab.analysis import hostbound, numa, steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import consistency, device_rounds, member_rounds
+from ssdlab.plan.specs import ActiveRange
 
 # -- a test's parameters ----------------------------------------------------------------
 
@@ -244,6 +245,18 @@ class FioCell(Record):
     lat_p99_9_us: float | None = None
     lat_p99_99_us: float | None = None
     little: LittleLaw | None = flat(default=None)
+
+
+@dataclass(frozen=True)
+class RangeRecord(Record):
+    """The active range a test ran on (plan/specs.py ``ActiveRange``)."""
+
+    offset_bytes: int = 0
+    size_bytes: int = 0
+
+    @classmethod
+    def of(cls, rng: ActiveRange) -> RangeRecord:
+        return cls(rng.offset_bytes, rng.size_bytes)
 
 
 @dataclass(frozen=True)
