@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ssdlab.errors import command
-from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, PointRecord
+from ssdlab.plan.latency_iops import TEST
+from ssdlab.plan.latency_records import CurveRecord, LatencyIopsResult, PointRecord
 from ssdlab.plan.specs import cell_label
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
