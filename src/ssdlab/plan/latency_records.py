@@ -48,7 +48,7 @@ class LatencyIopsParams(TestParams):
     warmup_s: float = 0.0
     measure_s: float = 0.0
     cell_seconds: float = 0.0
-    host_bound_rule: HostBoundRule = field(default_factory=HostBoundRule)
+    host_bound_rule: HostBoundRule | None = None
     active_range: RangeRecord = field(default_factory=RangeRecord)
     purge: str = ""
     precondition: JsonObject | None = None

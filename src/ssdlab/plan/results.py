@@ -41,6 +41,23 @@ class TestParams(Record):
 
 
 @dataclass(frozen=True)
+class ProgressParams(TestParams):
+    """What the readers of a running test's progress use (serve, the ETA): for a test of
+    rounds, its steady-state rule, tracking variables, most rounds and round time; None
+    (empty) where a suite's parameters have none of them."""
+
+    rule: str | None = None
+    tracking_set: str | None = None
+    tracking: dict[str, list[TrackedVariable]] = field(default_factory=dict)
+    max_rounds: int | None = None
+    round_seconds: float | None = None
+
+    def tracked(self) -> list[TrackedVariable]:
+        """The variables of the test's own tracking set (none: not a test of rounds)."""
+        return self.tracking.get(self.tracking_set or "", [])
+
+
+@dataclass(frozen=True)
 class TrackedVariable(Record):
     """A tracking variable of a test judged for steady state: a metric of one cell."""
 

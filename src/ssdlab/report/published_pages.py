@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ssdlab.reference.published import PublishedRows, PublishedSaturation
+from ssdlab.report.figures import test_title
 from ssdlab.report.html import Page, esc, kv_table, table
 from ssdlab.report.pts_pages import result_table, test_pages
 from ssdlab.report.run_pages import head_left
@@ -74,7 +75,7 @@ def other_results_page(run: RunData, test: TestData, anchor: str) -> Page | None
             return None
         body = kv_table((k.replace("_", " "), fmt_value(v) if isinstance(
             v, int | float) and not isinstance(v, bool) else v) for k, v in scalars)
-    return Page(anchor, f"{test.params.get('title', test.name)} (published)", body,
+    return Page(anchor, f"{test_title(test)} (published)", body,
                 head_left(run), run.quick, toc=False)
 
 

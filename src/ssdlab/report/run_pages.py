@@ -16,7 +16,7 @@ from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.report import charts as ch
 from ssdlab.report import consistency
-from ssdlab.report.figures import window_rounds
+from ssdlab.report.figures import test_title, window_rounds
 from ssdlab.report.hosts_pages import hosts_page
 from ssdlab.report.html import (
     NOT_STEADY_TEXT,
@@ -279,7 +279,7 @@ def title_page(run: RunData, anchor: str) -> Page:
     if others:
         parts.append("<h3>Tests</h3>" + table(
             ("test", "status", "rounds", "outcome"),
-            [[esc(t.params.get("title", t.name)), esc(t.status), str(len(t.rounds)),
+            [[esc(test_title(t)), esc(t.status), str(len(t.rounds)),
               esc(_outcome(t))] for t in others],
         ))
     parts.append(consistency.title_section(run))

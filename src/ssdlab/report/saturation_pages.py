@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ssdlab.plan.saturation import HIR, WSAT, HirResult, WsatResult
+from ssdlab.plan.saturation import HIR, WSAT, HirResult, WsatParams, WsatResult
 from ssdlab.report import charts as ch
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
@@ -57,7 +57,7 @@ def gc_start_bytes(run: RunData) -> float | None:
 
 def _capacity(test: TestData) -> float:
     """The tested range in bytes (the x axis against capacity written is in multiples)."""
-    return float(test.params.get("active_range", {}).get("size_bytes") or 1)
+    return float(test.params_as(WsatParams).active_range.size_bytes or 1)
 
 
 def _summary(run: RunData, test: TestData, r: WsatResult) -> str:

@@ -11,6 +11,7 @@ from ssdlab.errors import command
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.report import consistency
+from ssdlab.report.figures import test_title
 from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
@@ -271,7 +272,7 @@ def render_run(run: RunData) -> str:
     members = member_rounds(run.events)
     checks = consistency.run_checks(run)
     for test in run.tests:
-        lines += ["", f"== {test.params.get('title', test.name)} [{state_text(test.status)}]"]
+        lines += ["", f"== {test_title(test)} [{state_text(test.status)}]"]
         show = pages.show_of(test.name) if pages is not None else None
         if show is not None:
             lines += show(run, test)
@@ -362,6 +363,6 @@ def _set_block(place: int, name: str, target: str, run: RunData | None, error: o
     quick = " (QUICK)" if run.quick else ""
     lines = [f"{head}: run {run.run_id} {run.status_text}{quick}"]
     for test in run.tests:
-        lines.append(f"  {test.params.get('title', test.name)} [{state_text(test.status)}]: "
+        lines.append(f"  {test_title(test)} [{state_text(test.status)}]: "
                      f"{verdict_line(test)}")
     return lines
