@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 
+from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, is_json
 from ssdlab.plan.results import (
     EVENT_DETAILS,
     STEP_DETAILS,
     FioCell,
     HostBoundVerdict,
-    NumaVerdict,
     ProcessEvent,
     RoundParams,
     SkippedCell,
@@ -249,7 +249,7 @@ class _OpSweepParams(RoundParams):
 #: the verdicts of each suite that are the shared ones, by name ("*": any other name)
 SHARED_VERDICTS: dict[str, dict[str, type[Record] | None]] = {
     "pts": {"*": SteadyVerdict},
-    "latency-iops": {"host_bound": HostBoundVerdict, "numa": NumaVerdict},
+    "latency-iops": {"host_bound": HostBoundVerdict, "numa": NumaCheck},
     "peak": {"primary": Verdict, "host_bound": HostBoundVerdict},
     "curves": {"*": Verdict},
     **{name: {"primary": Verdict} for name in (

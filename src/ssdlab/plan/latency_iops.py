@@ -20,6 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ssdlab.analysis.numa import NumaCheck
 from ssdlab.errors import UserError
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
@@ -32,7 +33,6 @@ from ssdlab.plan.latency_records import (
 from ssdlab.plan.results import (
     HostBoundRule,
     HostBoundVerdict,
-    NumaVerdict,
     RangeRecord,
     SkippedCell,
     plan_head,
@@ -405,7 +405,7 @@ SPEC = SuiteSpec(
                   "full-ladder", "warmup-seconds", "measure-seconds", "host-bound-cpu",
                   "host-bound-rise", "active-range", "purge", "ioengine"),
     params={TEST: LatencyIopsParams}, plan_type=LatencyIopsStoredPlan, cells=LatencyCell,
-    verdicts={"host_bound": HostBoundVerdict, "numa": NumaVerdict},
+    verdicts={"host_bound": HostBoundVerdict, "numa": NumaCheck},
 )
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, flat, key
 from ssdlab.plan.results import (
     ArgsPlan,
     FioCell,
     HostBoundRule,
     HostBoundVerdict,
-    NumaVerdict,
     RangeRecord,
     SkippedCell,
     TestParams,
@@ -157,7 +157,7 @@ class LatencyIopsResult(Record):
     points_run: int = 0
     target_latency_us: float = 0.0
     host_bound: HostBoundVerdict | None = None
-    numa: NumaVerdict | None = None
+    numa: NumaCheck | None = None
     pcie: PcieLink | None = None
     fio_cpus: str = ""
     skipped: list[SkippedCell] = field(default_factory=list)

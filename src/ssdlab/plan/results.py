@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from ssdlab.analysis import hostbound, numa, steady
+from ssdlab.analysis import hostbound, steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import consistency, device_rounds, member_rounds
 from ssdlab.plan.specs import ActiveRange
@@ -192,22 +192,6 @@ class HostBoundVerdict(Record):
                    tuple(v.curves_checked))
 
 
-@dataclass(frozen=True)
-class NumaVerdict(Record):
-    """Where fio ran against the device's NUMA node (analysis.numa)."""
-
-    device_node: int | None = None
-    fio_cpus: str = ""
-    fio_nodes: tuple[int, ...] = ()
-    mismatch: bool = False
-    message: str = ""
-
-    @classmethod
-    def of(cls, check: numa.NumaCheck) -> NumaVerdict:
-        return cls(check.device_node, check.fio_cpus, check.fio_nodes, check.mismatch,
-                   check.message)
-
-
 # -- cells ------------------------------------------------------------------------------
 
 
@@ -309,7 +293,7 @@ class ArgsPlan(StoredPlan):
 class Dataclass(Protocol):
     """A dataclass instance (a suite's arguments as given)."""
 
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
 
 class Settings(Dataclass, Protocol):

@@ -195,7 +195,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             return
         if self.numa.mismatch:
             self.store.add_event(self.run_id, TEST, "warning", f"NUMA: {self.numa.message}",
-                                 results.NumaVerdict.of(self.numa))
+                                 self.numa)
         for label, reason in self.p.plan.skipped:
             self.store.add_event(self.run_id, TEST, "skipped", f"skipped {label}: {reason}")
         self._set_left()
@@ -309,7 +309,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     def _store_result(self, status: str, error: str | None = None) -> HostBoundVerdict:
         verdict = self.verdict()
         flagged = {(f.curve, f.iodepth): f.reason for f in verdict.findings}
-        hb, numa = results.HostBoundVerdict.of(verdict), results.NumaVerdict.of(self.numa)
+        hb, numa = results.HostBoundVerdict.of(verdict), self.numa
         result = LatencyIopsResult(
             curves=[c.record(flagged) for c in self.curves],
             points_run=sum(len(c.points) for c in self.curves),

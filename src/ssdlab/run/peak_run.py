@@ -26,6 +26,7 @@ from ssdlab.plan.peak import (
     build_options,
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import HostBoundVerdict
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.prepare import (
@@ -206,7 +207,7 @@ class PeakRun(SessionRun[PreparedPeak]):
         status = "complete" if result.found or measured else "failed"
         self.store.set_test(self.run_id, w.name, status=status, params=params,
                             verdicts={"primary": {"message": result.message},
-                                      "host_bound": outcome.host.to_dict()},
+                                      "host_bound": HostBoundVerdict.of(outcome.host)},
                             result=result.to_json())
         if status == "failed":
             raise TestFailed(result.message)
