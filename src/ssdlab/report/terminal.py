@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
@@ -148,7 +148,7 @@ def _reference_lines(run: RunData) -> list[str]:
     ]
 
 
-def _target_line(t: dict[str, Any]) -> str:
+def _target_line(t: Mapping[str, object]) -> str:
     """What the run ran on: a device or test file, or a directory (the file presets)."""
     head = f"target {t.get('path')} ({t.get('device_class')}): "
     if t.get("kind") == "directory" and "logical_sector_bytes" not in t:
@@ -156,8 +156,9 @@ def _target_line(t: dict[str, Any]) -> str:
         return (head + f"mounted at {t.get('mount_point') or '-'} from {t.get('source') or '-'}"
                 f", {format_bytes(free) if isinstance(free, int) else '-'} free at the start")
     if t.get("kind") == "set":
-        members = t.get("members") if isinstance(t.get("members"), list) else []
-        return (f"target {len(members or [])} member devices {t.get('path')}: model "
+        members = t.get("members")
+        count = len(members) if isinstance(members, list) else 0
+        return (f"target {count} member devices {t.get('path')}: model "
                 f"{t.get('model') or '-'}, {num(t.get('capacity_bytes'))} bytes in all")
     return (head + f"model {t.get('model') or '-'}, serial {t.get('serial') or '-'}, "
             f"firmware {t.get('firmware') or '-'}, {num(t.get('capacity_bytes'))} bytes, "
@@ -220,7 +221,7 @@ SUITE_PARAMS = ("round_seconds", "max_rounds", "threads", "iodepth", "block_byte
                 "amount_bytes", "purge")
 
 
-def _preset_name(p: dict[str, Any]) -> str | None:
+def _preset_name(p: Mapping[str, object]) -> str | None:
     preset = p.get("preset")
     if isinstance(preset, dict):  # recorded as the preset's identity
         p = preset
@@ -345,12 +346,12 @@ def render_set(data: SetData, runs: dict[str, RunData]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _listed(d: dict[str, Any], key: str) -> list[Any]:
+def _listed(d: Mapping[str, object], key: str) -> list[object]:
     value = d.get(key)
     return value if isinstance(value, list) else []
 
 
-def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
+def _mapping(d: Mapping[str, object], key: str) -> Mapping[str, object]:
     value = d.get(key)
     return value if isinstance(value, dict) else {}
 
