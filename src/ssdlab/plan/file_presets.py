@@ -483,13 +483,18 @@ _AJA = presets.load("aja")
 _COPY = presets.load("copy")
 
 
+#: what each preset's report is (its title)
+_TITLES = {"aja": "AJA System Test-like report", "diskfill": "DiskFill-like report",
+           "smallfiles": "small files report", "copy": "file copy report"}
+
+
 def _spec(name: str, help: str, description: str, args_type: type[Any], size_help: str,
           *own: Opt, sized: bool = True) -> SuiteSpec[Any]:
     """A file-system preset as a suite: the directory options, then its own."""
     return SuiteSpec(
         name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
         options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
-        args_type=args_type, results={name: FilePresetResult},
+        args_type=args_type, results={name: FilePresetResult}, report_title=_TITLES[name],
         quick_text="tiny sizes, for a try-out; not the preset's definition")
 
 

@@ -398,6 +398,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=LatencyIopsArgs,
     results={TEST: LatencyIopsResult},
+    report_title="latency against IOPS report",
     resumable=True,
     # --print-config lists the settings in this order (as before the suite contract)
     config_first=("size", "store", "fio", "profile", "block-sizes", "mixes", "threads", "qd",

@@ -265,6 +265,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=MatrixArgs,
     results={MEMBER_CHECK: MemberCheckResult, **{lv: LevelResult for lv in LEVELS}},
+    report_title="RAID matrix report",
     resumable=True,
     config_first=("store", "fio"),
 )

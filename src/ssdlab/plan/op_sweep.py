@@ -459,7 +459,7 @@ SPEC = SuiteSpec(
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=OpSweepArgs,
-    results={TEST: OpSweepResult},
+    results={TEST: OpSweepResult}, report_title="over-provisioning sweep report",
     params={TEST: OpSweepParams}, plan_type=OpSweepStoredPlan, cells=OpSweepCell,
     verdicts={"primary": Verdict}, details={"op-setting": OpSettingRecord},
 )

@@ -585,6 +585,9 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=PtsArgs,
     results={name: PtsResult for name in TEST_NAMES},
+    report_title="SNIA PTS report",
+    remote=True,
+    demo_args=PtsArgs(profile="quick"),
     resumable=True,
     # --print-config lists the settings in this order (as before the suite contract)
     config_first=("size", "store", "fio", "profile", "variant", "tests", "rule", "tracking",

@@ -474,6 +474,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=SaturationArgs,
     results={WSAT: WsatResult, HIR: HirResult},
+    report_title="write saturation report",
     resumable=True,
     params={WSAT: WsatParams, HIR: HirParams}, plan_type=SaturationPlan, cells=SaturationCell,
     verdicts={"primary": SaturationVerdict}, details={"fio": HirStep},

@@ -149,6 +149,7 @@ SPEC: SuiteSpec[JsonObject] = SuiteSpec(
     args_type=dict,
     results={"iops": PublishedCells, "throughput": PublishedCells,
              "write-saturation": PublishedSaturation, "published": PublishedRows},
+    report_title="published reference report",
     runnable=False,
     params={"write-saturation": PublishedSaturationParams, "published": TestParams,
             "*": PublishedParams}, plan_type=PublishedPlan,

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
+from ssdlab.engine.jobtext import JobText
 from ssdlab.engine.runner import Executor, watchdog_seconds
 from ssdlab.errors import UserError
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import ActiveRange, CellSpec, FioJob
+from ssdlab.plan.suite import SuiteSpec
 from ssdlab.plan.transport import transport_text
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, prepare_stored
 from ssdlab.run.progress import Progress
@@ -49,7 +51,7 @@ class FioSetup:
 
     def job_text(
         self, cells: tuple[CellSpec, ...], what: str, extra: tuple[tuple[str, str], ...] = ()
-    ) -> str:
+    ) -> JobText:
         header = (
             f"ssdlab {self.ssdlab_version}: {what}\n"
             f"target {self.target_path} ({self.device_class}), profile {self.profile}"
@@ -135,6 +137,26 @@ class Runner(Generic[A, P]):
         if not isinstance(started, ResumableRun):
             raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
         return started.resume(run, argv)
+
+
+class ChildSuite(Protocol):
+    """A registered suite as a suite of suites (the RAID matrix) is given it: its spec
+    and its runner (the registry's ``Suite``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> SuiteSpec[Any]: ...
+
+    def runner(self) -> Runner[Any, Any]: ...
+
+
+#: a suite of suites' way to the others: a suite's name -> the suite (None: no such
+#: suite). Its run module exports ``make_runner(lookup) -> Runner`` instead of
+#: ``RUNNER``, and the registry gives it its own lookup (``ssdlab.suites.find``): no run
+#: module imports the registry.
+SuiteLookup = Callable[[str], ChildSuite | None]
 
 
 def resume_with(prepare: Callable[[PreparedTarget, A], P], args_type: Callable[..., A]
