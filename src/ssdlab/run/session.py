@@ -16,9 +16,10 @@ import mmap
 import os
 import socket
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import (
@@ -321,13 +322,18 @@ class RunSession:
                 f"({self.emulator.profile}); its ground truth is recorded"
             )
 
+    def interrupted_text(self) -> str:
+        """What Ctrl-C says by default: where the stopped run's rounds are, how to go on."""
+        return (f"run {self.run_id} interrupted; completed rounds are kept in "
+                f"{self.store.path} (continue it with `{command()} resume {self.run_id}`)")
+
     @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """Hold the target for the run; record how the run ended."""
-        interrupted = (f"run {self.run_id} interrupted; completed rounds are kept in "
-                       f"{self.store.path} (continue it with `{command()} resume {self.run_id}`)")
+    def running(self, interrupted: str | None = None, *, hold: bool = True) -> Iterator[None]:
+        """Hold the target for the run (unless not ``hold``); record how the run ended
+        (``interrupted``: what Ctrl-C says, :meth:`interrupted_text` by default)."""
         with recorded_ending(functools.partial(self.store.finish_run, self.run_id),
-                             interrupted), self._hold(), self.connected():
+                             interrupted or self.interrupted_text()), \
+                (self._hold() if hold else contextlib.nullcontext()), self.connected():
             yield
 
     @contextlib.contextmanager
@@ -672,7 +678,7 @@ def setup_of(p: PreparedSuite[Any]) -> FioSetup:
                     o.profile)
 
 
-class SessionRun(Generic[PS]):
+class SessionRun(ABC, Generic[PS]):
     """The shape most suites' runs share: on one device or ssdlab test file (made first
     when it does not exist yet), one :class:`RunSession` records the run; the suite says
     what it plans (:meth:`plan_dict`) and runs its tests (:meth:`run_tests`), which
@@ -682,6 +688,9 @@ class SessionRun(Generic[PS]):
     #: the stored runs' suite: a class attribute, or set by ``__init__`` where one run
     #: class serves several suites
     suite: str
+    #: the run holds its target exclusively for as long as it runs (False: the run mounts
+    #: it, which is the kernel's own claim on it)
+    holds_target: ClassVar[bool] = True
 
     def __init__(self, prepared: PS, store: Store, executor: Executor,
                  progress: Progress) -> None:
@@ -697,19 +706,35 @@ class SessionRun(Generic[PS]):
     def run_id(self) -> str:
         return self.session.run_id
 
+    @abstractmethod
     def plan_dict(self) -> dict[str, Any]:
         """The run's plan as stored (what ``resume`` and the report read back)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Run (or, resuming ``previous``, continue) the tests; the names of failed ones."""
-        raise NotImplementedError
+
+    def started(self) -> None:
+        """Said and recorded once the run is open (or reopened), before its tests: nothing
+        by default."""
+
+    def interrupted_text(self) -> str:
+        """What Ctrl-C says: where the stopped run's data is (and how to go on)."""
+        return self.session.interrupted_text()
+
+    @contextlib.contextmanager
+    def workspace(self) -> Iterator[None]:
+        """What the tests run in, made once the run is open and removed before it ends,
+        also after Ctrl-C: nothing by default (the database suite: the file system made on
+        the target, or a work directory, with its servers' places)."""
+        yield
 
     def execute(self, argv: list[str]) -> str:
         t, o = self.p.target, self.p.options
         with self.target_in_place():
             self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
                               plan=self.plan_dict(), versions=dict(t.versions), argv=argv)
+            self.started()
             return self._run(None)
 
     @contextlib.contextmanager
@@ -725,6 +750,7 @@ class SessionRun(Generic[PS]):
         check_same_target(run, self.p.target)
         self._make_file()  # killed while a purge was recreating the test file
         self.session.reopen(run.run_id, argv)
+        self.started()
         return self._run(run)
 
     def one_test(self, name: str, body: Callable[[], None], *, check_target: bool = True
@@ -747,7 +773,8 @@ class SessionRun(Generic[PS]):
             self.session.info = made_file(t.info)
 
     def _run(self, previous: RunData | None) -> str:
-        with self.session.running():
+        with self.session.running(self.interrupted_text(), hold=self.holds_target), \
+                self.workspace():
             failed = self.run_tests(previous)
         self.session.finish(failed)
         return self.run_id
