@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ssdlab.errors import command
-from ssdlab.plan.file_presets import (
+from ssdlab.plan.file_results import (
     CacheRecord,
     FilePresetResult,
     FioPhaseRecord,

@@ -219,6 +219,18 @@ def unreadable(path: str) -> str | None:
         buf.close()
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What a run's session records beside the suite's own results."""
+
+    #: a "process" event when the run opens: ``resume`` refuses while that process runs
+    process: bool = True
+    #: the devices below the target, sampled around each measured fio run
+    members: bool = True
+    #: the emulated SSD's ground truth and the drive's health log, at start and end
+    drive: bool = True
+
+
 class RunSession:
     """One run of one suite on one target, journaled to ``store``."""
 
@@ -243,6 +255,8 @@ class RunSession:
         self._sampled: tuple[FioRun, Sample] | None = None  # the last fio run's readings
         #: targets on other hosts (run/remote.py): requests go to their agents
         self.remote: RemoteSet | None = None
+        #: what the session records beside the suite's own results
+        self.observed = Observed()
 
     def open(
         self,
@@ -254,29 +268,37 @@ class RunSession:
         plan: dict[str, Any],
         versions: dict[str, Any],
         argv: list[str],
+        target: dict[str, Any] | None = None,
+        announce: Callable[[bool], None] | None = None,
     ) -> str:
+        """A new run in the store (``target``: its record, the target's identity by
+        default; ``announce(resumed)``: its first line, :meth:`announce` by default)."""
         self.run_id = self.store.new_run(
-            suite=suite, profile=profile, quick=quick, target=self.info.to_dict(), host=host,
+            suite=suite, profile=profile, quick=quick,
+            target=self.info.to_dict() if target is None else target, host=host,
             plan=plan, versions=versions, argv=argv,
         )
-        self.announce()
-        self._process_event()
-        self._hosts_event()
-        self._find_members()
-        self.ground_truth(None, "start")
-        self.health("start")
+        self._opened("start", False, announce)
         return self.run_id
 
-    def reopen(self, run_id: str, argv: list[str]) -> None:
+    def reopen(self, run_id: str, argv: list[str],
+               announce: Callable[[bool], None] | None = None) -> None:
         """Continue a stored run (``ssdlab resume``): it is running again."""
         self.run_id = run_id
         self.store.reopen_run(run_id, argv)
-        self.announce(resumed=True)
-        self._process_event()
+        self._opened("resume", True, announce)
+
+    def _opened(self, when: str, resumed: bool, announce: Callable[[bool], None] | None
+                ) -> None:
+        (announce or self.announce)(resumed)
+        if self.observed.process:
+            self._process_event()
         self._hosts_event()
-        self._find_members()
-        self.ground_truth(None, "resume")
-        self.health("resume")
+        if self.observed.members:
+            self._find_members()
+        if self.observed.drive:
+            self.ground_truth(None, when)
+            self.health(when)
 
     def _process_event(self) -> None:
         """Which process runs this run now: ``resume`` refuses while it is alive."""
@@ -328,10 +350,12 @@ class RunSession:
                 f"{self.store.path} (continue it with `{command()} resume {self.run_id}`)")
 
     @contextlib.contextmanager
-    def running(self, interrupted: str | None = None, *, hold: bool = True) -> Iterator[None]:
+    def running(self, interrupted: str | None = None, *, hold: bool = True,
+                end: Callable[[str, str], None] | None = None) -> Iterator[None]:
         """Hold the target for the run (unless not ``hold``); record how the run ended
-        (``interrupted``: what Ctrl-C says, :meth:`interrupted_text` by default)."""
-        with recorded_ending(functools.partial(self.store.finish_run, self.run_id),
+        (``interrupted``: what Ctrl-C says, :meth:`interrupted_text` by default; ``end``:
+        how a stopped run is recorded, the store's ``finish_run`` by default)."""
+        with recorded_ending(end or functools.partial(self.store.finish_run, self.run_id),
                              interrupted or self.interrupted_text()), \
                 (self._hold() if hold else contextlib.nullcontext()), self.connected():
             yield
@@ -353,8 +377,9 @@ class RunSession:
                 self.executor = local
 
     def finish(self, failed: list[str]) -> None:
-        self.ground_truth(None, "end")
-        self.health("end")
+        if self.observed.drive:
+            self.ground_truth(None, "end")
+            self.health("end")
         finish_complete(self.store, self.run_id, failed, self.progress,
                         local=self.remote is None)
 
@@ -689,8 +714,10 @@ class SessionRun(ABC, Generic[PS]):
     #: class serves several suites
     suite: str
     #: the run holds its target exclusively for as long as it runs (False: the run mounts
-    #: it, which is the kernel's own claim on it)
+    #: it, which is the kernel's own claim on it; a directory; a set of members)
     holds_target: ClassVar[bool] = True
+    #: what the session records beside the suite's own results
+    observed: ClassVar[Observed] = Observed()
 
     def __init__(self, prepared: PS, store: Store, executor: Executor,
                  progress: Progress) -> None:
@@ -701,6 +728,7 @@ class SessionRun(ABC, Generic[PS]):
         self.session = RunSession(prepared.target.info, store, executor, progress,
                                   setup_of(prepared))
         self.session.remote = prepared.target.remote
+        self.session.observed = self.observed
 
     @property
     def run_id(self) -> str:
@@ -714,9 +742,29 @@ class SessionRun(ABC, Generic[PS]):
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Run (or, resuming ``previous``, continue) the tests; the names of failed ones."""
 
+    def target_record(self) -> dict[str, Any]:
+        """The run's target as stored: the target's identity by default."""
+        return self.session.info.to_dict()
+
+    def announce(self, resumed: bool) -> None:
+        """The run's first line, once it is in the store."""
+        self.session.announce(resumed)
+
+    def before_open(self) -> None:
+        """What is checked or cleaned up before the run is opened (or reopened): nothing
+        by default."""
+
     def started(self) -> None:
         """Said and recorded once the run is open (or reopened), before its tests: nothing
         by default."""
+
+    def stopped(self, status: str, message: str) -> None:
+        """Record a run that stopped early (Ctrl-C: "interrupted", an error: "failed")."""
+        self.store.finish_run(self.run_id, status, message)
+
+    def finish(self, failed: list[str]) -> None:
+        """The run ran to its end; ``failed``: the tests that failed."""
+        self.session.finish(failed)
 
     def interrupted_text(self) -> str:
         """What Ctrl-C says: where the stopped run's data is (and how to go on)."""
@@ -731,9 +779,11 @@ class SessionRun(ABC, Generic[PS]):
 
     def execute(self, argv: list[str]) -> str:
         t, o = self.p.target, self.p.options
+        self.before_open()
         with self.target_in_place():
             self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
-                              plan=self.plan_dict(), versions=dict(t.versions), argv=argv)
+                              plan=self.plan_dict(), versions=dict(t.versions), argv=argv,
+                              target=self.target_record(), announce=self.announce)
             self.started()
             return self._run(None)
 
@@ -747,9 +797,10 @@ class SessionRun(ABC, Generic[PS]):
         yield
 
     def resume(self, run: RunData, argv: list[str]) -> str:
+        self.before_open()
         check_same_target(run, self.p.target)
         self._make_file()  # killed while a purge was recreating the test file
-        self.session.reopen(run.run_id, argv)
+        self.session.reopen(run.run_id, argv, announce=self.announce)
         self.started()
         return self._run(run)
 
@@ -773,10 +824,10 @@ class SessionRun(ABC, Generic[PS]):
             self.session.info = made_file(t.info)
 
     def _run(self, previous: RunData | None) -> str:
-        with self.session.running(self.interrupted_text(), hold=self.holds_target), \
-                self.workspace():
+        with self.session.running(self.interrupted_text(), hold=self.holds_target,
+                                  end=self.stopped), self.workspace():
             failed = self.run_tests(previous)
-        self.session.finish(failed)
+        self.finish(failed)
         return self.run_id
 
 
