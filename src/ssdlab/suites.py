@@ -64,7 +64,9 @@ class Suite:
         from ssdlab.run.session import Runner
         if self.run_module is None:
             raise UserError(f"runs of the {self.name} suite are imported, not run")
-        runner = _module("ssdlab.run", self.run_module).RUNNER
+        module = _module("ssdlab.run", self.run_module)
+        # a suite of suites gets the registry's lookup rather than importing it
+        runner = module.make_runner(find) if hasattr(module, "make_runner") else module.RUNNER
         assert isinstance(runner, Runner), f"{self.run_module}.RUNNER is not a Runner"
         return runner
 
@@ -99,7 +101,7 @@ SUITES: tuple[Suite, ...] = (
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
     Suite(verify.SPEC, "verify_run", "verify_pages"),
-    Suite(matrix.SPEC, "ssdlab.matrix", "matrix_pages"),
+    Suite(matrix.SPEC, "matrix_run", "matrix_pages"),
     Suite(published.SPEC, None, "published_pages"),
 )
 

@@ -1,6 +1,6 @@
 """The RAID matrix (issue 15, item 5) as data: the same suite on several RAID levels of
 the same member drives, one level after another (build, run, tear down, next), after a
-short read-only check of every member. Pure: the runner is :mod:`ssdlab.matrix`.
+short read-only check of every member. Pure: the runner is :mod:`ssdlab.run.matrix_run`.
 
 A matrix of one level is the "one command builds, tests and tears down" form.
 """

@@ -17,12 +17,16 @@ as written here.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping
+import io
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.config_schema import Kind
 
@@ -112,6 +116,22 @@ class SuiteSpec(Generic[A]):
         """The suite's arguments from parsed option values (by ``dest``)."""
         return self.args_type(**{f: values[o.dest] for o in self.options
                                  if (f := o.args_field) is not None})
+
+    def parse_options(self, argv: Sequence[str], what: str) -> argparse.Namespace:
+        """``argv`` read as ``ssdlab run NAME`` reads the suite's options (``--help``
+        aside); a mistake is a one-line UserError: ``what`` was given, then argparse's
+        message."""
+        parser = argparse.ArgumentParser(prog=f"ssdlab run {self.name}", add_help=False)
+        for o in self.options:
+            parser.add_argument(*o.flags, **o.kwargs)
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                return parser.parse_args(list(argv))
+        except SystemExit:
+            last = (said.getvalue().strip().splitlines() or [""])[-1]
+            raise UserError(f"{what}: {last.removeprefix(f'{parser.prog}: error: ')}"
+                            ) from None
 
     def config_schema(self) -> dict[str, Kind]:
         """Config-file key -> its kind (every option that is a setting)."""
