@@ -43,9 +43,9 @@ from typing import Any
 
 from ssdlab.engine.gate import GATE_ENV
 from ssdlab.engine.jobmerge import parse_job_file
-from ssdlab.plan.units import parse_size
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
+from ssdlab.units import parse_size
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BOUND = 1.3

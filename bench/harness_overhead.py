@@ -48,7 +48,7 @@ from typing import Any
 from recording import command_as_typed, cpu_model, program_name
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
-from ssdlab.plan.units import parse_size
+from ssdlab.units import parse_size
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent

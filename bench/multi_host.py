@@ -64,8 +64,8 @@ from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import FioInterrupted, FioRun
 from ssdlab.errors import UserError
-from ssdlab.plan.units import parse_size
 from ssdlab.run.remote import HostError, RemoteSet, Ssh
+from ssdlab.units import parse_size
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent

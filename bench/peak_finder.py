@@ -41,8 +41,8 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 from recording import command_as_typed, cpu_model, recorded_args, write_results  # noqa: E402
 from ssdlab.analysis.peak import Engine, Probe  # noqa: E402
 from ssdlab.plan.peak import BY_NAME, PeakArgs, build_options, probe_job  # noqa: E402
-from ssdlab.plan.pts import active_range  # noqa: E402
-from ssdlab.run.session import FioSetup  # noqa: E402
+from ssdlab.plan.specs import active_range  # noqa: E402
+from ssdlab.run.suite import FioSetup  # noqa: E402
 from tests.support.zram import Zram, create_zram, remove_zram  # noqa: E402
 
 RESULT_NAME = "peak_finder"

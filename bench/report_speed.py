@@ -58,7 +58,7 @@ def settling(level: float, seed: int, rounds: int) -> Callable[[str, int], float
 
 def build_store(path: Path, runs: int, rounds: int) -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from ssdlab.plan.options import PtsArgs
+    from ssdlab.plan.pts import PtsArgs
     from ssdlab.run.progress import Progress
     from ssdlab.run.pts_run import PtsRun
     from ssdlab.store.db import Store

@@ -5,7 +5,7 @@ A suite is three parts (docs/architecture.md, "A suite is one thing"):
 
 * its plan module's :class:`~ssdlab.plan.suite.SuiteSpec` (name, help, options and config
   keys, tests and their result types), imported here;
-* its run module's :class:`~ssdlab.run.session.Runner` named ``RUNNER`` (prepare, dry run,
+* its run module's :class:`~ssdlab.run.suite.Runner` named ``RUNNER`` (prepare, dry run,
   progress, run, resume), imported when a run starts;
 * its pages module's :class:`~ssdlab.report.suite.SuitePages` named ``PAGES`` (report
   pages, ``show`` lines, comparison overlay, what ``run`` prints at the end), imported
@@ -31,12 +31,12 @@ from ssdlab.plan import (
     matrix,
     op_sweep,
     peak,
+    pts,
     replay,
     saturation,
     slc_probe,
     verify,
 )
-from ssdlab.plan import options as pts
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec
 from ssdlab.reference import published
@@ -44,7 +44,7 @@ from ssdlab.reference import published
 if TYPE_CHECKING:
     from ssdlab.jsonrecord import Record
     from ssdlab.report.suite import SuitePages
-    from ssdlab.run.session import Runner
+    from ssdlab.run.suite import Runner
     from ssdlab.store.records import RunData, TestData
 
 
@@ -61,7 +61,7 @@ class Suite:
         return self.spec.name
 
     def runner(self) -> Runner[Any, Any]:
-        from ssdlab.run.session import Runner
+        from ssdlab.run.suite import Runner
         if self.run_module is None:
             raise UserError(f"runs of the {self.name} suite are imported, not run")
         module = _module("ssdlab.run", self.run_module)

@@ -17,7 +17,7 @@ import pytest
 from ssdlab.cli import demo_cmd
 from ssdlab.cli.main import main
 from ssdlab.errors import EnvironmentProblem
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.targets import emulator
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]

@@ -3,7 +3,8 @@ a suite is reached: run (real fio on a test file), dry run, --print-config, show
 report, and its typed result reads back.
 
 The suite's three modules are tests/support/example_suite/{plan,run,pages}.py; the test
-adds the one registry line the document shows, here, instead of in src/ssdlab/suites.py.
+adds the one registry line the document shows (tests/support/example_suite's ``LINE``),
+here, instead of in src/ssdlab/suites.py.
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ import pytest
 
 from ssdlab import suites
 from ssdlab.cli.main import main
-from ssdlab.suites import Suite
+from tests.support import example_suite
+from tests.support.example_suite import LINE
 from tests.support.example_suite import plan as example
 
 pytestmark = [pytest.mark.fio]
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-suite.md"
-LINE = ('Suite(example.SPEC, "tests.support.example_suite.run", '
-        '"tests.support.example_suite.pages"),')
 
 
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    line = eval(LINE.rstrip(","), {"Suite": Suite, "example": example})  # the doc's line
-    monkeypatch.setattr(suites, "SUITES", (*suites.SUITES, line))
+    monkeypatch.setattr(suites, "SUITES", example_suite.registered())  # the doc's line
 
 
 def _ssdlab(*argv: str) -> tuple[int, str, str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.store.db import Store
-from ssdlab.targets.signatures import MD_MAGIC
+from ssdlab.targets.magic import MD_MAGIC
 from tests.support.cli import one_line_error, sha256_of, ssdlab
 
 pytestmark = pytest.mark.root

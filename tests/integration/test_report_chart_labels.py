@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ssdlab.plan.matrix import BY_LATENCY, LevelResult, LevelRow
-from ssdlab.plan.pts import cell_label, cell_name
+from ssdlab.plan.specs import cell_label, cell_name
 from ssdlab.report import charts as ch
 from ssdlab.report.build import ReportRequest, write_report
 from ssdlab.report.html import Page, document

@@ -19,7 +19,7 @@ from pypdf import PdfReader
 from pypdf.generic import ArrayObject, DictionaryObject
 
 from ssdlab.errors import EnvironmentProblem
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.report import build
 from ssdlab.report.build import ReportRequest, write_report
 from ssdlab.report.html import Page, print_parts

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ssdlab.plan.options import PtsArgs, build_options
-from ssdlab.plan.pts import build_pts_tests
+from ssdlab.plan.pts import PtsArgs, build_options, build_pts_tests
 from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.pts_run import PreparedPts
 from ssdlab.targets.identity import TargetInfo

@@ -16,7 +16,7 @@ import pytest
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.errors import UserError
 from ssdlab.plan.consistency import EVENT_KIND, checks_of
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.run.consistency import Stack, check_run
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun

@@ -17,7 +17,7 @@ from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
 from ssdlab.plan import curves as cv
-from ssdlab.plan.options import IOENGINES, PURGE_METHODS
+from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.report.build import render
 from ssdlab.report.curves_pages import PAGES, curves_overlay
 from ssdlab.report.terminal import render_run

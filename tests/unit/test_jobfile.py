@@ -12,10 +12,9 @@ import pytest
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.parser import parse_fio_output
-from ssdlab.plan.options import PtsArgs, build_options
-from ssdlab.plan.pts import active_range, build_pts_tests
-from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
-from ssdlab.plan.units import fio_time
+from ssdlab.plan.pts import PtsArgs, build_options, build_pts_tests
+from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern, active_range
+from ssdlab.units import fio_time
 
 KIB = 1024
 MIB = 1024 * KIB

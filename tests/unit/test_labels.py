@@ -13,7 +13,7 @@ import pytest
 from ssdlab.cli.common import run_labels
 from ssdlab.cli.main import build_parser
 from ssdlab.errors import UserError
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.terminal import render_run
 from ssdlab.run.progress import Progress

@@ -13,7 +13,7 @@ import pytest
 
 from ssdlab.errors import UserError
 from ssdlab.plan.matrix import BY_LATENCY, LevelResult, MatrixArgs, validate
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome, show_level
 from ssdlab.report.terminal import render_run

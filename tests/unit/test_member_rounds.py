@@ -25,9 +25,9 @@ from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import Executor, FioRun, TickFn
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.member_rounds import EVENT_KIND, MemberRound, member_rounds, summarise
-from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.peak import PeakArgs, build_options
-from ssdlab.plan.pts import active_range
+from ssdlab.plan.pts import PtsArgs
+from ssdlab.plan.specs import active_range
 from ssdlab.report.build import render
 from ssdlab.report.html import esc
 from ssdlab.report.members_pages import BTRFS_PARITY_NOTE, members_page
@@ -367,7 +367,7 @@ def test_a_target_without_members_is_not_sampled_and_says_so(
 
 
 def fio_seconds(text: str) -> float:
-    """``500ms`` or ``2s`` (plan.units.fio_time) in seconds."""
+    """``500ms`` or ``2s`` (units.fio_time) in seconds."""
     return float(text[:-2]) / 1000 if text.endswith("ms") else float(text.rstrip("s"))
 
 

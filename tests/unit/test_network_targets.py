@@ -22,7 +22,7 @@ import pytest
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
-from ssdlab.plan.options import PtsArgs, build_options
+from ssdlab.plan.pts import PtsArgs, build_options
 from ssdlab.plan.specs import NBD_URI_PREFIXES as PLAN_PREFIXES
 from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern, is_nbd_uri
 from ssdlab.plan.transport import link_text, network_of, transport_text

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from ssdlab.engine.jobfile import render
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.plan.options import PtsArgs, build_options, default_load
-from ssdlab.plan.pts import build_pts_tests
+from ssdlab.plan.optionsets import default_load
+from ssdlab.plan.pts import PtsArgs, build_options, build_pts_tests
 from ssdlab.plan.specs import FioJob
-from ssdlab.plan.units import format_bytes, format_duration, parse_size
+from ssdlab.units import format_bytes, format_duration, parse_size
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -25,10 +25,10 @@ from ssdlab.analysis.peak import (
 )
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.block_presets import IometerArgs
-from ssdlab.plan.options import PtsArgs
-from ssdlab.plan.options import build_options as pts_options
 from ssdlab.plan.peak import PeakArgs, build_options, parse_engines, parse_max_latency
-from ssdlab.plan.pts import active_range
+from ssdlab.plan.pts import PtsArgs
+from ssdlab.plan.pts import build_options as pts_options
+from ssdlab.plan.specs import active_range
 from ssdlab.report.peak_pages import PAGES, peak_page
 from ssdlab.run.block_preset_run import auto_qd
 from ssdlab.run.peak_run import PeakRun, PreparedPeak, measured_of, pinning

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ssdlab.plan.options import PtsArgs, build_options
-from ssdlab.plan.pts import PtsOptions, PtsTest, active_range, build_pts_tests
-from ssdlab.plan.specs import Pattern
+from ssdlab.plan.pts import PtsArgs, PtsOptions, build_options, build_pts_tests
+from ssdlab.plan.rounds import RoundTest
+from ssdlab.plan.specs import Pattern, active_range
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -48,15 +48,15 @@ def make_options(**overrides: object) -> PtsOptions:
     return PtsOptions(**values)  # type: ignore[arg-type]
 
 
-def plan_by_name(opts: PtsOptions, capacity: int = GIB, sector: int = 512) -> dict[str, PtsTest]:
+def plan_by_name(opts: PtsOptions, capacity: int = GIB, sector: int = 512) -> dict[str, RoundTest]:
     return {t.name: t for t in build_pts_tests(opts, capacity, sector)}
 
 
-def shape(test: PtsTest) -> list[tuple[int, int]]:
+def shape(test: RoundTest) -> list[tuple[int, int]]:
     return [(c.block_bytes, c.mix.read_pct) for c in test.round_cells]
 
 
-def tracked(test: PtsTest, set_name: str) -> list[tuple[str, str, str]]:
+def tracked(test: RoundTest, set_name: str) -> list[tuple[str, str, str]]:
     return [(v.name, v.cell, v.metric) for v in test.tracking(set_name)]
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.plan.options import PtsArgs
 from ssdlab.plan.planned import PlannedTime, longest, span_text, total
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.plan.suite import TargetKind
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import planned as pts_planned

@@ -14,7 +14,7 @@ import pytest
 
 from ssdlab.analysis.predict import LABEL
 from ssdlab.cli.resume_cmd import check_resumable
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.figures import figures
 from ssdlab.report.terminal import render_run

@@ -15,7 +15,7 @@ import pytest
 
 from ssdlab.engine.gate import GATE_ENV
 from ssdlab.engine.status import FioStatus, Tick
-from ssdlab.plan.pts import PtsTest
+from ssdlab.plan.rounds import RoundTest
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.run import progress as progress_module
 from ssdlab.run.progress import Progress, cell_index, round_estimate, tracking_text, write
@@ -40,7 +40,7 @@ def test_round_estimate_adds_the_pause_per_cell(monkeypatch: pytest.MonkeyPatch,
     assert round_estimate(test) == pytest.approx(56 * 0.5 + 56 * gap)
 
 
-def make_test(name: str, cells: int, seconds: float) -> PtsTest:
+def make_test(name: str, cells: int, seconds: float) -> RoundTest:
     round_cells = tuple(
         CellSpec(
             f"{name}_{i}",
@@ -55,7 +55,7 @@ def make_test(name: str, cells: int, seconds: float) -> PtsTest:
         )
         for i in range(cells)
     )
-    return PtsTest(name, name.upper(), round_cells, (), "v2.0", None, True, ())
+    return RoundTest(name, name.upper(), round_cells, (), "v2.0", None, True, ())
 
 
 def seconds_of(text: str) -> int:
@@ -315,8 +315,8 @@ def test_the_cell_comes_from_the_gate_then_fio_then_the_clock() -> None:
     assert cell_index(cells, None, other, 3.5) == 3
 
 
-def _test(cells: tuple[CellSpec, ...]) -> PtsTest:
-    return PtsTest("iops", "IOPS", cells, (), "v2.0", None, True, ())
+def _test(cells: tuple[CellSpec, ...]) -> RoundTest:
+    return RoundTest("iops", "IOPS", cells, (), "v2.0", None, True, ())
 
 
 def test_the_live_line_says_cell_rates_and_times(monkeypatch: pytest.MonkeyPatch) -> None:

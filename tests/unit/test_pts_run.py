@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine.runner import FioRun, TickFn
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
 from ssdlab.run.session import TargetLost

@@ -15,7 +15,7 @@ from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
 from ssdlab.plan import replay as rp
-from ssdlab.plan.options import IOENGINES
+from ssdlab.plan.specs import IOENGINES
 from ssdlab.report.build import render
 from ssdlab.report.replay_pages import PAGES
 from ssdlab.run.progress import Progress

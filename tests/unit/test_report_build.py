@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab.errors import UserError
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.report import charts as ch
 from ssdlab.report import pdf
 from ssdlab.report.build import ReportRequest, _render_pages, render, write_report

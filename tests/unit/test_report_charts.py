@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ssdlab.report import charts as ch
+from ssdlab.report.bars3d import bars_3d
 from ssdlab.report.scales import Scale, fmt_axis, fmt_value, value_scale, wants_log
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -106,8 +107,8 @@ def test_bar_chart_and_3d_bars() -> None:
     rects = [e for e in parse(bars).iter(f"{SVG}rect") if e.get("class") == "pt"]
     assert len(rects) == 2
     values: list[list[float | None]] = [[100.0, None, 3.0], [40_000.0, 2_000.0, 10.0]]
-    svg3d = ch.bars_3d("d", "IOPS", ["4 KiB", "1024 KiB"], ["100/0", "65/35", "0/100"],
-                       values, row_label="block size", col_label="mix", z_label="IOPS")
+    svg3d = bars_3d("d", "IOPS", ["4 KiB", "1024 KiB"], ["100/0", "65/35", "0/100"],
+                    values, row_label="block size", col_label="mix", z_label="IOPS")
     root = parse(svg3d)
     bars3d = [e for e in root.iter(f"{SVG}g") if e.get("class") == "pt bar3d"]
     assert len(bars3d) == 5

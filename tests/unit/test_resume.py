@@ -10,12 +10,12 @@ import pytest
 
 from ssdlab.cli.resume_cmd import check_resumable
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.options import PtsArgs
-from ssdlab.plan.units import format_duration
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.run.prepare import PreparedTarget, check_same_target
 from ssdlab.run.progress import Progress, round_estimate
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
 from ssdlab.store.db import Store
+from ssdlab.units import format_duration
 from tests.support.fake_fio import FakeFio
 from tests.support.prepared import make_prepared
 

@@ -40,7 +40,7 @@ def test_a_block_s_directory_is_removed_when_it_ends(tmp_path: Path) -> None:
 
 def test_the_next_ssdlab_sweeps_what_a_killed_one_left(tmp_path: Path) -> None:
     gone = dead_pid()
-    left = [tmp_path / f"ssdlab-{k}-{gone}-abc" for k in ("wsat", "gate", "replay")]
+    left = [tmp_path / f"ssdlab-{k}-{gone}-abc" for k in ("wsat", "gate", "iolog")]
     kept = [tmp_path / f"ssdlab-wsat-{os.getpid()}-mine",  # alive: this process
             tmp_path / f"ssdlab-test-{gone}-abc",  # not a kind ssdlab makes here
             tmp_path / "ssdlab-wsat-notapid-abc", tmp_path / "unrelated"]

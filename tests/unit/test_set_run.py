@@ -14,7 +14,7 @@ import pytest
 
 from ssdlab.engine.jobmerge import SET_KEY, parse_job_file
 from ssdlab.engine.runner import Executor
-from ssdlab.plan.options import PtsArgs
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PreparedPts, PtsRun, RunInterrupted
 from ssdlab.run.set_run import SET_HOST_KIND, SetMember, SetOutcome, SetRun, short_names, worst

@@ -273,7 +273,6 @@ def test_no_suite_is_named_in_shared_code(sources: dict[str, ast.Module]) -> Non
     assert found == [], "\n".join(map(str, found))
 
 
-@GOAL
 def test_the_dead_code_is_gone(sources: dict[str, ast.Module]) -> None:
     there = {f"{module}.{name}" for module, names in DEAD.items() if module in sources
              for name in names if name in defined(sources[module])}

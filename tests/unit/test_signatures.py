@@ -1,5 +1,5 @@
-"""The signature probe (ssdlab.targets.signatures) on byte images, and the guardrail that
-uses it (check_block_target with a fake device).
+"""The signature probe (ssdlab.targets.signature_probe, magic and signatures) on byte
+images, and the guardrail that uses it (check_block_target with a fake device).
 
 Images of real filesystems, swap and partition tables are made by the real tools (mkfs,
 mkswap, sfdisk) on plain (sparse) files in /dev/shm: no root, no device. Signatures whose tools
@@ -25,8 +25,16 @@ import pytest
 from ssdlab.errors import TargetError
 from ssdlab.targets import signatures as sg
 from ssdlab.targets.identity import TargetInfo
+from ssdlab.targets.magic import (
+    BCACHE_MAGIC,
+    MD_MAGIC,
+    ZFS_UBERBLOCK_MAGIC,
+    lvm2_crc,
+    probe_magic,
+)
 from ssdlab.targets.safety import SafetyContext, check_block_target, check_destroy_data
-from ssdlab.targets.signatures import DeviceProbe, Signature, probe_magic, probe_with_tools
+from ssdlab.targets.signature_probe import probe_device, probe_with_tools
+from ssdlab.targets.signatures import DeviceProbe, Signature
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -176,7 +184,7 @@ def test_partition_table_written_over_a_filesystem(shm_dir: Path) -> None:
 
 def _md1_superblock(offset: int, version_name: str) -> bytes:
     sb = bytearray(256 + 2 * 2)
-    struct.pack_into("<IIII", sb, 0, sg.MD_MAGIC, 1, 0, 0)
+    struct.pack_into("<IIII", sb, 0, MD_MAGIC, 1, 0, 0)
     sb[16:32] = uuid.UUID(UUID).bytes
     sb[32:32 + len(b"host:md0")] = b"host:md0"
     struct.pack_into("<i", sb, 72, 1)  # raid1
@@ -197,7 +205,7 @@ def test_md_superblocks_at_their_offsets(shm_dir: Path, version: str) -> None:
     if version == "0.90":
         offset = ((sectors & ~127) - 128) * 512
         sb = bytearray(4096)
-        struct.pack_into("<IIII", sb, 0, sg.MD_MAGIC, 0, 90, 0)
+        struct.pack_into("<IIII", sb, 0, MD_MAGIC, 0, 90, 0)
         raw = uuid.UUID(UUID).bytes
         sb[20:24], sb[52:64] = raw[:4], raw[4:]
         data = bytes(sb)
@@ -221,7 +229,7 @@ def _lvm2_label(pv_uuid: str) -> bytes:
     struct.pack_into("<Q", sector, 64, 64 * MiB)  # device size
     struct.pack_into("<QQ", sector, 72, 1 * MiB, 0)  # data area, then the list's end
     struct.pack_into("<QQ", sector, 104, 4 * KiB, 1 * MiB - 4 * KiB)  # metadata area
-    struct.pack_into("<I", sector, 16, sg.lvm2_crc(bytes(sector[20:512])))
+    struct.pack_into("<I", sector, 16, lvm2_crc(bytes(sector[20:512])))
     return bytes(sector)
 
 
@@ -267,7 +275,7 @@ def test_iso9660_volume(shm_dir: Path) -> None:
 @pytest.mark.parametrize(
     ("kind", "offset", "data"),
     [
-        ("bcache", 4096, b"\0" * 8 + struct.pack("<QQ", 8, 0) + sg.BCACHE_MAGIC),
+        ("bcache", 4096, b"\0" * 8 + struct.pack("<QQ", 8, 0) + BCACHE_MAGIC),
         ("ntfs", 0, b"\xebR\x90NTFS    " + b"\0" * 501 + b"\x55\xaa"),
         ("exfat", 0, b"\xebv\x90EXFAT   " + b"\0" * 501 + b"\x55\xaa"),
         ("f2fs", 1024, struct.pack("<I", 0xF2F52010)),
@@ -284,7 +292,7 @@ def test_other_magic_numbers(shm_dir: Path, kind: str, offset: int, data: bytes)
 
 def test_zfs_needs_several_uberblocks(shm_dir: Path) -> None:
     image = _image(shm_dir, 8 * MiB)
-    magic = struct.pack("<Q", sg.ZFS_UBERBLOCK_MAGIC)
+    magic = struct.pack("<Q", ZFS_UBERBLOCK_MAGIC)
     _poke(image, 128 * KiB, magic)
     assert probe_magic(str(image)) == []  # one stray number is not a pool
     for slot in range(1, 4):
@@ -317,7 +325,7 @@ def test_zeros_and_random_data_carry_nothing(shm_dir: Path) -> None:
     noise = shm_dir / "noise.img"
     noise.write_bytes(os.urandom(8 * MiB))  # what a device looks like after fio wrote it
     assert probe_magic(str(noise)) == []
-    assert sg.probe_device(str(noise)).blank
+    assert probe_device(str(noise)).blank
 
 
 def test_tiny_and_empty_images(shm_dir: Path) -> None:
@@ -391,15 +399,15 @@ def test_probe_device_merges_both_probes_and_never_calls_a_failure_blank(
     _poke(image, 512, _lvm2_label("A" * 32))
     run = FakeRun(0, '{"signatures": [{"offset": "0x218", "type": "LVM2_member", '
                      '"uuid": "from-wipefs"}, {"offset": "0x0", "type": "jfs"}]}')
-    found = sg.probe_device(str(image), runner=run, which=only("wipefs"))
+    found = probe_device(str(image), runner=run, which=only("wipefs"))
     assert [(s.type, s.uuid, s.sources) for s in found.signatures] == [
         ("LVM2_member", "from-wipefs", ("wipefs", "ssdlab")), ("jfs", None, ("wipefs",))]
     assert not found.blank
-    broken = sg.probe_device(str(_image(shm_dir, MiB, "blank.img")),
+    broken = probe_device(str(_image(shm_dir, MiB, "blank.img")),
                              runner=FakeRun(1, "", "boom"), which=only("wipefs"))
     assert not broken.blank and broken.errors == ("wipefs: boom",)
     assert broken.describe() == "contents that could not be probed (wipefs: boom)"
-    missing = sg.probe_device(str(shm_dir / "nope"), which=only())
+    missing = probe_device(str(shm_dir / "nope"), which=only())
     assert not missing.blank and "No such file" in missing.errors[0]
 
 

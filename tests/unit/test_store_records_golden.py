@@ -12,11 +12,15 @@ The steps and events the shared run code records (plan/results.py's STEP_DETAILS
 EVENT_DETAILS) are checked for every run. A suite's own documents are checked once the
 suite declares its records: until then it is in PENDING, which may only shrink (a suite
 there that declares records fails, so that it is taken out and checked).
+
+The example suite of docs/adding-a-suite.md, which declares its records as a new suite
+does, has its own golden store (example.sqlite), read with the suite registered.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -27,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from ssdlab import suites
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, is_json
 from ssdlab.plan.results import (
     EVENT_DETAILS,
@@ -44,10 +49,12 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.suite import SuiteSpec
 from ssdlab.store.db import Store
+from ssdlab.store.export import write_export
 from ssdlab.store.records import RoundRecord, RunData, RunHead, TestState
 from ssdlab.store.schema import SCHEMA_VERSION
-from ssdlab.suites import SUITES, find
-from tests.support.golden import FIXTURES, STORES, load_golden_runs
+from ssdlab.suites import SUITES, find, result_json
+from tests.support.example_suite import registered
+from tests.support.golden import EXAMPLE_STORE, FIXTURES, STORES, load_golden_runs
 from tests.support.records import ExampleCell, ExampleParams, ExamplePlan, fresh
 
 #: the registered suites that do not declare their records yet (issue 31: WP3 the PTS
@@ -114,21 +121,28 @@ def test_pending_names_only_registered_suites_that_declare_nothing() -> None:
 def test_the_shared_steps_and_events_are_their_records(golden_runs: list[RunData]) -> None:
     checked: set[str] = set()
     for run in golden_runs:
-        suite = find(run.suite)
-        own = suite.spec.details if suite is not None else {}
-        for step in run.steps:
-            if step.kind in STEP_DETAILS and step.kind not in own:
-                check_document(STEP_DETAILS[step.kind], step.detail,
-                               f"{run.suite} {step.kind} step")
-                checked.add(step.kind)
-        for event in run.events:
-            if event.kind in EVENT_DETAILS and event.kind not in own:
-                check_document(EVENT_DETAILS[event.kind], event.detail,
-                               f"{run.suite} {event.kind} event")
-                checked.add(event.kind)
+        checked |= check_shared_details(run)
     # what the golden stores hold of them (a kind recorded later has no golden document)
     assert checked >= {"purge", "precondition", "process", "health", "members",
                        "emulator-stats", "members-off"}
+
+
+def check_shared_details(run: RunData) -> set[str]:
+    """The steps and events of ``run`` that the shared run code records (the kinds its
+    suite does not declare itself) read as their records; the kinds checked."""
+    suite = find(run.suite)
+    own = suite.spec.details if suite is not None else {}
+    checked = set()
+    for step in run.steps:
+        if step.kind in STEP_DETAILS and step.kind not in own:
+            check_document(STEP_DETAILS[step.kind], step.detail, f"{run.suite} {step.kind} step")
+            checked.add(step.kind)
+    for event in run.events:
+        if event.kind in EVENT_DETAILS and event.kind not in own:
+            check_document(EVENT_DETAILS[event.kind], event.detail,
+                           f"{run.suite} {event.kind} event")
+            checked.add(event.kind)
+    return checked
 
 
 def test_every_declared_suites_documents_are_its_records(golden_runs: list[RunData]) -> None:
@@ -163,6 +177,29 @@ def check_suite_documents(run: RunData, spec: SuiteSpec[Any]) -> None:
             continue  # none, or a shared kind's (the test of the shared ones)
         assert kind in spec.details, f"{run.suite}: no record for the detail of {kind}"
         check_document(spec.details[kind], detail, f"{run.suite} {kind}")
+
+
+# -- the example suite's golden run (docs/adding-a-suite.md; record.sh's last step) ------
+
+
+def test_the_example_suites_golden_run_is_its_declared_records(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """example.sqlite, read with the example suite registered by the document's line:
+    every document is the record the example's spec declares (or a shared one), and the
+    export is byte for byte the one recorded with it."""
+    monkeypatch.setattr(suites, "SUITES", registered())
+    (run,) = load_golden_runs(tmp_path_factory, (EXAMPLE_STORE,))
+    spec = _spec(run.suite)
+    assert run.suite == "example-read" and _declares(spec)
+    check_suite_documents(run, spec)
+    assert check_shared_details(run) >= {"process"}
+    for test in run.tests:
+        result = spec.result_type(test.name)
+        assert result is not None, test.name
+        check_document(result, test.result, f"{run.suite} {test.name} result")
+    out = io.StringIO()
+    write_export(run, "json", out, result_json)
+    assert out.getvalue() == (FIXTURES / f"{run.run_id}.json").read_text(encoding="utf-8")
 
 
 # -- the check itself, on a run written through the store's typed API ---------------------

@@ -12,7 +12,7 @@ from ssdlab.cli.main import build_parser
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.suite import TargetKind
 from ssdlab.report.suite import SuitePages
-from ssdlab.run.session import Runner
+from ssdlab.run.suite import Runner
 from ssdlab.suites import SUITES, Suite, find, runnable
 
 NAMES = [s.name for s in SUITES]

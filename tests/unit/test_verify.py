@@ -13,7 +13,7 @@ import pytest
 
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.engine.verifylog import ranges, verify_failures
-from ssdlab.plan.pts import active_range
+from ssdlab.plan.specs import active_range
 from ssdlab.plan.verify import VerifyArgs, VerifyResult, build_options
 from ssdlab.report.build import render
 from ssdlab.report.verify_pages import PAGES

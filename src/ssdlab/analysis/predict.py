@@ -178,13 +178,6 @@ class CurveFit:
     def value(self, t: float) -> float:
         return self.plateau + self.amplitude * math.exp(-self.rate * t)
 
-    def gradient(self, t: float) -> tuple[float, ...]:
-        """The value's derivatives by the fitted parameters, at round ``t``."""
-        if self.model == "constant":
-            return (1.0,)
-        e = math.exp(-self.rate * t)
-        return (1.0, e, -self.amplitude * t * e)
-
 
 def fit_curve(values: Sequence[float], first_round: int = 1) -> CurveFit:
     """The least-squares fit of ``values``, rounds ``first_round`` on (at least 4 finite

@@ -10,7 +10,7 @@ from typing import Any
 from ssdlab.cli.common import add_command, add_destroy_data_option
 from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.plan.array import BACKENDS, LEVELS, create_commands, destroy_commands, plan_array
-from ssdlab.plan.units import parse_size
+from ssdlab.units import parse_size
 
 
 def register(sub: Any) -> None:

@@ -15,7 +15,7 @@ from ssdlab.store.records import RunData
 if TYPE_CHECKING:
     from ssdlab.engine.runner import FioExecutor
     from ssdlab.run.progress import Progress
-    from ssdlab.run.session import SuiteRun
+    from ssdlab.run.suite import SuiteRun
     from ssdlab.store.db import Store
 
 

@@ -16,11 +16,11 @@ from typing import Any
 from ssdlab.cli.common import add_command, add_store_option, open_store
 from ssdlab.cli.suite_cmd import execute
 from ssdlab.errors import EnvironmentProblem, ExitCode, UserError, command
-from ssdlab.plan.options import PtsArgs
-from ssdlab.plan.units import parse_size
+from ssdlab.plan.pts import PtsArgs
 from ssdlab.suites import find
 from ssdlab.targets import emulator
 from ssdlab.targets.filetarget import remove_file_target
+from ssdlab.units import parse_size
 
 DEFAULT_DIR = "/dev/shm"
 DEFAULT_NAME = "ssdlab-demo.img"

@@ -9,8 +9,8 @@ from typing import Any
 
 from ssdlab.cli.common import add_command
 from ssdlab.errors import ExitCode, UserError, command
-from ssdlab.plan.units import format_bytes, parse_size
 from ssdlab.targets import emulator
+from ssdlab.units import format_bytes, parse_size
 
 
 def register(sub: Any) -> None:

@@ -84,7 +84,7 @@ from pathlib import Path
 
 from ssdlab.engine import scratch
 from ssdlab.engine.jobmerge import Job, parse_job_file, positions
-from ssdlab.plan.units import parse_size
+from ssdlab.units import parse_size
 
 #: options whose value is a path (fio reads or writes it relative to its working
 #: directory): the gate moves that directory, so each must be absolute

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ssdlab.plan.specs import NBD_ENGINE, CellSpec, FioJob, JobSection, Pattern, is_nbd_uri
-from ssdlab.plan.units import fio_time
+from ssdlab.units import fio_time
 
 #: fio's jobs as threads of the one fio process, not forked processes: when ssdlab is
 #: SIGKILLed the kernel kills fio (PR_SET_PDEATHSIG), and forked job processes would be

@@ -1,8 +1,9 @@
 """Scratch directories of a running ssdlab, ``$TMPDIR/ssdlab-KIND-PID-XXXXXXXX``: fio's log
-files of one round (``wsat``, ``hir``, ``replay``, ``preset``, ``slc``) and the fio gate's
-FIFO and lock (``gate``). Each is removed when its block ends; an ssdlab killed by SIGKILL
-(or the kernel) runs no ``finally``, so every new one first removes those of the known
-kinds whose process is gone. Nothing else in the directory is touched.
+files of one round (``wsat``, ``hir``, ``iolog`` (a trace replay's), ``preset``, ``slc``)
+and the fio gate's FIFO and lock (``gate``). Each is removed when its block ends; an
+ssdlab killed by SIGKILL (or the kernel) runs no ``finally``, so every new one first
+removes those of the known kinds whose process is gone. Nothing else in the directory is
+touched.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 #: the kinds of scratch directory ssdlab makes (a name of another kind is never removed)
-KINDS = frozenset({"gate", "wsat", "hir", "replay", "preset", "slc"})
+KINDS = frozenset({"gate", "wsat", "hir", "iolog", "preset", "slc"})
 
 
 def alive(pid: int) -> bool:

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from ssdlab.errors import UserError
-from ssdlab.plan.units import format_bytes
+from ssdlab.units import format_bytes
 
 BACKENDS = ("md", "zfs", "btrfs")
 LEVELS = ("raid0", "raid1", "raid5", "raid6", "raid10")

@@ -29,7 +29,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
 from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, format_duration, parse_size
+from ssdlab.units import format_bytes, format_duration, parse_size
 
 PROFILES = ("default", "quick")
 CDM_MODES = ("read", "write", "mix")

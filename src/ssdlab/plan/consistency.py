@@ -16,7 +16,7 @@ from typing import Any
 
 from ssdlab.analysis.consistency import MARKED, MEMORY
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.pts import cell_label as pts_cell_label
+from ssdlab.plan.specs import cell_label as spec_cell_label
 
 #: the kind of the events that hold a test's checks
 EVENT_KIND = "consistency"
@@ -158,7 +158,7 @@ def footnotes(checks: ConsistencyChecks | None, labels: Mapping[str, str] | None
 def cell_label(cell: Mapping[str, Any]) -> str | None:
     """A stored cell's name as its suite's tables show it: its own label, a preset's group
     and mode ("SEQ1M Q1T1 read"), else its block size and mix ("4 KiB 0/100", as
-    :func:`ssdlab.plan.pts.cell_label` names a PTS cell); None: it has none of these."""
+    :func:`ssdlab.plan.specs.cell_label` names a PTS cell); None: it has none of these."""
     if isinstance(cell.get("label"), str):
         return str(cell["label"])
     group, mode = cell.get("group"), cell.get("mode")
@@ -166,7 +166,7 @@ def cell_label(cell: Mapping[str, Any]) -> str | None:
         return f"{group} {mode}"
     block, read = cell.get("block_bytes"), cell.get("read_pct")
     if isinstance(block, int) and isinstance(read, int):
-        return pts_cell_label(block, read)
+        return spec_cell_label(block, read)
     return None
 
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from ssdlab.errors import UserError
-from ssdlab.plan.units import parse_size
+from ssdlab.units import parse_size
 
 #: every size a preset uses is a multiple of this
 ALIGN = 4096

@@ -25,7 +25,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import CellSpec, FioJob, JobSection, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import (
+from ssdlab.units import (
     check_fio_seconds,
     fio_time,
     format_bytes,

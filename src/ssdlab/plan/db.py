@@ -29,7 +29,7 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, format_duration, parse_size
+from ssdlab.units import format_bytes, format_duration, parse_size
 
 SUITE = "db"
 MIB = 2**20

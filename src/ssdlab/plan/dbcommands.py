@@ -31,7 +31,7 @@ from ssdlab.plan.db import (
     buffer_bytes,
     log_bytes,
 )
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.units import format_bytes, format_duration
 
 #: where every run's private directory is made (a tmpfs: nothing left after a reboot)
 RUN_ROOT = Path(os.environ.get("SSDLAB_DB_RUN_DIR") or "/run/ssdlab-db")

@@ -36,7 +36,7 @@ from ssdlab.plan.copysets import (
 from ssdlab.plan.file_results import FilePresetResult
 from ssdlab.plan.filejobs import DIRECTIONS, FileJob
 from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, parse_size
+from ssdlab.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
 KIB = 1024

@@ -25,12 +25,25 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes, parse_mixes
-from ssdlab.plan.pts import ActiveRange, active_range, cell_label, wipc_cell
 from ssdlab.plan.results import HostBoundRule, HostBoundVerdict, NumaVerdict, SkippedCell
-from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
+from ssdlab.plan.rounds import wipc_cell
+from ssdlab.plan.specs import (
+    IOENGINES,
+    KIB,
+    PURGE_METHODS,
+    ActiveRange,
+    CellSpec,
+    JobText,
+    Mix,
+    Pattern,
+    active_range,
+    block_label,
+    cell_dict,
+    cell_label,
+)
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
+from ssdlab.units import format_bytes, format_duration
 
 TEST = "latency-iops"
 DEFAULT_BLOCKS = (8 * KIB, 4 * KIB)
@@ -141,12 +154,6 @@ class LatencyIopsOptions(Profiled):
         return self.warmup_s + self.measure_s
 
 
-def _choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
-    return value
-
-
 def parse_counts(option: str, text: str, upper: int) -> tuple[int, ...]:
     """``1,2,4`` -> (1, 2, 4): whole numbers 1..upper, each once, ascending."""
     if not text.strip():
@@ -198,9 +205,9 @@ def default_max_threads(threads: tuple[int, ...], cpus: int) -> int:
 
 def build_options(args: LatencyIopsArgs, cpus: int) -> LatencyIopsOptions:
     """Validate ``args``; a one-line UserError on the first bad value."""
-    profile = PROFILES[_choice("--profile", args.profile, tuple(PROFILES))]
-    _choice("--purge", args.purge, PURGE_METHODS)
-    _choice("--ioengine", args.ioengine, IOENGINES)
+    profile = PROFILES[choice("--profile", args.profile, tuple(PROFILES))]
+    choice("--purge", args.purge, PURGE_METHODS)
+    choice("--ioengine", args.ioengine, IOENGINES)
     _check_numbers(args)
     blocks = (parse_block_sizes("--block-sizes", args.block_sizes)
               if args.block_sizes is not None else DEFAULT_BLOCKS)

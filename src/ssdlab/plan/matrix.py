@@ -17,7 +17,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.array import BACKENDS, LEVELS, parse_level
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import parse_size
+from ssdlab.units import parse_size
 
 SUITE = "matrix"
 MEMBER_CHECK = "member-check"

@@ -30,11 +30,19 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.options import IOENGINES
-from ssdlab.plan.pts import ActiveRange, PtsTest, TrackingVar, active_range, wipc_cell
-from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
+from ssdlab.plan.specs import (
+    IOENGINES,
+    KIB,
+    ActiveRange,
+    CellSpec,
+    JobText,
+    Mix,
+    Pattern,
+    active_range,
+)
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.units import format_bytes, format_duration
 
 SUITE = TEST = "op-sweep"
 BLOCK_BYTES = 4 * KIB
@@ -183,7 +191,7 @@ def _positive(option: str, value: float | None, upper: float, integer: bool = Fa
 
 def build_options(args: OpSweepArgs, default_load: tuple[int, int]) -> OpSweepOptions:
     """Validate ``args``; UserError (one line) on the first bad value. ``default_load`` is
-    (threads, QD) for the device class (:func:`ssdlab.plan.options.default_load`)."""
+    (threads, QD) for the device class (:func:`ssdlab.plan.optionsets.default_load`)."""
     for option, value, allowed in (
         ("--profile", args.profile, tuple(PROFILES)), ("--rule", args.rule, tuple(RULES)),
         ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, IOENGINES),
@@ -414,10 +422,10 @@ SPEC = SuiteSpec(
 # -- what the plan says: dry run, progress, the stored plan, the test's parameters ----------
 
 
-def progress_tests(plan: OpSweepPlan) -> tuple[PtsTest, ...]:
+def progress_tests(plan: OpSweepPlan) -> tuple[RoundTest, ...]:
     """The settings as the progress display counts them (one "test" each)."""
     return tuple(
-        PtsTest(
+        RoundTest(
             name=f"{TEST} {s.label}",
             title=f"Over-provisioning sweep, {s.label}",
             round_cells=(plan.round_cell(s),),

@@ -13,8 +13,8 @@ from ssdlab.errors import UserError
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.plan.suite import Opt, opt
-from ssdlab.plan.units import parse_size
 from ssdlab.store.location import StoreLocation
+from ssdlab.units import parse_size
 
 DESTROY_DATA_HELP = (
     "allow writing to a block device: everything on it is destroyed. A blank device needs "
@@ -242,6 +242,24 @@ def auto_help(what: str = "what") -> str:
     """The help of ``auto`` (said once): ``what`` the peak run found."""
     return (f"; auto: {what} the target's most recent peak run found (`ssdlab run peak` "
             "first, docs/peak.md)")
+
+
+#: (threads, outstanding I/O per thread) per device class; threads are capped at the CPUs
+DEFAULT_LOADS = {
+    "nvme": (16, 8),  # the CD5/CM5-R review's 16 threads x QD 8
+    "sata_ssd": (16, 8),  # the reviews' SATA/SAS setting
+    "sas_ssd": (16, 8),
+    "hdd": (1, 16),
+    "virtual": (4, 16),
+    "file": (4, 16),
+}
+
+
+def default_load(device_class: str, cpu_count: int) -> tuple[int, int]:
+    """(threads, iodepth) for a device class, keeping the outstanding I/O when capping threads."""
+    threads, depth = DEFAULT_LOADS.get(device_class, (4, 16))
+    capped = max(1, min(threads, cpu_count))
+    return capped, max(1, threads * depth // capped) if capped < threads else depth
 
 
 def threads(group: str, help: str = "fio jobs (default per device class, capped at the "

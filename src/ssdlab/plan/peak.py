@@ -25,10 +25,9 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.pts import ActiveRange
-from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.units import check_fio_seconds, format_bytes
+from ssdlab.units import check_fio_seconds, format_bytes
 
 SUITE = "peak"
 

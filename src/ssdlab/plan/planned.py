@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ssdlab.plan.units import format_bytes, format_duration
+from ssdlab.units import format_bytes, format_duration
 
 #: fio's own time around each invocation (start-up, job set-up, teardown), for estimates
 FIO_RUN_OVERHEAD_S = 0.3

@@ -1,4 +1,6 @@
-"""The SNIA PTS device-level tests (methodology 1.1-1.5) as data.
+"""The SNIA PTS suite (device-level tests, methodology 1.1-1.5): its spec, the options
+validated into a frozen :class:`PtsOptions` before any I/O (every failure a one-line
+:class:`UserError` naming the bad value and what is allowed), and the tests as data.
 
 ``build_pts_tests`` turns validated :class:`PtsOptions` and the target's size into
 the cells of one round of each test, the workload-independent preconditioning and
@@ -8,14 +10,34 @@ the steady-state tracking variables. Pure: nothing here touches a device.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ssdlab.analysis.steady import rule_by_name
+from ssdlab.analysis.steady import RULES, rule_by_name
+from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern, block_label, cell_dict
-from ssdlab.plan.suite import Profiled
-from ssdlab.plan.units import format_duration
+from ssdlab.plan import optionsets as common
+from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import CellData
+from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
+from ssdlab.plan.specs import (
+    IOENGINES,
+    KIB,
+    PURGE_METHODS,
+    ActiveRange,
+    CellSpec,
+    JobText,
+    Mix,
+    Pattern,
+    active_range,
+    block_label,
+    cell_dict,
+    cell_label,
+    cell_name,
+)
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
+from ssdlab.units import format_duration
 
 IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
 IOPS_MIXES = (100, 95, 65, 50, 35, 5, 0)
@@ -24,15 +46,11 @@ LATENCY_BLOCKS = (8 * KIB, 4 * KIB, 512)
 LATENCY_MIXES = {"snia": (100, 65, 0), "reviews": (100, 70, 0)}
 TEST_NAMES = ("iops", "throughput", "latency")
 TRACKING_SETS = ("v1.1", "v2.0")
-WIPC_BLOCK = 128 * KIB
-WIPC_FACTOR = 2
-#: the active range is aligned to the largest block size
-RANGE_ALIGN = MIB
 
 
 @dataclass(frozen=True)
 class PtsOptions(Profiled):
-    """Everything a PTS run was asked for, validated (see ``plan.options``)."""
+    """Everything a PTS run was asked for, validated (``build_options``)."""
 
     tests: tuple[str, ...]
     profile: str
@@ -63,54 +81,50 @@ class PtsOptions(Profiled):
 
 
 @dataclass(frozen=True)
-class TrackingVar:
-    """A steady-state tracking variable: one metric of one cell of the round."""
-
+class Profile:
     name: str
-    cell: str
-    metric: str  # a key of the cell dict: "iops", "bw_bytes_per_s", "lat_mean_us"
+    cell_seconds: float
+    max_rounds: int
+    description: str
+
+
+PROFILES = {
+    "default": Profile("default", 60.0, 25, "SNIA PTS timing: 1-minute cells, at most 25 rounds"),
+    "quick": Profile(
+        "quick",
+        0.5,
+        8,
+        "QUICK: 0.5-second cells, at most 8 rounds; for demos and tests, not a valid PTS result",
+    ),
+}
+VARIANTS = ("snia", "reviews")
+#: fio's time resolution is 1 ms; shorter cells than this measure only start-up
+MIN_ROUND_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
-class PtsTest:
-    """One PTS test: its round, its preconditioning and its tracking variables."""
+class PtsArgs:
+    """Raw user input for a PTS run; None means "use the default"."""
 
-    name: str
-    title: str
-    round_cells: tuple[CellSpec, ...]
-    tracking_sets: tuple[tuple[str, tuple[TrackingVar, ...]], ...]
-    primary_set: str
-    wipc: CellSpec | None
-    purge: bool
-    skipped: tuple[tuple[str, str], ...]  # (cell label, reason)
-
-    @property
-    def round_seconds(self) -> float:
-        return sum(cell.planned_seconds or 0.0 for cell in self.round_cells)
-
-    def tracking(self, set_name: str | None = None) -> tuple[TrackingVar, ...]:
-        wanted = set_name or self.primary_set
-        return dict(self.tracking_sets)[wanted]
-
-
-@dataclass(frozen=True)
-class ActiveRange:
-    offset_bytes: int
-    size_bytes: int
-
-
-def active_range(capacity_bytes: int, pct: float) -> ActiveRange:
-    size = int(capacity_bytes * pct / 100)
-    size -= size % RANGE_ALIGN
-    return ActiveRange(0, size)
-
-
-def cell_name(test: str, block_bytes: int, read_pct: int) -> str:
-    return f"{test}_bs{block_bytes}_r{read_pct}"
-
-
-def cell_label(block_bytes: int, read_pct: int) -> str:
-    return f"{block_label(block_bytes)} {Mix(read_pct).label}"
+    profile: str = "default"
+    variant: str = "snia"
+    tests: str | None = None
+    rule: str | None = None
+    tracking: str | None = None
+    round_seconds: float | None = None
+    max_rounds: int | None = None
+    threads: int | str | None = None  # "auto": resolved by the run (run/peak_load.py)
+    iodepth: int | str | None = None
+    active_range_pct: float = 100.0
+    block_sizes: str | None = None
+    mixes: str | None = None
+    latency_block_sizes: str | None = None
+    latency_mixes: str | None = None
+    purge: str = "auto"
+    precondition: bool = True
+    ioengine: str = "libaio"
+    read_only: bool = False  # --read-only: only the 100/0 cells (see read_only_options)
+    predict: bool = False  # --predict: stop at a predicted steady state (docs/pts.md)
 
 
 def _cell(
@@ -133,21 +147,6 @@ def _cell(
         offset_bytes=rng.offset_bytes,
         size_bytes=rng.size_bytes,
         runtime_s=seconds,
-    )
-
-
-def wipc_cell(rng: ActiveRange) -> CellSpec:
-    """Workload-independent preconditioning: 2x the active range in 128 KiB writes."""
-    return CellSpec(
-        name="wipc_seq128k_write",
-        pattern=Pattern.SEQUENTIAL,
-        block_bytes=WIPC_BLOCK,
-        mix=Mix(0),
-        threads=1,
-        iodepth=32,
-        offset_bytes=rng.offset_bytes,
-        size_bytes=rng.size_bytes,
-        io_bytes=WIPC_FACTOR * rng.size_bytes,
     )
 
 
@@ -190,14 +189,14 @@ def _iops_tracking(cells: tuple[CellSpec, ...]) -> tuple[tuple[str, tuple[Tracki
     return tuple(sets)
 
 
-def iops_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> PtsTest:
+def iops_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> RoundTest:
     blocks, skipped = _split_blocks(opts.iops_block_bytes, logical_sector, "iops", opts.iops_mixes)
     cells = tuple(
         _cell("iops", Pattern.RANDOM, b, m, opts.threads, opts.iodepth, rng, opts.cell_seconds)
         for m in opts.iops_mixes
         for b in blocks
     )
-    return PtsTest(
+    return RoundTest(
         "iops",
         "IOPS",
         cells,
@@ -209,7 +208,7 @@ def iops_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> PtsTes
     )
 
 
-def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> PtsTest:
+def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> RoundTest:
     name = f"throughput-{block // KIB}k"
     cells = tuple(
         _cell(
@@ -225,7 +224,7 @@ def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> PtsTest:
             f"write bandwidth {block_label(block)}", cells[1].name, "bw_bytes_per_s"
         )
         sets = (("v1.1", (write,)), ("v2.0", (write, read)))
-    return PtsTest(
+    return RoundTest(
         name,
         f"Throughput {block_label(block)}",
         cells,
@@ -237,7 +236,7 @@ def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> PtsTest:
     )
 
 
-def latency_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> PtsTest:
+def latency_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> RoundTest:
     blocks, skipped = _split_blocks(
         opts.latency_block_bytes, logical_sector, "latency", opts.latency_mixes
     )
@@ -257,7 +256,7 @@ def latency_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> Pts
     )
     assert all(t.cell in names for t in tracking)
     sets = (("v1.1", tracking), ("v2.0", tracking))
-    return PtsTest(
+    return RoundTest(
         "latency",
         "Latency",
         cells,
@@ -271,10 +270,10 @@ def latency_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> Pts
 
 def build_pts_tests(
     opts: PtsOptions, capacity_bytes: int, logical_sector: int
-) -> tuple[PtsTest, ...]:
+) -> tuple[RoundTest, ...]:
     """The tests of a PTS run in order: IOPS, throughput (1024 then 128 KiB), latency."""
     rng = active_range(capacity_bytes, opts.active_range_pct)
-    tests: list[PtsTest] = []
+    tests: list[RoundTest] = []
     if "iops" in opts.tests:
         tests.append(iops_test(opts, rng, logical_sector))
     if "throughput" in opts.tests:
@@ -285,12 +284,6 @@ def build_pts_tests(
 
 
 # -- results --------------------------------------------------------------------------------
-
-#: one cell of a stored result: its identity (cell, block_bytes, read_pct, pattern, load)
-#: and every metric fio gave for it (iops, bw_bytes_per_s, lat_*_us, ...): the CSV export
-#: and the comparisons read the metrics by name, so a cell stays a mapping
-CellData = dict[str, Any]
-
 
 @dataclass(frozen=True)
 class SkippedCell(Record):
@@ -342,7 +335,7 @@ class PtsResult(Record):
     prediction: PtsPrediction | None = None
 
 
-def skipped_records(test: PtsTest) -> list[SkippedCell]:
+def skipped_records(test: RoundTest) -> list[SkippedCell]:
     return [SkippedCell(c, r) for c, r in test.skipped]
 
 
@@ -361,7 +354,7 @@ def describe_settings(opts: PtsOptions) -> str:
                if opts.predict else ""))
 
 
-def describe_tests(opts: PtsOptions, tests: tuple[PtsTest, ...], file_target: bool,
+def describe_tests(opts: PtsOptions, tests: tuple[RoundTest, ...], file_target: bool,
                    job_text: JobText) -> list[str]:
     """``--dry-run``: every test, its purge, and its job files."""
     out: list[str] = []
@@ -382,7 +375,7 @@ def describe_tests(opts: PtsOptions, tests: tuple[PtsTest, ...], file_target: bo
     return out
 
 
-def test_params(test: PtsTest, opts: PtsOptions) -> dict[str, Any]:
+def test_params(test: RoundTest, opts: PtsOptions) -> dict[str, Any]:
     return {
         "title": test.title,
         "rule": opts.rule,
@@ -400,7 +393,7 @@ def test_params(test: PtsTest, opts: PtsOptions) -> dict[str, Any]:
     }
 
 
-def plan_dict(opts: PtsOptions, tests: tuple[PtsTest, ...]) -> dict[str, Any]:
+def plan_dict(opts: PtsOptions, tests: tuple[RoundTest, ...]) -> dict[str, Any]:
     options = dataclasses.asdict(opts)
     options["quick"] = opts.quick
     return {
@@ -413,3 +406,181 @@ def plan_dict(opts: PtsOptions, tests: tuple[PtsTest, ...]) -> dict[str, Any]:
         "latency": "fio completion latency (clat); mixed-cell percentiles from merged "
         "json+ histograms",
     }
+
+
+# -- the options as given, validated ----------------------------------------------------
+
+
+def parse_tests(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return TEST_NAMES
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not names:
+        raise UserError(f"--tests is empty; choose from: {', '.join(TEST_NAMES)}")
+    for name in names:
+        choice("--tests entry", name, TEST_NAMES)
+    if len(set(names)) != len(names):
+        raise UserError(f"--tests {text!r} lists a test twice")
+    return tuple(n for n in TEST_NAMES if n in names)
+
+
+def _positive(option: str, value: float | None, upper: float) -> None:
+    if value is not None and not 0 < value <= upper:
+        raise UserError(f"{option} {value:g} must be greater than 0 and at most {upper:g}")
+
+
+def _load_number(option: str, value: int | str | None) -> int | None:
+    """--threads/--qd once ``auto`` was resolved (run/peak_load.py) or as given."""
+    if isinstance(value, str):
+        raise UserError(f"{option} {value}: give a whole number (auto is resolved from a "
+                        "peak run when a run is prepared)")
+    return value
+
+
+def _check_numbers(args: PtsArgs) -> None:
+    _positive("--round-seconds", args.round_seconds, 3600)
+    _positive("--max-rounds", args.max_rounds, 1000)
+    _positive("--threads", _load_number("--threads", args.threads), 256)
+    _positive("--qd", _load_number("--qd", args.iodepth), 4096)
+    _positive("--active-range", args.active_range_pct, 100)
+    seconds = args.round_seconds
+    if seconds is not None and (
+        seconds < MIN_ROUND_SECONDS or abs(seconds * 1000 - round(seconds * 1000)) > 1e-6
+    ):
+        raise UserError(
+            f"--round-seconds {seconds:g} must be at least {MIN_ROUND_SECONDS:g} and "
+            "a whole number of milliseconds"
+        )
+    if args.max_rounds is not None and args.max_rounds != int(args.max_rounds):
+        raise UserError(f"--max-rounds {args.max_rounds} must be a whole number")
+
+
+def build_options(args: PtsArgs, device_class: str, cpu_count: int) -> PtsOptions:
+    """Validate ``args`` for a target of ``device_class``; UserError on the first bad value."""
+    profile = PROFILES[choice("--profile", args.profile, list(PROFILES))]
+    variant = choice("--variant", args.variant, VARIANTS)
+    rule = choice(
+        "--rule", args.rule or ("review" if variant == "reviews" else "snia"), list(RULES)
+    )
+    tracking = choice("--tracking", args.tracking or "v2.0", TRACKING_SETS)
+    choice("--purge", args.purge, PURGE_METHODS)
+    choice("--ioengine", args.ioengine, IOENGINES)
+    _check_numbers(args)
+    max_rounds = args.max_rounds or profile.max_rounds
+    window = RULES[rule].window
+    if max_rounds < window:
+        raise UserError(
+            f"--max-rounds {max_rounds} is smaller than the {rule} rule's "
+            f"{window}-round window; steady state could never be judged"
+        )
+    threads, iodepth = common.default_load(device_class, cpu_count)
+    drop_half_k = variant == "reviews"
+    iops_blocks = IOPS_BLOCKS[:-1] if drop_half_k else IOPS_BLOCKS
+    lat_blocks = LATENCY_BLOCKS[:-1] if drop_half_k else LATENCY_BLOCKS
+    options = PtsOptions(
+        tests=parse_tests(args.tests),
+        profile=profile.name,
+        variant=variant,
+        rule=rule,
+        tracking=tracking,
+        cell_seconds=args.round_seconds or profile.cell_seconds,
+        max_rounds=int(max_rounds),
+        threads=int(args.threads or threads),
+        iodepth=int(args.iodepth or iodepth),
+        active_range_pct=args.active_range_pct,
+        iops_block_bytes=parse_block_sizes("--block-sizes", args.block_sizes)
+        if args.block_sizes is not None
+        else iops_blocks,
+        iops_mixes=parse_mixes("--mixes", args.mixes) if args.mixes is not None else IOPS_MIXES,
+        latency_block_bytes=parse_block_sizes("--latency-block-sizes", args.latency_block_sizes)
+        if args.latency_block_sizes is not None
+        else lat_blocks,
+        latency_mixes=parse_mixes("--latency-mixes", args.latency_mixes)
+        if args.latency_mixes is not None
+        else LATENCY_MIXES[variant],
+        purge=args.purge,
+        precondition=args.precondition,
+        ioengine=args.ioengine,
+        predict=args.predict,
+    )
+    return read_only_options(args, options) if args.read_only else options
+
+
+def read_only_options(args: PtsArgs, options: PtsOptions) -> PtsOptions:
+    """--read-only: the 100/0 cells only, no purge, no preconditioning (docs/safety.md)."""
+    if args.purge not in ("auto", "none"):
+        raise UserError(f"--purge {args.purge} writes to the device; --read-only never purges")
+    for option, given, mixes in (
+        ("--mixes", args.mixes, options.iops_mixes),
+        ("--latency-mixes", args.latency_mixes, options.latency_mixes),
+    ):
+        if given is not None and any(read_pct != 100 for read_pct in mixes):
+            raise UserError(f"{option} {given} includes writes; --read-only runs only 100/0")
+    return replace(options, iops_mixes=(100,), latency_mixes=(100,), purge="none",
+                   precondition=False, read_only_target=True)
+
+
+# -- the suite ----------------------------------------------------------------------------
+
+_G = "tests"
+OPTIONS = (
+    *common.device_target(),
+    common.profile(_G, tuple(PROFILES), "default: 60 s per cell, at most 25 rounds; quick: "
+                   "0.5 s per cell, at most 8 rounds (marked QUICK everywhere)"),
+    opt("--variant", group=_G, config=Kind.TEXT, default="snia", choices=VARIANTS,
+        help="snia (default) or reviews: the reviews' 4-round 90-110%% rule, no 0.5 KiB "
+        "cells, 70/30 instead of 65/35 in the latency test"),
+    opt("--tests", group=_G, config=Kind.LIST, metavar="LIST",
+        help=f"comma list of {', '.join(TEST_NAMES)} (default: all)"),
+    opt("--rule", group=_G, config=Kind.TEXT, choices=["snia", "review"],
+        help="steady-state rule (default: snia; reviews variant: review)"),
+    opt("--tracking", group=_G, config=Kind.TEXT, choices=TRACKING_SETS,
+        help="IOPS stopping variables: v1.1 = 4 KiB 0/100; v2.0 (default) = 4 KiB 0/100, "
+        "64 KiB 65/35 and 1024 KiB 100/0; both verdicts are recorded"),
+    opt("--predict", group=_G, config=Kind.BOOL, action="store_true",
+        help="stop a test early once every tracking variable's steady state is predicted "
+        "within +-5 %% at 95 %% confidence (a fitted settling curve): labelled a predicted "
+        "steady state, not a SNIA steady state; `ssdlab resume` continues it to the SNIA "
+        "rule (docs/pts.md)"),
+    common.number("--round-seconds", _G, "seconds each cell runs per round (default: profile)",
+                  metavar="S"),
+    common.whole("--max-rounds", _G, "rounds before giving up on steady state (default: "
+                 "profile)"),
+    common.threads(_G, "fio jobs per cell for IOPS and throughput (default per device "
+                   "class, capped at the CPU count)", auto=True),
+    common.qd(_G, "queue depth per thread", auto=True),
+    common.active_range(_G),
+    opt("--block-sizes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="IOPS block sizes in KiB, e.g. 1024,128,4,0.5 (default: the 8 SNIA sizes)"),
+    opt("--mixes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="IOPS read/write mixes, e.g. 100/0,65/35,0/100 (default: the 7 SNIA mixes)"),
+    opt("--latency-block-sizes", group=_G, config=Kind.LIST, metavar="LIST",
+        help="latency block sizes in KiB"),
+    opt("--latency-mixes", group=_G, config=Kind.LIST, metavar="LIST", help="latency mixes"),
+    common.purge(_G, common.PURGE_AUTO_HELP),
+    common.no_precondition(_G),
+    common.ioengine(_G, "fio ioengine"),
+    opt("--read-only", group=_G, action="store_true",
+        help="run only the read cells (IOPS and latency at 100/0, sequential read "
+        "throughput) with fio --readonly: no purge, no preconditioning, no --destroy-data "
+        "needed; the device may carry a filesystem but must not be mounted (docs/safety.md)"),
+)
+
+SPEC = SuiteSpec(
+    name="pts",
+    quick_text="shortened rounds, for demos and tests; not a valid PTS result",
+    help="SNIA PTS IOPS, throughput and latency tests (methodology 1.1-1.5)",
+    description="""The SNIA PTS IOPS (7 mixes x 8 block sizes), throughput (128 KiB and 1024
+    KiB sequential) and latency (QD 1) tests, each from purge and 2x-capacity
+    preconditioning, in rounds until steady state (docs/pts.md).""",
+    target=TargetKind.DEVICE,
+    options=OPTIONS,
+    args_type=PtsArgs,
+    results={name: PtsResult for name in TEST_NAMES},
+    resumable=True,
+    # --print-config lists the settings in this order (as before the suite contract)
+    config_first=("size", "store", "fio", "profile", "variant", "tests", "rule", "tracking",
+                  "round-seconds", "max-rounds", "threads", "qd", "active-range",
+                  "block-sizes", "mixes", "latency-block-sizes", "latency-mixes", "purge",
+                  "ioengine"),
+)

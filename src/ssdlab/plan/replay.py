@@ -29,7 +29,7 @@ from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import FioCell
 from ssdlab.plan.specs import FioJob, JobSection
 from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
-from ssdlab.plan.units import check_fio_seconds, fio_time, format_bytes
+from ssdlab.units import check_fio_seconds, fio_time, format_bytes
 
 TEST = "replay"
 IOLOG_V2 = "fio version 2 iolog"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ssdlab.analysis import hostbound, numa, steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
@@ -202,6 +203,12 @@ class LittleLaw(Record):
     io_slots: int | None = None
     latency_basis: str = "completion"  # or "total"
     littles_law: str | None = None
+
+
+#: one cell of a stored result: its identity (cell, block_bytes, read_pct, pattern, load)
+#: and every metric fio gave for it (iops, bw_bytes_per_s, lat_*_us, ...): the CSV export
+#: and the comparisons read the metrics by name, so a cell stays a mapping
+CellData = dict[str, Any]
 
 
 @dataclass(frozen=True)

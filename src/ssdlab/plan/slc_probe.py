@@ -30,10 +30,10 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.options import IOENGINES, PURGE_METHODS, parse_block_sizes
-from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.specs import IOENGINES, KIB, MIB, PURGE_METHODS, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.values import parse_block_sizes
+from ssdlab.units import format_bytes
 
 SUITE = TEST = "slc-probe"
 CELL = "slc-probe"

@@ -79,6 +79,35 @@ def block_label(block_bytes: int) -> str:
     return f"{kib:g} KiB"
 
 
+def cell_name(test: str, block_bytes: int, read_pct: int) -> str:
+    """A cell's name in a test's round: ``iops_bs4096_r65``."""
+    return f"{test}_bs{block_bytes}_r{read_pct}"
+
+
+def cell_label(block_bytes: int, read_pct: int) -> str:
+    """A cell as tables and messages say it: ``4 KiB 65/35``."""
+    return f"{block_label(block_bytes)} {Mix(read_pct).label}"
+
+
+#: the active range is aligned to the largest block size
+RANGE_ALIGN = MIB
+
+
+@dataclass(frozen=True)
+class ActiveRange:
+    """The part of the target a test's I/O stays in (the SNIA active range)."""
+
+    offset_bytes: int
+    size_bytes: int
+
+
+def active_range(capacity_bytes: int, pct: float) -> ActiveRange:
+    """The first ``pct`` % of the capacity, aligned down to :data:`RANGE_ALIGN`."""
+    size = int(capacity_bytes * pct / 100)
+    size -= size % RANGE_ALIGN
+    return ActiveRange(0, size)
+
+
 @dataclass(frozen=True)
 class CellSpec:
     """One workload cell: a block size, a mix and an access pattern at a load.

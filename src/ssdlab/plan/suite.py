@@ -3,7 +3,7 @@ config-file keys), the arguments they make, the tests it records and their resul
 
 This is the plan's part of the suite contract (docs/architecture.md, "A suite is one
 thing"): each suite's plan module defines one :class:`SuiteSpec`; its run module the
-runner (:class:`ssdlab.run.session.Runner`), its pages module the report's part
+runner (:class:`ssdlab.run.suite.Runner`), its pages module the report's part
 (:class:`ssdlab.report.suite.SuitePages`); one line of :mod:`ssdlab.suites` registers
 the three. The command line, ``--config``, ``ssdlab resume``, ``show``, ``export`` and
 the report all reach a suite through that registry, never by its name.

@@ -19,10 +19,9 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.pts import ActiveRange
-from ssdlab.plan.specs import CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.specs import ActiveRange, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
-from ssdlab.plan.units import format_bytes, parse_size
+from ssdlab.units import format_bytes, parse_size
 
 SUITE = TEST = "verify"
 #: failures listed in the result and the report (all are counted; fio's output has all)

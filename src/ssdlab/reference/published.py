@@ -24,8 +24,8 @@ from typing import Any
 from ssdlab import __version__
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.pts import CellData, cell_name
-from ssdlab.plan.specs import KIB, block_label
+from ssdlab.plan.results import CellData
+from ssdlab.plan.specs import KIB, block_label, cell_name
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.store.db import Store
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from ssdlab.errors import command
 from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
-from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.consistency import MARK, cell_mark, marked_labels, memory_cells
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -26,6 +25,7 @@ from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.report.terminal import num, quick_note, run_line, see_line, text_table
 from ssdlab.report.words import plain
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 READ_COLOUR = "#009E73"
 WRITE_COLOUR = "#D55E00"

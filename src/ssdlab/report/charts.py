@@ -1,4 +1,5 @@
-"""Charts as inline SVG: line charts, grouped bars and a 3D bar chart.
+"""Charts as inline SVG: line charts and grouped bars (the 3D bar chart is
+:mod:`ssdlab.report.bars3d`).
 
 Every chart is a self-contained ``<svg>`` string: vector graphics that print as vector
 in the PDF, with text as text. For the HTML report the elements carry the hooks the
@@ -58,11 +59,13 @@ def colour(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
-def _esc(text: object) -> str:
+def esc(text: object) -> str:
+    """``text`` escaped for SVG text and attribute values."""
     return html.escape(str(text), quote=True)
 
 
-def _f(value: float) -> str:
+def px(value: float) -> str:
+    """A coordinate in px as the SVG writes it (one decimal)."""
     return f"{value:.1f}"
 
 
@@ -123,14 +126,15 @@ class Frame:
         return float(self.top)
 
 
-def _open(kind: str, title: str, frame: Frame, chart_id: str) -> list[str]:
+def open_svg(kind: str, title: str, frame: Frame, chart_id: str) -> list[str]:
+    """A chart's opening ``<svg>`` (its kind, id and size) and its title."""
     return [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-chart="{kind}" '
-        f'id="{_esc(chart_id)}" role="img" aria-label="{_esc(title)}" '
+        f'id="{esc(chart_id)}" role="img" aria-label="{esc(title)}" '
         f'viewBox="0 0 {frame.width} {frame.height}" width="{frame.width}" '
         f'height="{frame.height}" style="{FONT}">',
         f'<text x="{frame.width / 2:.0f}" y="17" text-anchor="middle" font-size="13" '
-        f'font-weight="600">{_esc(title)}</text>',
+        f'font-weight="600">{esc(title)}</text>',
     ]
 
 
@@ -139,16 +143,16 @@ def _y_axis(scale: Scale, frame: Frame, label: str) -> list[str]:
     for tick in scale.ticks():
         y = scale(tick)
         out.append(
-            f'<line x1="{_f(frame.x0)}" x2="{_f(frame.x1)}" y1="{_f(y)}" y2="{_f(y)}" '
+            f'<line x1="{px(frame.x0)}" x2="{px(frame.x1)}" y1="{px(y)}" y2="{px(y)}" '
             f'stroke="#ddd" stroke-width="0.6"/>'
-            f'<text x="{_f(frame.x0 - 5)}" y="{_f(y + 3.5)}" text-anchor="end" '
-            f'font-size="10">{_esc(fmt_axis(tick))}</text>'
+            f'<text x="{px(frame.x0 - 5)}" y="{px(y + 3.5)}" text-anchor="end" '
+            f'font-size="10">{esc(fmt_axis(tick))}</text>'
         )
     mid = (frame.y0 + frame.y1) / 2
     scale_note = " (log)" if scale.log else ""
     out.append(
-        f'<text transform="translate(13 {_f(mid)}) rotate(-90)" text-anchor="middle" '
-        f'font-size="11">{_esc(label + scale_note)}</text>'
+        f'<text transform="translate(13 {px(mid)}) rotate(-90)" text-anchor="middle" '
+        f'font-size="11">{esc(label + scale_note)}</text>'
     )
     return out
 
@@ -161,9 +165,9 @@ def _x_axis_numeric(scale: Scale, frame: Frame, label: str, integer: bool) -> li
     for tick in _apart(ticks, scale):
         x = scale(tick)
         out.append(
-            f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(frame.y0)}" y2="{_f(frame.y0 + 4)}" '
-            f'stroke="#555"/><text class="xtick" x="{_f(x)}" y="{_f(frame.y0 + 15)}" '
-            f'text-anchor="middle" font-size="10">{_esc(fmt_axis(tick))}</text>'
+            f'<line x1="{px(x)}" x2="{px(x)}" y1="{px(frame.y0)}" y2="{px(frame.y0 + 4)}" '
+            f'stroke="#555"/><text class="xtick" x="{px(x)}" y="{px(frame.y0 + 15)}" '
+            f'text-anchor="middle" font-size="10">{esc(fmt_axis(tick))}</text>'
         )
     return [*out, _x_label(frame, label)]
 
@@ -181,8 +185,8 @@ def _apart(ticks: Sequence[float], scale: Scale) -> list[float]:
 
 def _x_label(frame: Frame, label: str) -> str:
     return (
-        f'<text class="xtitle" x="{_f((frame.x0 + frame.x1) / 2)}" y="{frame.height - 6}" '
-        f'text-anchor="middle" font-size="11">{_esc(label)}</text>'
+        f'<text class="xtitle" x="{px((frame.x0 + frame.x1) / 2)}" y="{frame.height - 6}" '
+        f'text-anchor="middle" font-size="11">{esc(label)}</text>'
     )
 
 
@@ -270,17 +274,17 @@ def _x_axis_categories(categories: Sequence[str], frame: Frame, label: str,
         if axis.turned:
             y = frame.y0 + TURNED_Y
             out.append(
-                f'<text class="xcat" x="{_f(x)}" y="{_f(y)}" text-anchor="end" '
-                f'font-size="{axis.size:g}" transform="rotate(-45 {_f(x)} {_f(y)})">'
-                f"{_esc(lines[0])}</text>"
+                f'<text class="xcat" x="{px(x)}" y="{px(y)}" text-anchor="end" '
+                f'font-size="{axis.size:g}" transform="rotate(-45 {px(x)} {px(y)})">'
+                f"{esc(lines[0])}</text>"
             )
             continue
         spans = "".join(
-            f'<tspan x="{_f(x)}" dy="{0 if n == 0 else 11}">{_esc(line)}</tspan>'
+            f'<tspan x="{px(x)}" dy="{0 if n == 0 else 11}">{esc(line)}</tspan>'
             for n, line in enumerate(lines)
         )
         out.append(
-            f'<text class="xcat" x="{_f(x)}" y="{_f(frame.y0 + 14)}" text-anchor="middle" '
+            f'<text class="xcat" x="{px(x)}" y="{px(frame.y0 + 14)}" text-anchor="middle" '
             f'font-size="{axis.size:g}">{spans}</text>'
         )
     return [*out, _x_label(frame, label)]
@@ -293,22 +297,22 @@ def _category_x(index: int, count: int, frame: Frame) -> float:
 
 def _frame_box(frame: Frame) -> str:
     return (
-        f'<rect x="{_f(frame.x0)}" y="{_f(frame.y1)}" width="{_f(frame.x1 - frame.x0)}" '
-        f'height="{_f(frame.y0 - frame.y1)}" fill="none" stroke="#888" stroke-width="0.8"/>'
+        f'<rect x="{px(frame.x0)}" y="{px(frame.y1)}" width="{px(frame.x1 - frame.x0)}" '
+        f'height="{px(frame.y0 - frame.y1)}" fill="none" stroke="#888" stroke-width="0.8"/>'
     )
 
 
 def _marker(kind: int, x: float, y: float, fill: str, tip: str) -> str:
-    attrs = f'class="pt" data-tip="{_esc(tip)}" fill="{fill}" stroke="#fff" stroke-width="0.8"'
+    attrs = f'class="pt" data-tip="{esc(tip)}" fill="{fill}" stroke="#fff" stroke-width="0.8"'
     shape = kind % 4
     if shape == 0:
-        return f'<circle cx="{_f(x)}" cy="{_f(y)}" r="3.4" {attrs}/>'
+        return f'<circle cx="{px(x)}" cy="{px(y)}" r="3.4" {attrs}/>'
     if shape == 1:
-        return f'<rect x="{_f(x - 3)}" y="{_f(y - 3)}" width="6" height="6" {attrs}/>'
+        return f'<rect x="{px(x - 3)}" y="{px(y - 3)}" width="6" height="6" {attrs}/>'
     if shape == 2:
-        pts = f"{_f(x)},{_f(y - 4)} {_f(x + 3.8)},{_f(y + 3)} {_f(x - 3.8)},{_f(y + 3)}"
+        pts = f"{px(x)},{px(y - 4)} {px(x + 3.8)},{px(y + 3)} {px(x - 3.8)},{px(y + 3)}"
         return f'<polygon points="{pts}" {attrs}/>'
-    pts = f"{_f(x)},{_f(y - 4)} {_f(x + 4)},{_f(y)} {_f(x)},{_f(y + 4)} {_f(x - 4)},{_f(y)}"
+    pts = f"{px(x)},{px(y - 4)} {px(x + 4)},{px(y)} {px(x)},{px(y + 4)} {px(x - 4)},{px(y)}"
     return f'<polygon points="{pts}" {attrs}/>'
 
 
@@ -323,17 +327,17 @@ def _legend(names: Sequence[tuple[int, str, str]], frame: Frame) -> list[str]:
     for row, (k, name, style) in enumerate(names):
         y = frame.y1 + 8 + row * 16
         if row == rows - 1 and len(names) > rows:
-            out.append(f'<text x="{_f(x)}" y="{_f(y)}" font-size="10">... {len(names) - row} '
+            out.append(f'<text x="{px(x)}" y="{px(y)}" font-size="10">... {len(names) - row} '
                        "more</text>")
             break
         dash = DASHES[2] if style == "dashed" else DASHES[(k // len(PALETTE)) % len(DASHES)]
         shown = name if len(name) <= fits else name[: fits - 1] + "\u2026"
         out.append(
             f'<g class="legend-item" data-series="{k}" tabindex="0" role="button" '
-            f'style="cursor:pointer"><title>{_esc(name)}: click to show or hide</title>'
-            f'<line x1="{_f(x)}" x2="{_f(x + 18)}" y1="{_f(y - 3)}" y2="{_f(y - 3)}" '
+            f'style="cursor:pointer"><title>{esc(name)}: click to show or hide</title>'
+            f'<line x1="{px(x)}" x2="{px(x + 18)}" y1="{px(y - 3)}" y2="{px(y - 3)}" '
             f'stroke="{colour(k)}" stroke-width="2.2" stroke-dasharray="{dash}"/>'
-            f'<text x="{_f(x + 23)}" y="{_f(y)}" font-size="10">{_esc(shown)}</text></g>'
+            f'<text x="{px(x + 23)}" y="{px(y)}" font-size="10">{esc(shown)}</text></g>'
         )
     return out
 
@@ -368,7 +372,7 @@ def line_chart(
     extra = [v for b in bands for v in (b.lo, b.hi)] + [r.y for r in rules]
     yscale = value_scale([*ys, *extra], frame.y0, frame.y1, log=y_log,
                          include_zero=y_include_zero)
-    out = _open("line", title, frame, chart_id)
+    out = open_svg("line", title, frame, chart_id)
     out += _y_axis(yscale, frame, y_label)
     xpos: Callable[[float], float]
     if x_categories is not None and axis is not None:
@@ -391,17 +395,17 @@ def line_chart(
     for band in bands:
         top, bottom = yscale(band.hi), yscale(band.lo)
         out.append(
-            f'<rect class="band" x="{_f(frame.x0)}" y="{_f(top)}" width="{_f(frame.x1 - frame.x0)}"'
-            f' height="{_f(max(bottom - top, 0.5))}" fill="#0072B2" opacity="{band.opacity}">'
-            f"<title>{_esc(band.label)}</title></rect>"
+            f'<rect class="band" x="{px(frame.x0)}" y="{px(top)}" width="{px(frame.x1 - frame.x0)}"'
+            f' height="{px(max(bottom - top, 0.5))}" fill="#0072B2" opacity="{band.opacity}">'
+            f"<title>{esc(band.label)}</title></rect>"
         )
     for rule in rules:
         y = yscale(rule.y)
         out.append(
-            f'<line x1="{_f(frame.x0)}" x2="{_f(frame.x1)}" y1="{_f(y)}" y2="{_f(y)}" '
+            f'<line x1="{px(frame.x0)}" x2="{px(frame.x1)}" y1="{px(y)}" y2="{px(y)}" '
             f'stroke="#333" stroke-width="1" stroke-dasharray="{rule.dash}"/>'
-            f'<text x="{_f(frame.x1 - 3)}" y="{_f(y - 3)}" text-anchor="end" font-size="9" '
-            f'fill="#333">{_esc(rule.label)}</text>'
+            f'<text x="{px(frame.x1 - 3)}" y="{px(y - 3)}" text-anchor="end" font-size="9" '
+            f'fill="#333">{esc(rule.label)}</text>'
         )
     placed: list[tuple[float, float, float]] = []  # x_rules' labels: left, right, baseline
     for rule in x_rules:
@@ -413,10 +417,10 @@ def line_chart(
             y += 11  # below a label it would touch
         placed.append((left, right, y))
         out.append(
-            f'<line x1="{_f(x)}" x2="{_f(x)}" y1="{_f(frame.y1)}" y2="{_f(frame.y0)}" '
+            f'<line x1="{px(x)}" x2="{px(x)}" y1="{px(frame.y1)}" y2="{px(frame.y0)}" '
             f'stroke="#333" stroke-width="1" stroke-dasharray="{rule.dash}"/>'
-            f'<text x="{_f(left)}" y="{_f(y)}" font-size="9" '
-            f'fill="#333">{_esc(rule.label)}</text>'
+            f'<text x="{px(left)}" y="{px(y)}" font-size="9" '
+            f'fill="#333">{esc(rule.label)}</text>'
         )
     out.append(_frame_box(frame))
     legend = []
@@ -449,7 +453,7 @@ def _series_marks(
     if s.style != "markers":
         for seg in segments:
             if len(seg) > 1:
-                pts = " ".join(f"{_f(a)},{_f(b)}" for a, b in seg)
+                pts = " ".join(f"{px(a)},{px(b)}" for a, b in seg)
                 parts.append(
                     f'<polyline points="{pts}" fill="none" stroke="{col}" stroke-width="1.8" '
                     f'stroke-dasharray="{dash}"/>'
@@ -486,7 +490,7 @@ def bar_chart(
     frame = with_room(axis, frame or Frame())
     ys = [y for s in series for y in s.y if y is not None and math.isfinite(y)]
     yscale = value_scale(ys, frame.y0, frame.y1, log=y_log)
-    out = _open("bar", title, frame, chart_id)
+    out = open_svg("bar", title, frame, chart_id)
     out += _y_axis(yscale, frame, y_label)
     out += _x_axis_categories(categories, frame, x_label, axis)
     out.append(_frame_box(frame))
@@ -505,127 +509,11 @@ def bar_chart(
             top = yscale(y)
             tip = s.tips[i] if s.tips else f"{s.name}: {categories[i]}: {fmt_value(y)} {y_unit}"
             out.append(
-                f'<rect class="pt" x="{_f(x)}" y="{_f(top)}" width="{_f(max(width - 1, 1))}" '
-                f'height="{_f(max(base - top, 0.5))}" fill="{colour(k)}" '
-                f'data-tip="{_esc(tip.rstrip())}"></rect>'
+                f'<rect class="pt" x="{px(x)}" y="{px(top)}" width="{px(max(width - 1, 1))}" '
+                f'height="{px(max(base - top, 0.5))}" fill="{colour(k)}" '
+                f'data-tip="{esc(tip.rstrip())}"></rect>'
             )
         out.append("</g>")
     out += _legend(legend, frame)
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _shade(hex_colour: str, factor: float) -> str:
-    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
-    return "#{:02x}{:02x}{:02x}".format(*(min(255, int(c * factor)) for c in (r, g, b)))
-
-
-def bars_3d(
-    chart_id: str,
-    title: str,
-    rows: Sequence[str],
-    cols: Sequence[str],
-    values: Sequence[Sequence[float | None]],
-    *,
-    row_label: str,
-    col_label: str,
-    z_label: str,
-    z_unit: str = "",
-    z_log: bool | None = None,
-    width: int = 640,
-    height: int = 420,
-) -> str:
-    """A 3D bar chart (oblique projection) of ``values[row][col]``, as the SNIA IOPS page.
-
-    Rows recede into the page (the first row at the back, so put the tallest row first),
-    columns run left to right; bar height is the value (log scale when the data spans
-    decades). The value axis is on the left wall, its grid lines run along the left and
-    back walls; bars are drawn back to front so nearer bars cover farther ones. Each
-    column has its palette colour (black skipped: it hides the shading).
-    """
-    flat = [v for row in values for v in row if v is not None and math.isfinite(v) and v > 0]
-    n_rows, n_cols = len(rows), len(cols)
-    depth_dx, depth_dy = 26.0, -17.0  # one row further back moves up and right
-    cell = 46.0
-    x_origin = 78.0
-    y_origin = height - 46.0  # the front-left floor corner
-    top_room = 36.0 + n_rows * abs(depth_dy)
-    z_scale = value_scale(flat, 0.0, y_origin - top_room, log=z_log)
-    colours = [c for c in PALETTE if c != "#000000"]
-
-    def floor_pt(r: float, c: float) -> tuple[float, float]:
-        back = n_rows - r  # row 0 is at the back, the front edge is at r = n_rows
-        return x_origin + c * cell + back * depth_dx, y_origin + back * depth_dy
-
-    def lift(v: float) -> float:
-        return z_scale(max(v, z_scale.lo)) if z_scale.log else z_scale(v)
-
-    out = _open("bar3d", title, Frame(width=width, height=height), chart_id)
-    fx0, fy0 = floor_pt(n_rows, 0)  # front-left
-    bx0, by0 = floor_pt(0, 0)  # back-left
-    bx1, by1 = floor_pt(0, n_cols)  # back-right
-    top = lift(z_scale.hi)
-    walls = (
-        f"{_f(fx0)},{_f(fy0)} {_f(bx0)},{_f(by0)} {_f(bx1)},{_f(by1)} "
-        f"{_f(bx1)},{_f(by1 - top)} {_f(bx0)},{_f(by0 - top)} {_f(fx0)},{_f(fy0 - top)}"
-    )
-    out.append(f'<polygon points="{walls}" fill="#f7f7f7" stroke="#bbb" stroke-width="0.6"/>')
-    for tick in z_scale.ticks():
-        h = lift(tick)
-        out.append(
-            f'<polyline points="{_f(fx0)},{_f(fy0 - h)} {_f(bx0)},{_f(by0 - h)} '
-            f'{_f(bx1)},{_f(by1 - h)}" fill="none" stroke="#d0d0d0" stroke-width="0.6"/>'
-            f'<text x="{_f(fx0 - 5)}" y="{_f(fy0 - h + 3)}" text-anchor="end" '
-            f'font-size="9">{_esc(fmt_axis(tick))}</text>'
-        )
-    out.append(
-        f'<text transform="translate(14 {_f(fy0 - top / 2)}) rotate(-90)" '
-        f'text-anchor="middle" font-size="11">'
-        f'{_esc(z_label + (" (log)" if z_scale.log else ""))}</text>'
-    )
-    for r in range(n_rows):
-        gx, gy = floor_pt(r + 0.5, n_cols)
-        out.append(
-            f'<text x="{_f(gx + 4)}" y="{_f(gy + 4)}" font-size="10">{_esc(rows[r])}</text>'
-        )
-    for c in range(n_cols):
-        gx, gy = floor_pt(n_rows, c + 0.5)
-        out.append(
-            f'<text x="{_f(gx)}" y="{_f(gy + 15)}" text-anchor="middle" '
-            f'font-size="10">{_esc(cols[c])}</text>'
-        )
-    out.append(
-        f'<text x="{_f(x_origin + n_cols * cell / 2)}" y="{height - 8}" text-anchor="middle" '
-        f'font-size="11">{_esc(col_label)}</text>'
-    )
-    rx, ry = floor_pt(n_rows / 2, n_cols)
-    out.append(
-        f'<text x="{_f(rx + 62)}" y="{_f(ry + 6)}" font-size="11">{_esc(row_label)}</text>'
-    )
-    bar = cell * 0.56
-    dx, dy = depth_dx * 0.5, depth_dy * 0.5
-    for r in range(n_rows):  # back row first
-        for c in range(n_cols):
-            v = values[r][c]
-            if v is None or not math.isfinite(v) or v <= 0:
-                continue
-            x, y = floor_pt(r + 0.75, c)
-            x += (cell - bar) / 2
-            h = lift(v)
-            base = colours[c % len(colours)]
-            tip = f"{rows[r]}, {cols[c]}: {fmt_value(v)} {z_unit}".rstrip()
-            front = (f"{_f(x)},{_f(y)} {_f(x + bar)},{_f(y)} {_f(x + bar)},{_f(y - h)} "
-                     f"{_f(x)},{_f(y - h)}")
-            side = (f"{_f(x + bar)},{_f(y)} {_f(x + bar + dx)},{_f(y + dy)} "
-                    f"{_f(x + bar + dx)},{_f(y + dy - h)} {_f(x + bar)},{_f(y - h)}")
-            lid = (f"{_f(x)},{_f(y - h)} {_f(x + bar)},{_f(y - h)} "
-                   f"{_f(x + bar + dx)},{_f(y + dy - h)} {_f(x + dx)},{_f(y + dy - h)}")
-            out.append(
-                f'<g class="pt bar3d" data-tip="{_esc(tip)}">'
-                f'<polygon points="{side}" fill="{_shade(base, 0.68)}" stroke="#fff" '
-                f'stroke-width="0.4"/><polygon points="{front}" fill="{base}" stroke="#fff" '
-                f'stroke-width="0.4"/><polygon points="{lid}" fill="{_shade(base, 1.22)}" '
-                f'stroke="#fff" stroke-width="0.4"/></g>'
-            )
     out.append("</svg>")
     return "".join(out)

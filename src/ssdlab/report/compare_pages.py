@@ -16,6 +16,7 @@ from typing import Any
 
 from ssdlab.analysis.significance import compare
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.reference.published import TEST_STATUS
 from ssdlab.reference.specs import VendorSpec
 from ssdlab.report import charts as ch
 from ssdlab.report.claims import claim_rows
@@ -81,10 +82,10 @@ def parameter_rows(runs: Sequence[RunData]) -> list[tuple[str, list[str]]]:
                       ("active_range_pct", "active range %"), ("ioengine", "ioengine"),
                       ("variant", "variant")):
         rows.append((name, [
-            "published" if is_reference(r) else plain(_option(r, key)) for r in runs
+            TEST_STATUS if is_reference(r) else plain(_option(r, key)) for r in runs
         ]))
     rows.append(("fio", [str(r.versions.get("fio", "-")) for r in runs]))
-    rows.append(("idle CPUs", ["published" if is_reference(r) else _idle_policy(r) or "-"
+    rows.append(("idle CPUs", [TEST_STATUS if is_reference(r) else _idle_policy(r) or "-"
                                for r in runs]))
     return rows
 
@@ -147,7 +148,7 @@ RUNS_PER_PARAMETER_TABLE = 5
 
 def parameters_page(c: Compared) -> Page:
     rows = parameter_rows(c.runs)
-    flags = ["flag" if len({v for v in values if v != "published"}) > 1 else ""
+    flags = ["flag" if len({v for v in values if v != TEST_STATUS}) > 1 else ""
              for _, values in rows]
     tables = []
     for start in range(0, len(c.runs), RUNS_PER_PARAMETER_TABLE):

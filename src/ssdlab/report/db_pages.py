@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ssdlab.plan.db import SPEC, SUITE, SYSBENCH, DatasetRecord, DbResult, SecondPoint
-from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.reference.db_published import PublishedDb, published_match
 from ssdlab.reference.sources import cite
 from ssdlab.report import charts as ch
@@ -31,6 +30,7 @@ from ssdlab.report.run_pages import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.report.terminal import failed_tests_error, quick_note, run_line, see_line, text_table
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes, format_duration
 
 #: the suite's tests, in the order the plan names them
 TESTS = tuple(SPEC.results)

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.pts import CellData
+from ssdlab.plan.results import CellData
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.reference.published import TEST_STATUS
 from ssdlab.store.records import RunData, TestData
 
 MIB = 1 << 20
@@ -83,7 +84,7 @@ class Figure:
     def state(self) -> str:
         """Its state in words, as comparisons and claims show it."""
         if self.steady is None:
-            return "published"
+            return TEST_STATUS
         if self.steady:
             return "steady"
         return f"NOT steady; {PREDICTED_LABEL}" if self.predicted else "NOT steady"
@@ -133,7 +134,7 @@ def round_matrix(test: TestData, metric_key: str) -> dict[str, dict[int, float]]
 
 
 def _steady(test: TestData) -> bool | None:
-    if test.status == "published":
+    if test.status == TEST_STATUS:
         return None
     return test.status == "steady"
 

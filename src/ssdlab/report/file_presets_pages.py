@@ -21,13 +21,13 @@ from ssdlab.plan.file_results import (
     group_name,
     phase_of,
 )
-from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.report.terminal import num, text_table
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 MB = 1e6
 DIRECTIONS = ("write", "read", "copy")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ssdlab.errors import command
 from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, PointRecord
-from ssdlab.plan.pts import cell_label
+from ssdlab.plan.specs import cell_label
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left

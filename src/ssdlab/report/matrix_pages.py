@@ -20,8 +20,7 @@ from ssdlab.plan.matrix import (
     LevelRow,
     MemberCheckResult,
 )
-from ssdlab.plan.pts import cell_label
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.specs import cell_label
 from ssdlab.report.charts import Series, bar_chart, line_chart
 from ssdlab.report.consistency import MARK, run_checks
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -29,6 +28,7 @@ from ssdlab.report.run_pages import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.report.terminal import num, text_table
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 BTRFS_PARITY_NOTE = (
     "btrfs RAID 5/6 does read-modify-write on 64 KiB per-device stripes and is flagged by "

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ssdlab.plan.member_rounds import MemberRound, MemberStat, member_rounds, summarise
-from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, charts, esc, kv_table, note, table
 from ssdlab.report.scales import fmt_value
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 __all__ = ["BTRFS_PARITY_NOTE", "member_rounds", "members_page", "show_line", "summarise"]
 

@@ -17,7 +17,9 @@ from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
 from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
+from ssdlab.reference.published import TEST_STATUS
 from ssdlab.report import charts as ch
+from ssdlab.report.bars3d import bars_3d
 from ssdlab.report.consistency import cell_mark, memory_cells
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, figure, note, table
@@ -36,10 +38,6 @@ from ssdlab.report.terminal import (
     verdict_line,
 )
 from ssdlab.store.records import RunData, TestData
-
-
-def _cells_by_name(test: TestData) -> dict[str, dict[str, Any]]:
-    return {str(c.get("cell")): c for c in result_cells(test)}
 
 
 def _tracking_vars(test: TestData) -> list[dict[str, str]]:
@@ -65,7 +63,7 @@ def _state_banner(test: TestData) -> str:
             "continues the test to the SNIA rule")
     if test.status == "not_steady":
         return _not_steady_banner(test)
-    if test.status not in ("steady", "published"):
+    if test.status not in ("steady", TEST_STATUS):
         error = result_of(test, PtsResult).error or ""
         return banner("failed", f"{test.status.upper()}: {error}")
     return ""
@@ -236,9 +234,9 @@ def iops_results_body(test: TestData, cid: str, memory: Collection[str] = ()) ->
                          x_label="block size", y_label="IOPS", y_unit="IOPS",
                          x_categories=cats)
     grid = [[values.get((b, m)) for m in mixes] for b in ascending]  # small blocks at the back
-    bars = ch.bars_3d(f"{cid}-iops3d", "IOPS, 3D view", [block_label(b) for b in ascending],
-                      [Mix(m).label for m in mixes], grid, row_label="block size",
-                      col_label="read/write mix", z_label="IOPS", z_unit="IOPS")
+    bars = bars_3d(f"{cid}-iops3d", "IOPS, 3D view", [block_label(b) for b in ascending],
+                   [Mix(m).label for m in mixes], grid, row_label="block size",
+                   col_label="read/write mix", z_label="IOPS", z_unit="IOPS")
     return (
         "<h3>IOPS (measurement-window average)</h3>" + tbl
         + charts(figure(line, "2D plot: one line per read/write mix"))

@@ -14,7 +14,6 @@ from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.plan.pts import PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
-from ssdlab.plan.units import format_bytes
 from ssdlab.report import charts as ch
 from ssdlab.report import consistency
 from ssdlab.report.figures import window_rounds
@@ -31,6 +30,7 @@ from ssdlab.report.members_pages import member_rounds, members_page
 from ssdlab.report.suite import quick_banner
 from ssdlab.report.words import plain
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 if TYPE_CHECKING:
     from ssdlab.report.suite import PageMaker, SuitePages

@@ -63,10 +63,6 @@ def result_of(test: TestData, record: type[R]) -> R:
     return record.from_json(test.result, f"{test.name} result")
 
 
-def failed_tests(run: RunData) -> list[str]:
-    return [t.name for t in run.tests if t.status == "failed"]
-
-
 def quick_text(suite: str) -> str:
     """What a quick run of ``suite`` is, in its suite's own words (its spec's
     ``quick_text``: what the profile shortens and what the result is not)."""

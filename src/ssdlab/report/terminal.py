@@ -10,7 +10,6 @@ from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.errors import command
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
-from ssdlab.plan.units import format_bytes
 from ssdlab.report import consistency
 from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
@@ -18,6 +17,7 @@ from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
 from ssdlab.report.suite import quick_banner
 from ssdlab.store.records import RunData, SetData, TestData
+from ssdlab.units import format_bytes
 
 
 def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

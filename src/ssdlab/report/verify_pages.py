@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ssdlab.errors import command
-from ssdlab.plan.units import format_bytes
 from ssdlab.plan.verify import TEST, VerifyResult
 from ssdlab.report.html import Page, banner, esc, kv_table, note, table
 from ssdlab.report.run_pages import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 
 def _verdict(test: TestData, r: VerifyResult) -> str:

@@ -27,7 +27,6 @@ from typing import Any
 
 from ssdlab.errors import ExitCode, TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands
-from ssdlab.plan.units import format_bytes
 from ssdlab.targets.array_status import health, parse_mdstat, parse_zpool_status
 from ssdlab.targets.identity import (
     SYSFS,
@@ -42,6 +41,7 @@ from ssdlab.targets.identity import (
 from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.safety import DestroyData, RealDevices, check_block_target
 from ssdlab.targets.write_cache import write_cache_state
+from ssdlab.units import format_bytes
 
 STATE_VERSION = 1
 #: what each backend needs on the machine: (tool, package, kernel check or None)

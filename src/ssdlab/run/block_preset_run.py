@@ -39,7 +39,6 @@ from ssdlab.plan.block_presets import (
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.specs import CellSpec, FioJob
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
@@ -51,12 +50,14 @@ from ssdlab.run.prepare import (
     prepare_target,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, fio_record
+from ssdlab.run.session import SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
+from ssdlab.units import format_bytes
 
 #: free space kept beyond the test file in a --dir target
 DIR_MARGIN_BYTES = 16 * 1024 * 1024

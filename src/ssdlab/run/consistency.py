@@ -51,12 +51,12 @@ from ssdlab.plan.consistency import (
 )
 from ssdlab.plan.device_rounds import DeviceIO, DeviceRound, device_rounds, mib
 from ssdlab.plan.specs import block_label
-from ssdlab.plan.units import parse_size
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.identity import SYSFS, block_dir, read_attr
 from ssdlab.targets.members import btrfs_sector, members_of_target
 from ssdlab.targets.topology import pci_attachment
+from ssdlab.units import parse_size
 
 _BUFFERED = re.compile(r"^\s*direct\s*=\s*0\s*$", re.MULTILINE)
 _SEVERITY = {EXCEEDS: 3, TOTAL: 2, OPEN: 1}

@@ -27,12 +27,13 @@ from ssdlab.plan.curves import (
     PointRecord,
     WorkloadRecord,
 )
-from ssdlab.plan.options import IOENGINES, PURGE_METHODS
 from ssdlab.plan.planned import PlannedTime
+from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import TargetRequest, check_file_purge, engine_for
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import Runner, TestFailed
+from ssdlab.run.session import TestFailed
+from ssdlab.run.suite import Runner
 from ssdlab.run.workload_target import (
     PreparedWorkload,
     WorkloadRun,

@@ -45,17 +45,18 @@ from ssdlab.plan.db import (
 from ssdlab.plan.dbcommands import USERS, Binaries, Layout, memory_limit_bytes, settings_for, shown
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.suite import stored_plan
-from ssdlab.plan.units import format_bytes
 from ssdlab.run import dbserver, dbworkspace
 from ssdlab.run.dbserver import WorkloadServer
 from ssdlab.run.dbworkspace import Workspace
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
 from ssdlab.run.progress import PhaseProgress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import FioRecord, RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import DirInfo, describe_dir, drop_caches
+from ssdlab.units import format_bytes
 
 #: a tool may run this much longer than asked before it is stopped as stuck
 TOOL_GRACE_S = 300.0

@@ -52,22 +52,16 @@ from ssdlab.plan.file_results import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.member_rounds import Sample
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    Observed,
-    PreparedSuite,
-    Runner,
-    SessionRun,
-    TestFailed,
-    fio_record,
-)
+from ssdlab.run.session import Observed, SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
+from ssdlab.units import format_bytes
 
 #: a phase that moves less than this is presumed stuck (the watchdog)
 MIN_BYTES_PER_S = 2 * 1024 * 1024

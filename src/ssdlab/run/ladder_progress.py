@@ -7,8 +7,8 @@ import sys
 from typing import TextIO
 
 from ssdlab.plan.latency_iops import POINT_OVERHEAD_S
-from ssdlab.plan.units import format_duration
 from ssdlab.run.progress import Progress
+from ssdlab.units import format_duration
 
 
 class LadderProgress(Progress):

@@ -56,7 +56,8 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run, resume_with
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run, resume_with
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.topology import (

@@ -49,13 +49,8 @@ from ssdlab.run.consistency import record_checks
 from ssdlab.run.member_check import check_members, member_check_job, planned_seconds
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    Observed,
-    PreparedSuite,
-    RunInterrupted,
-    Runner,
-    SessionRun,
-)
+from ssdlab.run.session import Observed, RunInterrupted, SessionRun
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info

@@ -31,9 +31,9 @@ from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import Executor, TickFn, watchdog_seconds
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.plan.specs import KIB, FioJob, JobSection
-from ssdlab.plan.units import check_fio_seconds, fio_time, format_duration
-from ssdlab.run.session import FIO_CELL_OVERHEAD_S
+from ssdlab.run.suite import FIO_CELL_OVERHEAD_S
 from ssdlab.targets.members import data_share
+from ssdlab.units import check_fio_seconds, fio_time, format_duration
 
 SEQ_BLOCK_BYTES = 128 * KIB
 RAND_BLOCK_BYTES = 4 * KIB

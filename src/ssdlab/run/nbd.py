@@ -14,10 +14,10 @@ from typing import Any
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, watchdog_seconds
 from ssdlab.plan.specs import KIB, MIB, FioJob, JobSection
-from ssdlab.plan.units import format_bytes
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_ENGINE
 from ssdlab.targets.purge import PurgeOutcome
+from ssdlab.units import format_bytes
 
 METHOD = "nbd-trim"
 #: trims of the largest of these that divides the range, few at a time: fio allocates

@@ -48,10 +48,9 @@ from ssdlab.plan.op_sweep import (
     build_plan,
     namespace_note,
 )
-from ssdlab.plan.options import default_load
+from ssdlab.plan.optionsets import default_load
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.pts import PtsTest
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.rounds import RoundTest
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
@@ -61,9 +60,11 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress, round_estimate, rounds_planned
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.records import RunData
 from ssdlab.targets.purge import PurgeOutcome
+from ssdlab.units import format_bytes
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         return failed
 
     # -- one setting ---------------------------------------------------------------------
-    def _setting(self, s: OpSetting, ptest: PtsTest) -> MeasuredSetting:
+    def _setting(self, s: OpSetting, ptest: RoundTest) -> MeasuredSetting:
         info = self.session.info
         self.store.add_event(
             self.run_id, TEST, "op-setting",

@@ -38,13 +38,8 @@ from ssdlab.run.prepare import (
     stored_args,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedRange,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run,
-)
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedRange, Runner, dry_run
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestData
 from ssdlab.targets.topology import StatSnapshot, allowed_cpus, node_cpus, read_proc_stat

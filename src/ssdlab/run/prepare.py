@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ssdlab import __version__
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.pts import ActiveRange, active_range
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.specs import ActiveRange, active_range
 from ssdlab.run.array import array_of_target
 from ssdlab.store.records import RunData
 from ssdlab.targets.filetarget import SYSTEM_TREES_TEXT, is_ssdlab_file, system_place
@@ -36,6 +35,7 @@ from ssdlab.targets.nbd import (
 )
 from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.safety import DestroyData, check_block_target
+from ssdlab.units import format_bytes
 
 if TYPE_CHECKING:
     from ssdlab.run.remote import RemoteSet

@@ -24,20 +24,20 @@ from typing import TextIO
 from ssdlab.engine.gate import gate_enabled
 from ssdlab.engine.status import FioStatus, position_of, status_of
 from ssdlab.plan.planned import PlannedTime, span_text, total
-from ssdlab.plan.pts import PtsTest, cell_label
-from ssdlab.plan.specs import CellSpec
-from ssdlab.plan.units import format_duration
+from ssdlab.plan.rounds import RoundTest
+from ssdlab.plan.specs import CellSpec, cell_label
+from ssdlab.units import format_duration
 
 
 @dataclass
 class _State:
-    test: PtsTest | None = None
+    test: RoundTest | None = None
     round_no: int = 0
     phase: str = ""
     planned_s: float | None = None
     elapsed_s: float = 0.0
     steady: str = ""
-    remaining_tests: list[PtsTest] = field(default_factory=list)
+    remaining_tests: list[RoundTest] = field(default_factory=list)
     #: rounds already stored of the tests a resumed run goes on with, by test name
     rounds_done: dict[str, int] = field(default_factory=dict)
     #: the cells of the fio run going on (RunSession.run_fio says them), and what fio's
@@ -105,12 +105,12 @@ def quiet(stream: TextIO) -> None:
         os.close(null)
 
 
-def round_estimate(test: PtsTest) -> float:
+def round_estimate(test: RoundTest) -> float:
     """Expected wall time of one round: the cells plus the pauses between them."""
     return test.round_seconds + FIO_CELL_GAP_S[gate_enabled()] * len(test.round_cells)
 
 
-def rounds_planned(tests: Sequence[PtsTest], window: int, max_rounds: int, *, purge: bool,
+def rounds_planned(tests: Sequence[RoundTest], window: int, max_rounds: int, *, purge: bool,
                    decides: str = "", each: str = "test") -> PlannedTime:
     """How long tests of rounds take (``--dry-run``): each from its steady-state window
     (at most ``max_rounds``) to ``max_rounds`` rounds, plus its purge (``purge``: one is
@@ -196,7 +196,7 @@ class Progress:
         self.draws = False
 
     # -- what the runner calls -------------------------------------------------------
-    def start(self, tests: tuple[PtsTest, ...], *, finished: Sequence[str] = (),
+    def start(self, tests: tuple[RoundTest, ...], *, finished: Sequence[str] = (),
               rounds_done: Mapping[str, int] | None = None) -> None:
         """The run's tests; a resumed run names those ``finished`` and the rounds already
         stored of the others (``rounds_done``): the ETA is what is left of it."""
@@ -214,7 +214,7 @@ class Progress:
         with OUTPUT_LOCK:
             write(self.stream, ("\r\x1b[K" if self.live else "") + text)
 
-    def test_started(self, test: PtsTest) -> None:
+    def test_started(self, test: RoundTest) -> None:
         self.state = _State(
             test=test, remaining_tests=[t for t in self.state.remaining_tests if t is not test],
             rounds_done=self.state.rounds_done,
@@ -289,7 +289,7 @@ class Progress:
                 if planned else "")
         return f"{word} {format_duration(state.elapsed_s)}{left}"
 
-    def _done(self, test: PtsTest) -> int:
+    def _done(self, test: RoundTest) -> int:
         return self.state.rounds_done.get(test.name, 0)
 
     def _eta(self) -> str | None:

@@ -19,20 +19,20 @@ from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError, command
 from ssdlab.plan import pts as plan
-from ssdlab.plan.options import PtsArgs, build_options, parse_tests
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import (
     PredictedVariable,
+    PtsArgs,
     PtsOptions,
     PtsPrediction,
     PtsResult,
-    PtsTest,
-    TrackingVar,
+    build_options,
     build_pts_tests,
+    parse_tests,
     skipped_records,
 )
+from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
 from ssdlab.run.hosts import HOST_ROUND_KIND, HOST_VERDICT_KIND, host_series
 from ssdlab.run.peak_load import AUTO, peak_load
@@ -45,17 +45,12 @@ from ssdlab.run.prepare import (
     prepare_resume_target,
 )
 from ssdlab.run.progress import Progress, rounds_planned
-from ssdlab.run.session import (
-    PreparedSuite,
-    RunInterrupted,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run,
-)
+from ssdlab.run.session import RunInterrupted, SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 from ssdlab.targets.identity import TargetInfo
+from ssdlab.units import format_bytes
 
 #: a test with one of these statuses is not run again when a run is resumed ("predicted"
 #: is not one: resuming a --predict run continues its predicted tests to the SNIA rule)
@@ -73,7 +68,7 @@ __all__ = ["RUNNER", "PreparedPts", "PtsRun", "RunInterrupted", "TestFailed", "p
 class PreparedPts(PreparedSuite[PtsOptions]):
     """A PTS run checked: the target, the options, every test's cells."""
 
-    tests: tuple[PtsTest, ...]
+    tests: tuple[RoundTest, ...]
 
     @property
     def info(self) -> TargetInfo:
@@ -87,7 +82,7 @@ class PreparedPts(PreparedSuite[PtsOptions]):
         return super().job_text(cells, what, extra)
 
 
-def _check_slices(tests: tuple[PtsTest, ...]) -> None:
+def _check_slices(tests: tuple[RoundTest, ...]) -> None:
     """Sequential threads each get their own slice; each slice must hold a block."""
     for test in tests:
         for cell in test.round_cells:
@@ -185,7 +180,8 @@ def progress_of(prepared: PreparedPts) -> Progress:
 # -- running --------------------------------------------------------------------------------
 
 
-def _verdicts(test: PtsTest, rounds: list[dict[str, float]], rule_name: str) -> dict[str, Verdict]:
+def _verdicts(test: RoundTest, rounds: list[dict[str, float]], rule_name: str
+              ) -> dict[str, Verdict]:
     rule = rule_by_name(rule_name)
     out: dict[str, Verdict] = {}
     for set_name, variables in test.tracking_sets:
@@ -198,7 +194,7 @@ def _tracking(variables: list[TrackingVar], cells: list[Cell]) -> dict[str, floa
     return {v.name: tracking_value(cells, v.cell, v.metric) for v in variables}
 
 
-def _predict(test: PtsTest, rounds: list[dict[str, float]], options: PtsOptions
+def _predict(test: RoundTest, rounds: list[dict[str, float]], options: PtsOptions
              ) -> RunPrediction:
     """``--predict``: the steady state of the test's stopping variables, predicted."""
     series = {v.name: [r[v.name] for r in rounds] for v in test.tracking()}
@@ -264,7 +260,7 @@ class PtsRun(SessionRun[PreparedPts]):
         return failed
 
     # -- one test ----------------------------------------------------------------------
-    def run_test(self, test: PtsTest, before: TestData | None = None) -> None:
+    def run_test(self, test: RoundTest, before: TestData | None = None) -> None:
         params = plan.test_params(test, self.p.options)
         earlier = PtsResult.from_json(before.result).prediction if before else None
         if before is not None and (before.status == PREDICTED or earlier is not None):
@@ -299,7 +295,7 @@ class PtsRun(SessionRun[PreparedPts]):
             self._failed(test, params, exc)
             raise
 
-    def _failed(self, test: PtsTest, params: dict[str, Any], exc: TestFailed) -> None:
+    def _failed(self, test: RoundTest, params: dict[str, Any], exc: TestFailed) -> None:
         self.store.set_test(
             self.run_id, test.name, status="failed", params=params, verdicts={},
             result=self._partial(test.name, error=str(exc)),
@@ -311,14 +307,14 @@ class PtsRun(SessionRun[PreparedPts]):
         extra = {"prediction": earlier} if earlier is not None else {}
         return PtsResult.partial(**fields, **extra).to_json()
 
-    def _round(self, test: PtsTest, round_no: int) -> tuple[FioRun, list[Cell]]:
+    def _round(self, test: RoundTest, round_no: int) -> tuple[FioRun, list[Cell]]:
         text = self.p.job_text(test.round_cells, f"{test.name} round {round_no}")
         self.progress.phase("round", round_no, test.round_seconds)
         run = self.session.run_fio(text, test.round_cells, json_plus=True)
         cells = _cells(test, run.output.jobs) if run.output is not None else []
         return run, cells
 
-    def _host_parts(self, test: PtsTest, run: FioRun, variables: list[TrackingVar]
+    def _host_parts(self, test: RoundTest, run: FioRun, variables: list[TrackingVar]
                     ) -> dict[str, dict[str, Any]] | None:
         """On several hosts: each host's cells and tracking variables of the round."""
         if not run.per_host:
@@ -330,7 +326,7 @@ class PtsRun(SessionRun[PreparedPts]):
         return parts
 
     def _rounds(
-        self, test: PtsTest, params: dict[str, Any], previous: list[RoundData] | None = None
+        self, test: RoundTest, params: dict[str, Any], previous: list[RoundData] | None = None
     ) -> None:
         variables = list({v.name: v for _, vs in test.tracking_sets for v in vs}.values())
         done = sorted((r for r in previous or [] if r.status == "ok"), key=lambda r: r.round_no)
@@ -377,7 +373,7 @@ class PtsRun(SessionRun[PreparedPts]):
 
     def _finish_test(
         self,
-        test: PtsTest,
+        test: RoundTest,
         params: dict[str, Any],
         verdicts: dict[str, Verdict],
         all_cells: list[list[Cell]],
@@ -419,7 +415,7 @@ class PtsRun(SessionRun[PreparedPts]):
                                f"with `{command()} resume {self.run_id}`)")
         self._host_verdicts(test)
 
-    def _host_verdicts(self, test: PtsTest) -> None:
+    def _host_verdicts(self, test: RoundTest) -> None:
         """On several hosts: each host's steady state, judged by the run's rule on its own
         tracking variables (the run's verdict is the aggregate's)."""
         events = self.host_rounds.get(test.name)
@@ -436,7 +432,7 @@ class PtsRun(SessionRun[PreparedPts]):
                              {"hosts": verdicts})
 
 
-def _cells(test: PtsTest, jobs: Sequence[JobResult]) -> list[Cell]:
+def _cells(test: RoundTest, jobs: Sequence[JobResult]) -> list[Cell]:
     by_name = {job.name: job for job in jobs}
     return [cell_from_job(spec, by_name[spec.name]) for spec in test.round_cells
             if spec.name in by_name]

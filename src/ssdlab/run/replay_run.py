@@ -14,7 +14,6 @@ from ssdlab.engine.fiolog import FioLogError, LogEntry, fio_log_path, read_log
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun, watchdog_seconds
 from ssdlab.plan import replay as rp
-from ssdlab.plan.options import IOENGINES
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.replay import (
     TEST,
@@ -24,11 +23,12 @@ from ssdlab.plan.replay import (
     ReplayResult,
     TimelinePoint,
 )
-from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern
+from ssdlab.plan.specs import IOENGINES, CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, refuse_nbd
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import Runner, TestFailed
+from ssdlab.run.session import TestFailed
+from ssdlab.run.suite import Runner
 from ssdlab.run.workload_target import (
     PreparedWorkload,
     WorkloadRun,
@@ -125,7 +125,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
         params = rp.test_params(o)
         self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
                             result=ReplayResult().to_json())
-        with scratch.scratch_dir("replay") as logdir:
+        with scratch.scratch_dir("iolog") as logdir:
             prefix = str(logdir / "replay")
             text = job_text(self.p, rp.replay_job(o, s.info.path, prefix))
             self.progress.phase("replay", 1, rp.planned_seconds(o))

@@ -36,7 +36,7 @@ from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
-from ssdlab.plan.options import DEFAULT_LOADS
+from ssdlab.plan.optionsets import DEFAULT_LOADS
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.saturation import (
     HIR,
@@ -62,15 +62,8 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import (
-    PreparedRange,
-    Runner,
-    SessionRun,
-    TestFailed,
-    dry_run_head,
-    fio_record,
-    resume_with,
-)
+from ssdlab.run.session import SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedRange, Runner, dry_run_head, resume_with
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 

@@ -17,25 +17,19 @@ import os
 import socket
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, TypeVar
 
-from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import (
     Executor,
     FioExecutor,
     FioInterrupted,
     FioRun,
     TickFn,
-    watchdog_seconds,
 )
 from ssdlab.errors import ExitCode, TargetError, UserError, command
-from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.pts import ActiveRange
-from ssdlab.plan.specs import CellSpec, FioJob
-from ssdlab.plan.transport import transport_text
-from ssdlab.plan.units import format_bytes
+from ssdlab.plan.specs import CellSpec
 from ssdlab.run.consistency import lines as check_lines
 from ssdlab.run.consistency import record_checks
 from ssdlab.run.hosts import (
@@ -53,14 +47,15 @@ from ssdlab.run.member_rounds import (
     find_sampler,
 )
 from ssdlab.run.nbd import purge_nbd
-from ssdlab.run.prepare import PreparedTarget, TargetRequest, check_same_target, prepare_stored
+from ssdlab.run.prepare import check_same_target
 from ssdlab.run.progress import Progress
 from ssdlab.run.remote import HostLost, RemoteSet
+from ssdlab.run.suite import FioSetup, PreparedSuite, made_file, setup_of, timeout_for
 from ssdlab.store.db import Store, StoreWriteError
 from ssdlab.store.records import FioRecord, RoundData, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.emulator import stats as emulator_stats
-from ssdlab.targets.filetarget import create_file_target, recreate_file_target
+from ssdlab.targets.filetarget import recreate_file_target
 from ssdlab.targets.health import read_health
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND, unreachable
@@ -69,10 +64,6 @@ from ssdlab.targets.safety import ExclusiveHold
 
 #: events that keep the drive's health-log count of bytes written
 HEALTH_KIND = "health"
-#: size-based fio runs (preconditioning) are presumed stuck below this rate
-MIN_PRECONDITION_BYTES_PER_S = 2 * 1024 * 1024
-#: fio spends about 0.3 s between stonewalled cells; the watchdog allows 1 s
-FIO_CELL_OVERHEAD_S = 1.0
 
 
 class RunInterrupted(UserError):
@@ -89,50 +80,6 @@ class TargetLost(UserError):
     """The target stopped answering after a failure: the run stops (completed work kept)."""
 
     exit_code = ExitCode.FAILURE
-
-
-@dataclass(frozen=True)
-class FioSetup:
-    """How this run invokes fio: the target, the engine, and what heads each job file."""
-
-    target_path: str
-    ioengine: str
-    ssdlab_version: str
-    device_class: str
-    profile: str
-
-    def job(self, cells: tuple[CellSpec, ...], extra: tuple[tuple[str, str], ...] = ()) -> FioJob:
-        return FioJob(self.target_path, cells, self.ioengine, json_plus=True, extra_global=extra)
-
-    def job_text(
-        self, cells: tuple[CellSpec, ...], what: str, extra: tuple[tuple[str, str], ...] = ()
-    ) -> str:
-        header = (
-            f"ssdlab {self.ssdlab_version}: {what}\n"
-            f"target {self.target_path} ({self.device_class}), profile {self.profile}"
-        )
-        return render(self.job(cells, extra), header)
-
-
-#: what preparing a target records beyond its identity, kept when the run makes the test
-#: file (the identity of the file made replaces the planned one): the array it is on
-KEPT_DETAILS = ("array",)
-
-
-def made_file(planned: TargetInfo) -> TargetInfo:
-    """Make ssdlab's test file ``planned`` (or reuse it): its identity, with what preparing
-    it recorded beyond that (:data:`KEPT_DETAILS`)."""
-    info = create_file_target(planned.path, planned.capacity_bytes)
-    kept = {k: planned.details[k] for k in KEPT_DETAILS if k in planned.details}
-    return dataclasses.replace(info, details={**info.details, **kept}) if kept else info
-
-
-def timeout_for(cells: tuple[CellSpec, ...], extra_s: float = 0.0) -> float:
-    """Watchdog for one fio invocation of ``cells`` (time- or size-based)."""
-    planned = sum(c.planned_seconds or 0.0 for c in cells) + extra_s
-    sized = sum(c.io_bytes or 0 for c in cells)
-    startup = FIO_CELL_OVERHEAD_S * len(cells)
-    return watchdog_seconds(planned + startup + sized / MIN_PRECONDITION_BYTES_PER_S)
 
 
 def boot_id() -> str:
@@ -585,122 +532,7 @@ class RunSession:
         )
 
 
-# -- the run's part of the suite contract --------------------------------------------------
-
-A = TypeVar("A")
-P = TypeVar("P")
-
-
-class SuiteRun(Protocol):
-    """A suite's run of one prepared plan, journaled to the store."""
-
-    def execute(self, argv: list[str]) -> str:
-        """Run everything; the run id."""
-        ...
-
-
-@runtime_checkable
-class ResumableRun(SuiteRun, Protocol):
-    def resume(self, run: RunData, argv: list[str]) -> str:
-        """Continue the stored ``run`` (``ssdlab resume``); the run id."""
-        ...
-
-
-def _writes(prepared: object) -> bool:
-    return False
-
-
-@dataclass(frozen=True)
-class Runner(Generic[A, P]):
-    """The run's part of a suite's contract: an ops table, as fio's ``ioengine_ops``.
-
-    ``prepare`` checks everything (the target, every option, fio) and raises a one-line
-    UserError before any I/O; the other operations take what it returned.
-    """
-
-    prepare: Callable[[TargetRequest, A], P]
-    describe: Callable[[P], str]  # --dry-run: the plan and every fio job file
-    progress: Callable[[P], Progress]
-    start: Callable[[P, Store, Executor, Progress], SuiteRun]
-    #: a stopped run's stored plan prepared again on its target (None: not resumable)
-    prepare_resume: Callable[[RunData, TargetRequest], P] | None = None
-    read_only: Callable[[P], bool] = _writes  # fio refuses every write (--readonly)
-    #: how long the plan takes: the last line of its --dry-run (plan/planned.py)
-    planned: Callable[[P], PlannedTime] | None = None
-
-    def dry_run(self, prepared: P) -> str:
-        """A ``--dry-run``'s whole text: the plan and its job files, then how long the
-        plan takes (its last line)."""
-        text = self.describe(prepared)
-        if self.planned is not None:
-            text += self.planned(prepared).text() + "\n"
-        return text
-
-    def resume(self, prepared: P, store: Store, executor: Executor, progress: Progress,
-               run: RunData, argv: list[str]) -> str:
-        started = self.start(prepared, store, executor, progress)
-        if not isinstance(started, ResumableRun):
-            raise UserError(f"runs of the {run.suite} suite cannot be resumed; run it again")
-        return started.resume(run, argv)
-
-
-def resume_with(prepare: Callable[[PreparedTarget, A], P], args_type: Callable[..., A]
-                ) -> Callable[[RunData, TargetRequest], P]:
-    """A :class:`Runner`'s ``prepare_resume`` for a suite whose stored plan keeps the
-    arguments it was started with: ``prepare`` them again on the stopped run's target,
-    which must be the same one (a test file ssdlab made that is missing is made again)."""
-    def prepare_resume(run: RunData, request: TargetRequest) -> P:
-        return prepare(*prepare_stored(run, request, args_type))
-    return prepare_resume
-
-
-class RunSettings(Protocol):
-    """What a suite's validated options say about every run of it."""
-
-    @property
-    def profile(self) -> str: ...
-
-    @property
-    def quick(self) -> bool: ...
-
-    @property
-    def ioengine(self) -> str: ...
-
-
-OptionsT = TypeVar("OptionsT", bound=RunSettings)
-
-
-@dataclass(frozen=True)
-class PreparedSuite(Generic[OptionsT]):
-    """A suite's run on one target, checked: the target and the validated options (a
-    suite's own prepared plan adds what else it needs)."""
-
-    target: PreparedTarget
-    options: OptionsT
-
-    def job_text(self, cells: tuple[CellSpec, ...], what: str,
-                 extra: tuple[tuple[str, str], ...] = ()) -> str:
-        """A job file's text as the run writes it (what ``--dry-run`` shows)."""
-        return setup_of(self).job_text(cells, what, extra)
-
-
-@dataclass(frozen=True)
-class PreparedRange(PreparedSuite[OptionsT], Generic[OptionsT, A]):
-    """A suite's run on one active range of the target, checked: also its arguments as
-    given (the stored plan keeps them) and the range."""
-
-    args: A
-    range: ActiveRange
-
-
 PS = TypeVar("PS", bound=PreparedSuite[Any])
-
-
-def setup_of(p: PreparedSuite[Any]) -> FioSetup:
-    """How a prepared suite's run invokes fio on its target."""
-    info, o = p.target.info, p.options
-    return FioSetup(info.path, o.ioengine, p.target.versions["ssdlab"], info.device_class,
-                    o.profile)
 
 
 class SessionRun(ABC, Generic[PS]):
@@ -829,30 +661,3 @@ class SessionRun(ABC, Generic[PS]):
             failed = self.run_tests(previous)
         self.finish(failed)
         return self.run_id
-
-
-def dry_run_head(t: PreparedTarget, *, sectors: bool = True) -> str:
-    """The first line of every ``--dry-run`` (and, for a target reached over the network,
-    a second saying how)."""
-    info = t.info
-    sector = f", {info.logical_sector_bytes}-byte sectors" if sectors else ""
-    transport = transport_text(info.to_dict())
-    return (f"DRY RUN: nothing will be written. Plan for {info.path} ({info.device_class}, "
-            f"{format_bytes(info.capacity_bytes)}{sector})"
-            + (f"\n{transport}" if transport else ""))
-
-
-def dry_run(p: PreparedSuite[Any], plan: Iterable[str], jobs: Iterable[str], *,
-            sectors: bool = True) -> str:
-    """A ``--dry-run``'s text: its first line, what the plan is, the test file it would
-    make (when it would), the job files."""
-    t = p.target
-    return "\n".join([dry_run_head(t, sectors=sectors), *plan, *dry_run_create(t), *jobs]) + "\n"
-
-
-def dry_run_create(t: PreparedTarget) -> list[str]:
-    """The line saying the test file will be made, when it will."""
-    if not t.create_file:
-        return []
-    return [f"would create and fully allocate {t.info.path} "
-            f"({format_bytes(t.info.capacity_bytes)})"]

@@ -30,7 +30,6 @@ from ssdlab.engine.mux import WAIT_S, SetExecutor
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
 from ssdlab.engine.status import status_of
 from ssdlab.errors import ExitCode, TargetError, UserError
-from ssdlab.plan.units import format_duration
 from ssdlab.run.array import member_consent
 from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import OUTPUT_LOCK, Progress, rates_text, write
@@ -45,6 +44,7 @@ from ssdlab.targets.topology import (
     node_cpus,
     read_proc_stat,
 )
+from ssdlab.units import format_duration
 
 #: the event each run of a set gets with the set's host check, numbers and all
 SET_HOST_KIND = "set-host"

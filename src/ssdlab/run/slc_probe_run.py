@@ -39,7 +39,6 @@ from ssdlab.plan.slc_probe import (
     SlcTruth,
     build_slc_options,
 )
-from ssdlab.plan.units import format_bytes, format_duration
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
     TargetRequest,
@@ -49,9 +48,11 @@ from ssdlab.run.prepare import (
     prepare_device,
 )
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run, fio_record
+from ssdlab.run.session import SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
+from ssdlab.units import format_bytes, format_duration
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from ssdlab.engine.verifylog import VerifyFailure, ranges, verify_failures
 from ssdlab.errors import TargetError, UserError
 from ssdlab.plan import verify as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.units import format_bytes
 from ssdlab.plan.verify import (
     MAX_LISTED,
     TEST,
@@ -24,8 +23,10 @@ from ssdlab.plan.verify import (
 )
 from ssdlab.run.prepare import TargetRequest, checked_range, engine_for, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedRange, Runner, SessionRun, TestFailed, timeout_for
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedRange, Runner, timeout_for
 from ssdlab.store.records import RunData
+from ssdlab.units import format_bytes
 
 #: a verify run checked: the range it writes and reads back
 PreparedVerify = PreparedRange[VerifyOptions, VerifyArgs]

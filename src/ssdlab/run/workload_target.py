@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ssdlab.errors import TargetError, UserError
-from ssdlab.plan.units import format_bytes
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -25,10 +24,12 @@ from ssdlab.run.prepare import (
     planned_file,
     prepare_device,
 )
-from ssdlab.run.session import PreparedSuite, RunSettings, SessionRun, made_file
+from ssdlab.run.session import SessionRun
+from ssdlab.run.suite import PreparedSuite, RunSettings, made_file
 from ssdlab.targets.filetarget import create_file_target
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir
+from ssdlab.units import format_bytes
 
 
 @dataclass(frozen=True)

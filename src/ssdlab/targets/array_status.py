@@ -1,10 +1,10 @@
-"""The state of md and ZFS arrays from ``mdadm --detail``, ``/proc/mdstat`` and ``zpool status``.
+"""The state of md and ZFS arrays from ``/proc/mdstat`` and ``zpool status``.
 
-Pure functions over the tools' text output; no I/O. Malformed input raises ``ValueError`` with
-a one-line message. Tested on recorded outputs of the real tools (tests/fixtures/arrays,
-SOURCES.md there): ``mdadm --detail`` of mdadm 4.x up to 4.3; ``/proc/mdstat`` of kernels from
-the metadata-0.90 era to 6.x; ``zpool status`` of Solaris-era ZFS (``scrub:`` lines), illumos,
-ZFS on Linux 0.6 and OpenZFS 2.x (``scan:`` lines).
+Pure functions over the text the kernel and the tool give; no I/O. Malformed input raises
+``ValueError`` with a one-line message. Tested on recorded outputs (tests/fixtures/arrays,
+SOURCES.md there): ``/proc/mdstat`` of kernels from the metadata-0.90 era to 6.x; ``zpool
+status`` of Solaris-era ZFS (``scrub:`` lines), illumos, ZFS on Linux 0.6 and OpenZFS 2.x
+(``scan:`` lines).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SyncProgress:
-    """A resync, recovery/rebuild, reshape, check or repair of an md array."""
+    """A resync, recovery, reshape, check or repair of an md array."""
 
-    action: str  # "resync", "recovery", "rebuild" (mdadm's word), "reshape", "check", "repair"
+    action: str  # "resync", "recovery", "reshape", "check", "repair"
     percent: float | None  # None while it waits (mdstat "resync=DELAYED")
     waiting: str | None = None  # "DELAYED", "PENDING" (mdstat only)
     done_blocks: int | None = None  # mdstat "(done/total)" in 1 KiB blocks
@@ -40,167 +40,11 @@ _UNITS = {"": 1024, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
 def _chunk_bytes(value: str) -> int:
-    """``512K``, ``64k``, ``4096K`` (mdadm and mdstat print KiB) -> bytes."""
+    """``512K``, ``64k``, ``4096K`` (mdstat prints KiB) -> bytes."""
     m = re.fullmatch(r"(\d+)\s*([KMG]?)B?", value.strip(), re.IGNORECASE)
     if m is None:
         raise ValueError(f"chunk size {value!r} is not a size")
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
-
-
-# ---------------------------------------------------------------- mdadm --detail
-
-
-@dataclass(frozen=True)
-class MdMember:
-    """One row of the device table of ``mdadm --detail``."""
-
-    role: int | None  # the RaidDevice column: the slot; None for "-" (faulty, spare)
-    device: str | None  # "/dev/sdb1"; None for a "removed" slot
-    state: tuple[str, ...]  # ("active", "sync"), ("spare", "rebuilding"), ("faulty",) ...
-
-    @property
-    def faulty(self) -> bool:
-        return "faulty" in self.state
-
-    @property
-    def removed(self) -> bool:
-        return "removed" in self.state
-
-    @property
-    def spare(self) -> bool:
-        return "spare" in self.state
-
-    @property
-    def in_sync(self) -> bool:
-        return "sync" in self.state and not self.faulty
-
-
-@dataclass(frozen=True)
-class MdDetail:
-    """``mdadm --detail /dev/mdX``."""
-
-    device: str  # "/dev/md0", "/dev/md/name"
-    level: str  # "raid0", "raid1", "raid5", "raid6", "raid10", "linear", "container" ...
-    metadata: str | None  # the "Version" line: "1.2", "0.90", "ddf"
-    array_size: int | None  # bytes
-    used_dev_size: int | None  # bytes per member
-    chunk_size: int | None  # bytes; None where the level has none (raid1)
-    layout: str | None  # "left-symmetric", "near=2"
-    state: str  # "clean", "clean, degraded, recovering", "active, FAILED" ...
-    raid_devices: int
-    total_devices: int
-    active_devices: int
-    working_devices: int
-    failed_devices: int
-    spare_devices: int
-    members: tuple[MdMember, ...]
-    progress: SyncProgress | None  # "Rebuild Status : 24% complete" and the like
-    uuid: str | None
-    name: str | None
-
-    @property
-    def states(self) -> tuple[str, ...]:
-        """The words of ``state`` in lower case: ("clean", "degraded", "recovering")."""
-        return tuple(w.strip().lower() for w in self.state.split(",") if w.strip())
-
-    @property
-    def degraded(self) -> bool:
-        """Running with less redundancy than the level has (a slot empty or out of sync)."""
-        short = self.level not in _NO_REDUNDANCY and 0 < self.active_devices < self.raid_devices
-        return "degraded" in self.states or short or any(m.removed for m in self.members)
-
-    @property
-    def sync_percent(self) -> float | None:
-        return self.progress.percent if self.progress else None
-
-
-_NO_REDUNDANCY = frozenset({"raid0", "linear", "container", "multipath"})
-_KEY_VALUE = re.compile(r"^\s*([A-Za-z][A-Za-z ]*[A-Za-z])\s+:\s*(.*?)\s*$")
-_TABLE_HEAD = re.compile(r"^\s*Number\s+Major\s+Minor\s+RaidDevice\b")
-_TABLE_ROW = re.compile(r"^\s*(-|\d+)\s+(\d+)\s+(\d+)\s+(-|\d+)\s*(.*)$")
-_STATUS_KEY = re.compile(r"([A-Za-z]+) Status")
-_COMPLETE = re.compile(r"(\d+(?:\.\d+)?)% complete")
-
-
-def parse_mdadm_detail(text: str) -> MdDetail:
-    """Parse the text output of ``mdadm --detail /dev/mdX`` (one array)."""
-    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise ValueError("mdadm --detail output is empty")
-    head = re.fullmatch(r"(/\S+):", lines[0].strip())
-    if head is None:
-        raise ValueError(f"not mdadm --detail output: first line {lines[0].strip()[:60]!r} "
-                         "is not '/dev/mdX:'")
-    device = head.group(1)
-    fields, rows = _detail_sections(lines[1:])
-    if "Raid Level" not in fields:
-        raise ValueError(f"mdadm --detail output for {device} has no 'Raid Level' line")
-    return MdDetail(
-        device=device, level=fields["Raid Level"].lower(), metadata=fields.get("Version"),
-        array_size=_kib_field(fields, "Array Size"),
-        used_dev_size=_kib_field(fields, "Used Dev Size"),
-        chunk_size=_chunk_bytes(fields["Chunk Size"]) if "Chunk Size" in fields else None,
-        layout=fields.get("Layout"), state=fields.get("State", ""),
-        raid_devices=_count(fields, "Raid Devices"), total_devices=_count(fields, "Total Devices"),
-        active_devices=_count(fields, "Active Devices"),
-        working_devices=_count(fields, "Working Devices"),
-        failed_devices=_count(fields, "Failed Devices"),
-        spare_devices=_count(fields, "Spare Devices"),
-        members=tuple(_member_row(row) for row in rows), progress=_detail_progress(fields),
-        uuid=_first_word(fields.get("UUID")), name=_first_word(fields.get("Name")))
-
-
-def _detail_sections(lines: list[str]) -> tuple[dict[str, str], list[str]]:
-    """The ``Key : value`` fields (the first of each key) and the device table's rows."""
-    fields: dict[str, str] = {}
-    for i, line in enumerate(lines):
-        if _TABLE_HEAD.match(line):
-            return fields, lines[i + 1:]
-        m = _KEY_VALUE.match(line)
-        if m:
-            fields.setdefault(m.group(1), m.group(2))
-    return fields, []
-
-
-def _member_row(row: str) -> MdMember:
-    m = _TABLE_ROW.match(row)
-    if m is None:
-        raise ValueError(f"mdadm --detail: not a device table row: {row.strip()[:80]!r}")
-    words = m.group(5).split()
-    device = words.pop() if words and words[-1].startswith("/") else None
-    role = None if m.group(4) == "-" else int(m.group(4))
-    return MdMember(role=role, device=device, state=tuple(words))
-
-
-def _count(fields: dict[str, str], key: str) -> int:
-    """A device count; mdadm leaves some out where they are zero or do not apply."""
-    value = fields.get(key, "0")
-    if not value.isdigit():
-        raise ValueError(f"mdadm --detail: {key!r} is not a number: {value[:40]!r}")
-    return int(value)
-
-
-def _kib_field(fields: dict[str, str], key: str) -> int | None:
-    """``Array Size : 405504 (396.00 MiB 415.24 MB)``: KiB -> bytes."""
-    if key not in fields:
-        return None
-    m = re.match(r"(\d+)\b", fields[key])
-    if m is None:
-        raise ValueError(f"mdadm --detail: {key!r} is not a size: {fields[key][:40]!r}")
-    return int(m.group(1)) * 1024
-
-
-def _detail_progress(fields: dict[str, str]) -> SyncProgress | None:
-    for key, value in fields.items():
-        k, v = _STATUS_KEY.fullmatch(key), _COMPLETE.match(value)
-        if k and v:
-            return SyncProgress(action=k.group(1).lower(), percent=float(v.group(1)))
-    return None
-
-
-def _first_word(value: str | None) -> str | None:
-    """``sysrescue:0  (local to host sysrescue)`` -> ``sysrescue:0``."""
-    return value.split()[0] if value and value.split() else None
 
 
 # ---------------------------------------------------------------- /proc/mdstat
@@ -566,30 +410,17 @@ def _error_count(word: str) -> int | None:
 # ---------------------------------------------------------------- verdicts
 
 
-def health(status: MdDetail | MdstatArray | ZpoolStatus) -> str:
+def health(status: MdstatArray | ZpoolStatus) -> str:
     """A one-line verdict for ``ssdlab array status``.
 
-    ``md127 raid1: degraded, 1 of 2 members in sync, /dev/vdb2 faulty, rebuild 24%``;
+    ``md127 raid5: degraded, 5 of 6 members in sync, recovery 12.6% (finish 127.5 min,
+    33440 KiB/s)``;
     ``pool local-zfs DEGRADED, 1 of 2 devices online: wwn-0x5000cca245c1984b FAULTED
     (1 read, 29 write, 4 cksum, too many errors)``.
     """
-    if isinstance(status, MdDetail):
-        return _md_detail_health(status)
     if isinstance(status, MdstatArray):
         return _mdstat_health(status)
     return _zpool_health(status)
-
-
-def _md_detail_health(d: MdDetail) -> str:
-    states = d.states
-    verdict = next((w for w in ("failed", "inactive", "not started") if w in states),
-                   "degraded" if d.degraded else "ok")
-    parts = [verdict, f"{d.active_devices} of {d.raid_devices} members in sync"]
-    parts += [f"{m.device} faulty" for m in d.members if m.faulty]
-    removed = sum(m.removed for m in d.members)
-    parts += [f"{removed} removed"] if removed else []
-    parts += [d.progress.text()] if d.progress else []
-    return f"{d.device.rsplit('/', 1)[-1]} {d.level}: {', '.join(parts)}"
 
 
 def _mdstat_health(a: MdstatArray) -> str:

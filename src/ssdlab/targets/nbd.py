@@ -28,9 +28,10 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
 from ssdlab.targets.identity import Runner, TargetInfo, Which
+from ssdlab.targets.magic import MAGIC_PROBES, Reader
 from ssdlab.targets.nbdclient import NbdClient, NbdError
 from ssdlab.targets.network import link_toward, resolve
-from ssdlab.targets.signatures import MAGIC_PROBES, DeviceProbe, Reader, Signature
+from ssdlab.targets.signatures import DeviceProbe, Signature
 
 #: a target of this kind is an NBD export (``TargetInfo.kind``, ``device_class``)
 NBD_KIND = "nbd"
@@ -175,7 +176,7 @@ def round_trip(client: NbdClient, reads: int = RTT_READS) -> dict[str, object]:
 
 
 class NbdReader(Reader):
-    """The export as the signature probes read it (:mod:`ssdlab.targets.signatures`)."""
+    """The export as the signature probes read it (:mod:`ssdlab.targets.magic`)."""
 
     def __init__(self, client: NbdClient) -> None:  # no fd: reads go to the server
         self.client = client

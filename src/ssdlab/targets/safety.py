@@ -37,7 +37,8 @@ from ssdlab.targets.identity import (
     read_mountinfo,
     whole_disk_of,
 )
-from ssdlab.targets.signatures import DeviceProbe, probe_device
+from ssdlab.targets.signature_probe import probe_device
+from ssdlab.targets.signatures import DeviceProbe
 
 __all__ = [
     "BLOCK_CHECKS",

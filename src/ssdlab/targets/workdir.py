@@ -16,10 +16,10 @@ from pathlib import Path
 from types import TracebackType
 
 from ssdlab.errors import TargetError
-from ssdlab.plan.units import format_bytes
 from ssdlab.targets.filetarget import SYSTEM_TREES_TEXT, system_place
 from ssdlab.targets.identity import mount_containing, read_mountinfo
 from ssdlab.targets.network import share_facts
+from ssdlab.units import format_bytes
 
 WORK_PREFIX = "ssdlab-work-"
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "fuse.sshfs")

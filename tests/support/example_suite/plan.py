@@ -1,24 +1,25 @@
 """The plan module of ``example-read``, the smallest useful suite: read the first part of
 the target sequentially once and report the throughput (docs/adding-a-suite.md).
 
-A suite's plan module says what the suite is (its spec: name, help, options, tests and
-result record) and what a plan of it says (its dry-run lines, its stored plan); it
-touches nothing.
+A suite's plan module says what the suite is (its spec: name, help, options, tests, and
+the records it stores: its plan, a test's parameters, result and verdicts, a round's
+cells) and what a plan of it says (its dry-run lines, its stored plan); it touches
+nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import FioCell, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import MIB, CellSpec, Mix, Pattern
 from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
-from ssdlab.plan.units import format_bytes
+from ssdlab.units import format_bytes
 
 SUITE = TEST = "example-read"
 BLOCK_BYTES = MIB
@@ -61,6 +62,21 @@ def build_options(args: ReadArgs, capacity_bytes: int) -> ReadOptions:
 
 
 @dataclass(frozen=True)
+class ReadPlan(StoredPlan):
+    """What the run stores as its plan (``suite`` first): the checked options, the tests."""
+
+    options: JsonObject = field(default_factory=dict)
+    tests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadParams(TestParams):
+    """What the run stores as the test's parameters (``title`` first)."""
+
+    read_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class ReadResult(Record):
     """What the run stores as the test's result (and the report and show read back)."""
 
@@ -89,6 +105,10 @@ SPEC = SuiteSpec(
     ),
     args_type=ReadArgs,
     results={TEST: ReadResult},
+    params={TEST: ReadParams},
+    plan_type=ReadPlan,
+    cells=FioCell,
+    verdicts={"primary": Verdict},
 )
 
 
@@ -97,5 +117,5 @@ def describe(o: ReadOptions) -> list[str]:
             f"1 MiB blocks, QD {o.iodepth}"]
 
 
-def plan_dict(o: ReadOptions) -> dict[str, Any]:
-    return {"suite": SUITE, "options": dataclasses.asdict(o), "tests": [TEST]}
+def stored_plan(o: ReadOptions) -> ReadPlan:
+    return ReadPlan(SUITE, dataclasses.asdict(o), (TEST,))

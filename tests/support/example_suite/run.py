@@ -8,13 +8,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.plan.planned import PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, prepare_device
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import PreparedSuite, Runner, SessionRun, TestFailed, dry_run
-from ssdlab.store.records import RunData
+from ssdlab.run.session import SessionRun, TestFailed
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run
+from ssdlab.store.records import RunData, TestState
 from tests.support.example_suite import plan
-from tests.support.example_suite.plan import TEST, ReadArgs, ReadOptions, ReadResult
+from tests.support.example_suite.plan import (
+    TEST,
+    ReadArgs,
+    ReadOptions,
+    ReadParams,
+    ReadResult,
+)
 
 
 @dataclass(frozen=True)
@@ -36,16 +44,15 @@ class ReadRun(SessionRun[PreparedRead]):
     suite = plan.SUITE
 
     def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.p.options)
+        return plan.stored_plan(self.p.options).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._read)
 
     def _read(self) -> None:
-        cell = self.p.options.cell()
-        params = {"title": "Example read", "read_bytes": cell.io_bytes}
-        self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
-                            result={})
+        cell, size = self.p.options.cell(), self.p.options.read_bytes
+        params = ReadParams("Example read", size)
+        self.store.set_test(self.run_id, TEST, TestState("running", params))
         run = self.session.run_fio(self.p.job_text((cell,), f"{TEST} read"), (cell,),
                                    json_plus=True)
         measured = [cell_from_job(cell, job) for job in run.output.jobs] if run.output else []
@@ -53,15 +60,14 @@ class ReadRun(SessionRun[PreparedRead]):
                                tracking={}, cells=list(measured))
         if not run.ok or not measured:
             error = f"the read failed: {run.error or 'no result'}"
-            self.store.set_test(self.run_id, TEST, status="failed", params=params,
-                                verdicts={}, result=ReadResult.partial(error=error).to_json())
+            self.store.set_test(self.run_id, TEST, TestState(
+                "failed", params, result=ReadResult.partial(error=error)))
             raise TestFailed(error)
         bw, lat = measured[0]["bw_bytes_per_s"], measured[0]["lat_mean_us"]
         assert isinstance(bw, float) and isinstance(lat, float | None)
-        result = ReadResult(int(cell.io_bytes or 0), bw, lat, f"read at {bw / 1e6:,.1f} MB/s")
-        self.store.set_test(self.run_id, TEST, status="complete", params=params,
-                            verdicts={"primary": {"message": result.message}},
-                            result=result.to_json())
+        result = ReadResult(size, bw, lat, f"read at {bw / 1e6:,.1f} MB/s")
+        self.store.set_test(self.run_id, TEST, TestState(
+            "complete", params, {"primary": Verdict(result.message)}, result))
         self.progress.line(f"{TEST}: {result.message}")
 
 
