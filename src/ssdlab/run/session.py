@@ -2,8 +2,12 @@
 target, purge, workload-independent preconditioning, the emulator's ground truth, and
 how it ends (complete, failed, or interrupted with every completed round kept).
 
-A suite's runner (``PtsRun``, ``SaturationRun`` ...) owns a :class:`RunSession` and
-decides what to run; the session does the bookkeeping the same way for all of them.
+A suite's runner (``PtsRun``, ``SaturationRun`` ...) is a :class:`SessionRun`: the one
+skeleton every run has, whose hooks say what differs (the target's record and hold, what
+the run records beside its results, what it says, what its tests run in, how it ends). It
+owns a :class:`RunSession` and decides what to run; the session does the bookkeeping the
+same way for all of them. What the session reads beside fio (health log, ground truth) is
+in run/observe.py, what it does to the target between rounds (purge) in run/rounds.py.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import functools
 import mmap
 import os
 import socket
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,16 +31,15 @@ from ssdlab.engine.runner import (
     FioRun,
     TickFn,
 )
-from ssdlab.errors import ExitCode, TargetError, UserError, command
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.plan.specs import CellSpec
+from ssdlab.run import observe, rounds
 from ssdlab.run.consistency import lines as check_lines
 from ssdlab.run.consistency import record_checks
 from ssdlab.run.hosts import (
     HOST_ROUND_KIND,
-    HOST_TRUTH_KIND,
     HOSTS_KIND,
     host_summaries,
-    remote_purge,
 )
 from ssdlab.run.member_rounds import (
     OFF_KIND,
@@ -46,24 +48,17 @@ from ssdlab.run.member_rounds import (
     Sample,
     find_sampler,
 )
-from ssdlab.run.nbd import purge_nbd
 from ssdlab.run.prepare import check_same_target
 from ssdlab.run.progress import Progress
 from ssdlab.run.remote import HostLost, RemoteSet
 from ssdlab.run.suite import FioSetup, PreparedSuite, made_file, setup_of, timeout_for
 from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.store.records import FioRecord, RoundData, RunData
+from ssdlab.store.records import Document, FioRecord, RoundData, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
-from ssdlab.targets.emulator import stats as emulator_stats
-from ssdlab.targets.filetarget import recreate_file_target
-from ssdlab.targets.health import read_health
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND, unreachable
-from ssdlab.targets.purge import PurgeOutcome, purge_block
+from ssdlab.targets.purge import PurgeOutcome
 from ssdlab.targets.safety import ExclusiveHold
-
-#: events that keep the drive's health-log count of bytes written
-HEALTH_KIND = "health"
 
 
 class RunInterrupted(UserError):
@@ -212,7 +207,7 @@ class RunSession:
         profile: str,
         quick: bool,
         host: dict[str, Any],
-        plan: dict[str, Any],
+        plan: Document,
         versions: dict[str, Any],
         argv: list[str],
         target: dict[str, Any] | None = None,
@@ -331,22 +326,8 @@ class RunSession:
                         local=self.remote is None)
 
     def health(self, when: str) -> None:
-        """Keep the drive's own count of bytes written (its health log: NVMe, the emulated
-        SSD) at the start, on resume and at the end: what the run wrote, by the drive."""
-        if self.remote is not None:
-            return  # each host's health log is in its ground truth (host-truth events)
-        try:
-            reading = read_health(self.info.path, self.info.details)
-        except (TargetError, ValueError) as err:
-            self.store.add_event(self.run_id, None, "warning",
-                                 f"the drive's health log cannot be read ({err})", None)
-            return
-        if reading is None:
-            return
-        self.store.add_event(
-            self.run_id, None, HEALTH_KIND,
-            f"health log at {when}: {reading.host_bytes_written:,} bytes written "
-            f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
+        """The drive's own count of bytes written, kept (run/observe.py)."""
+        observe.health(self, when)
 
     def target_lost(self) -> str | None:
         """After a failed test: None if the target still reads, else why not (one line)."""
@@ -376,55 +357,12 @@ class RunSession:
             yield
 
     def purge(self, test: str, method: str, offset_bytes: int, size_bytes: int) -> PurgeOutcome:
-        """Return the target (its active range) to fresh-out-of-box; recorded as a step."""
-        self.progress.phase("purge")
-        outcome: PurgeOutcome
-        if self.remote is not None:
-            outcome = remote_purge(self.remote, method, offset_bytes, size_bytes)
-        elif self.info.kind == "file":
-            outcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
-        elif self.info.kind == NBD_KIND:  # an export has no erase: trim through fio, if it can
-            outcome = purge_nbd(self.info, method, offset_bytes, size_bytes, self.executor,
-                                self.fio.ssdlab_version)
-        else:
-            outcome = purge_block(self.info, method, offset_bytes, size_bytes)
-        self.store.add_step(self.run_id, test, "purge", outcome.to_dict(), None)
-        self.ground_truth(test, "purge")
-        verdict = "ok" if outcome.ok else f"FAILED ({outcome.detail})"
-        self.progress.line(f"{test}: purge by {outcome.method}: {verdict} in "
-                           f"{outcome.seconds:.1f} s")
-        if not outcome.ok:
-            self.store.add_event(
-                self.run_id, test, "warning",
-                f"purge by {outcome.method} failed; the test starts "
-                "from a state that is not fresh-out-of-box",
-                outcome.to_dict(),
-            )
-        return outcome
+        """The target (its active range) back to fresh-out-of-box (run/rounds.py)."""
+        return rounds.purge(self, test, method, offset_bytes, size_bytes)
 
     def ground_truth(self, test: str | None, when: str) -> dict[str, Any] | None:
-        """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
-        if self.remote is not None:
-            self._hosts_truth(test, when)
-            return None
-        if self.emulator is None:
-            return None
-        truth = emulator_stats(self.emulator)
-        counters = truth.get("counters")
-        waf = counters.get("write_amplification") if isinstance(counters, dict) else None
-        self.store.add_event(
-            self.run_id, test, "emulator-stats",
-            f"emulator ground truth after {when}: write amplification {waf}", truth,
-        )
-        return truth
-
-    def _hosts_truth(self, test: str | None, when: str) -> None:
-        """On several hosts: each host's emulator ground truth and health log, one event."""
-        assert self.remote is not None
-        truths = self.remote.truth()
-        self.store.add_event(self.run_id, test, HOST_TRUTH_KIND,
-                             f"ground truth of {len(truths)} hosts after {when}",
-                             {"when": when, "hosts": truths})
+        """The emulated SSD's ground truth, kept (run/observe.py)."""
+        return observe.ground_truth(self, test, when)
 
     def run_fio(self, text: str, cells: tuple[CellSpec, ...], *, json_plus: bool,
                 on_tick: TickFn | None = None, timeout_s: float | None = None) -> FioRun:
@@ -502,12 +440,8 @@ class RunSession:
 
     def resumed_after(self, test: str, kind: str, last: RoundData, unit: str,
                       consequence: str) -> None:
-        """A stopped test goes on after round ``last`` (its ``unit``): recorded with how long
-        the drive was idle since, and ``consequence`` (what that means for the test)."""
-        idle = time.time() - last.ended_at
-        self.store.add_event(
-            self.run_id, test, kind, f"resumed after {unit} {last.round_no}: the drive was idle "
-            f"for {idle:,.0f} s{consequence}", {"after_round": last.round_no, "idle_s": idle})
+        """A stopped test goes on after round ``last`` (run/rounds.py)."""
+        rounds.resumed_after(self, test, kind, last, unit, consequence)
 
     def precondition(self, test: str, cell: CellSpec) -> None:
         """Workload-independent preconditioning (one size-based fio run), recorded."""
@@ -567,7 +501,7 @@ class SessionRun(ABC, Generic[PS]):
         return self.session.run_id
 
     @abstractmethod
-    def plan_dict(self) -> dict[str, Any]:
+    def plan_dict(self) -> Document:
         """The run's plan as stored (what ``resume`` and the report read back)."""
 
     @abstractmethod
