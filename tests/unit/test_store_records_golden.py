@@ -62,7 +62,7 @@ from tests.support.records import ExampleCell, ExampleParams, ExamplePlan, fresh
 #: It may only shrink: take a suite out when its SuiteSpec declares its records.
 PENDING = frozenset({
     "aja", "atto", "cdm", "copy", "curves", "db", "diskfill", "iometer", "latency-iops",
-    "matrix", "op-sweep", "peak", "pts", "published", "replay", "saturation", "slc-probe",
+    "op-sweep", "peak", "pts", "published", "replay", "saturation", "slc-probe",
     "smallfiles", "verify",
 })
 

@@ -31,10 +31,13 @@ from ssdlab.plan.matrix import (
     BY_LATENCY,
     MEMBER_CHECK,
     SUITE,
+    LevelParams,
     LevelResult,
     LevelRow,
     MatrixArgs,
     MatrixOptions,
+    MatrixPlan,
+    MemberCheckParams,
     MemberCheckResult,
     MemberCheckRow,
     MemberRoundRow,
@@ -51,7 +54,7 @@ from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, 
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, RunInterrupted, SessionRun
 from ssdlab.run.suite import PreparedSuite, Runner
-from ssdlab.store.records import RunData, TestData
+from ssdlab.store.records import RunData, TestData, TestState
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
@@ -332,10 +335,11 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         self.progress.line(line)
 
     # -- the skeleton's hooks ---------------------------------------------------------
-    def plan_dict(self) -> dict[str, Any]:
-        return {"suite": SUITE, "args": dataclasses.asdict(self.p.args),
-                "options": {**dataclasses.asdict(self.p.options), "quick": self.p.options.quick},
-                "levels": [pl.describe() for pl in self.p.plans]}
+    def plan_dict(self) -> MatrixPlan:
+        o = self.p.options
+        return MatrixPlan(SUITE, dataclasses.asdict(self.p.args),
+                          {**dataclasses.asdict(o), "quick": o.quick},
+                          tuple(pl.describe() for pl in self.p.plans))
 
     def target_record(self) -> dict[str, Any]:
         return _target_dict(self.p)
@@ -392,10 +396,9 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         rows = [MemberCheckRow(r.name, r.seq_read_mb_s, r.rand_read_iops,
                                r.name in verdict.outliers) for r in results]
         result = MemberCheckResult(rows, list(verdict.outliers), verdict.message)
-        self.store.set_test(self.run_id, MEMBER_CHECK, status="complete",
-                            params={"seconds": seconds}, verdicts={"outliers":
-                                                                  list(verdict.outliers)},
-                            result=result.to_json())
+        self.store.set_test(self.run_id, MEMBER_CHECK, TestState(
+            "complete", MemberCheckParams(seconds), {"outliers": list(verdict.outliers)},
+            result))
         self.say(verdict.message)  # a sentence that names the check itself
         if verdict.outliers:
             self.store.add_event(self.run_id, MEMBER_CHECK, "warning", verdict.message, None)
@@ -411,9 +414,9 @@ class MatrixRun(SessionRun[PreparedMatrix]):
     def _level(self, plan: ArrayPlan, stopped: RunData | None) -> bool:
         """Build, run, tear down; the level's result stored. True when it succeeded."""
         started = time.time()
-        self.store.set_test(self.run_id, plan.level, status="running",
-                            params={"started_at": started, "array": plan.describe()},
-                            verdicts={}, result=LevelResult(plan.level, plan.backend).to_json())
+        params = LevelParams(started, plan.describe())
+        self.store.set_test(self.run_id, plan.level, TestState(
+            "running", params, {}, LevelResult(plan.level, plan.backend)))
         self.say(f"== {plan.level}: {plan.describe()}")
         child_id: str | None = stopped.run_id if stopped else None
         error: str | None = None
@@ -434,10 +437,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             child_id = child_id or self._find_child(plan, started)
         result = self._result(plan, child_id, provenance, error, time.time() - started)
         result = dataclasses.replace(result, written=self._written(before))
-        self.store.set_test(self.run_id, plan.level,
-                            status="failed" if error else "complete",
-                            params={"started_at": started, "array": plan.describe()},
-                            verdicts={}, result=result.to_json())
+        self.store.set_test(self.run_id, plan.level, TestState(
+            "failed" if error else "complete", params, {}, result))
         return error is None
 
     def _health(self) -> dict[str, HealthReading | None]:
