@@ -17,10 +17,11 @@ from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome, show_level
 from ssdlab.report.terminal import render_run
-from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, SuiteLookup, level_rows
+from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, level_rows
 from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
+from ssdlab.run.suite import SuiteLookup
 from ssdlab.store import records
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData

@@ -18,9 +18,8 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ssdlab.analysis.endurance import written_between
 from ssdlab.analysis.member_check import outlier_verdict
@@ -53,7 +52,7 @@ from ssdlab.run.member_check import check_members, member_check_job, planned_sec
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, RunInterrupted, SessionRun
-from ssdlab.run.suite import PreparedSuite, Runner
+from ssdlab.run.suite import ChildSuite, PreparedSuite, Runner, SuiteLookup
 from ssdlab.store.records import RunData, TestData, TestState
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info
@@ -63,34 +62,6 @@ from ssdlab.targets.safety import DestroyData
 #: a file-backed array's test file takes this share of the usable space, in whole MiB
 FILE_SHARE = 0.8
 MIB = 1024 * 1024
-
-
-class ChildOutcome(Protocol):
-    @property
-    def lines(self) -> tuple[str, ...]: ...
-
-
-class ChildPages(Protocol):
-    @property
-    def outcome(self) -> Callable[[RunData, object], ChildOutcome]: ...
-
-
-class ChildSuite(Protocol):
-    """A registered suite as the matrix runs it on each level (the registry's ``Suite``)."""
-
-    @property
-    def spec(self) -> SuiteSpec[Any]: ...
-
-    @property
-    def name(self) -> str: ...
-
-    def runner(self) -> Runner[Any, Any]: ...
-
-    def pages(self) -> ChildPages: ...
-
-
-#: the registered suite of a name (None: there is none)
-SuiteLookup = Callable[[str], ChildSuite | None]
 
 
 def _child_values(spec: SuiteSpec[Any], argv: list[str]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from ssdlab.engine.runner import Executor, watchdog_seconds
 from ssdlab.errors import UserError
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import ActiveRange, CellSpec, FioJob
+from ssdlab.plan.suite import SuiteSpec
 from ssdlab.plan.transport import transport_text
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, prepare_stored
 from ssdlab.run.progress import Progress
@@ -145,6 +146,40 @@ def resume_with(prepare: Callable[[PreparedTarget, A], P], args_type: Callable[.
     def prepare_resume(run: RunData, request: TargetRequest) -> P:
         return prepare(*prepare_stored(run, request, args_type))
     return prepare_resume
+
+
+class ChildOutcome(Protocol):
+    """What ``ssdlab run`` prints at the end of a child suite's run."""
+
+    @property
+    def lines(self) -> tuple[str, ...]: ...
+
+
+class ChildPages(Protocol):
+    """A child suite's pages, as far as a suite of suites reads them."""
+
+    @property
+    def outcome(self) -> Callable[[RunData, object], ChildOutcome]: ...
+
+
+class ChildSuite(Protocol):
+    """A registered suite as a suite of suites (the RAID matrix) runs it: the registry's
+    ``Suite``."""
+
+    @property
+    def spec(self) -> SuiteSpec[Any]: ...
+
+    @property
+    def name(self) -> str: ...
+
+    def runner(self) -> Runner[Any, Any]: ...
+
+    def pages(self) -> ChildPages: ...
+
+
+#: the registered suite of a name (None: there is none); a suite of suites gets it from
+#: the registry (its run module's ``make_runner(lookup)``) rather than importing it
+SuiteLookup = Callable[[str], ChildSuite | None]
 
 
 class RunSettings(Protocol):
