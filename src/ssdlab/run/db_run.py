@@ -53,7 +53,7 @@ from ssdlab.run.progress import PhaseProgress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import FioRecord, RunData
+from ssdlab.store.records import Document, FioRecord, RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import DirInfo, describe_dir, drop_caches
 from ssdlab.units import format_bytes
@@ -187,7 +187,7 @@ class DbRun(SessionRun[PreparedDb]):
     holds_target = False
     ws: Workspace | None = None
 
-    def plan_dict(self) -> dict[str, Any]:
+    def plan_dict(self) -> Document:
         p = self.p
         o, f = p.options, p.fitted
         servers = {}

@@ -20,10 +20,10 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from ssdlab.children import die_with_parent
 from ssdlab.engine.model import DirectionStats
@@ -58,7 +58,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import Document, RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 from ssdlab.units import format_bytes
@@ -88,7 +88,7 @@ class PreparedFiles(PreparedSuite[FilePlan]):
         return self.options
 
 
-def target_record(plan: FilePlan, d: DirInfo) -> dict[str, Any]:
+def target_record(plan: FilePlan, d: DirInfo) -> dict[str, object]:
     """The directory's identity as the run's target, with the preset that ran there."""
     where = "network share" if d.network else "directory"
     return {**d.to_dict(), "device_class": f"{where} on {d.fs_type}", **plan.identity}
@@ -240,10 +240,10 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         self.notes: list[str] = []
 
     # -- the skeleton's hooks ---------------------------------------------------------
-    def plan_dict(self) -> dict[str, Any]:
+    def plan_dict(self) -> Document:
         return fp.plan_dict(self.plan, self.p.args)
 
-    def target_record(self) -> dict[str, Any]:
+    def target_record(self) -> Mapping[str, object]:
         return target_record(self.plan, self.p.dir)
 
     def announce(self, resumed: bool) -> None:
@@ -411,7 +411,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         self._add_round("failed", key, [], run, now, now)
         raise TestFailed(message)
 
-    def _add_round(self, status: str, key: str, cells: list[dict[str, Any]],
+    def _add_round(self, status: str, key: str, cells: Sequence[Document],
                    run: FioRun | None, started: float, ended: float) -> None:
         """One stored round: with its fio run's record and times, or the times given."""
         self.round_no += 1

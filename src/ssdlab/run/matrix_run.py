@@ -18,6 +18,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,11 +63,6 @@ from ssdlab.targets.safety import DestroyData
 #: a file-backed array's test file takes this share of the usable space, in whole MiB
 FILE_SHARE = 0.8
 MIB = 1024 * 1024
-
-
-def _child_values(spec: SuiteSpec[Any], argv: list[str]) -> dict[str, Any]:
-    """The child suite's options, parsed as ``ssdlab run NAME`` parses them."""
-    return vars(spec.parse_options(argv, "--suite-options"))
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,8 @@ def prepare(request: TargetRequest, args: MatrixArgs, lookup: SuiteLookup) -> Pr
     checked again once it is torn down), each level's plan."""
     o = validate(args)
     child = _child_suite(o.suite, lookup)
-    _child_values(child.spec, [*o.suite_argv, *_placeholder_target(child.spec)])
+    child.spec.parse_options([*o.suite_argv, *_placeholder_target(child.spec)],
+                             "--suite-options")
     versions = checked_versions(request.fio)
     paths = [m if is_nbd_target(m) else os.path.abspath(m) for m in o.members]
     held = _held_by_leftovers(paths)
@@ -204,7 +201,7 @@ def _has(words: list[str], flag: str) -> bool:
 
 
 def _child_request(p: PreparedMatrix, argv: list[str]) -> tuple[TargetRequest, object]:
-    values = _child_values(p.child.spec, argv[3:])
+    values = vars(p.child.spec.parse_options(argv[3:], "--suite-options"))
     size = values.get("size")
     targets = values.get("target") or [None]  # --target may be repeated; here it is once
     request = TargetRequest(targets[-1], values.get("dir"),
@@ -284,7 +281,7 @@ def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan, planned_only: bool = Fals
 # -- the run ------------------------------------------------------------------------------
 
 
-def _target_dict(p: PreparedMatrix) -> dict[str, Any]:
+def _target_dict(p: PreparedMatrix) -> dict[str, object]:
     models = {m.model for m in p.members}
     return {
         "path": ",".join(p.member_paths), "kind": "set", "name": f"{len(p.members)} members",
@@ -312,7 +309,7 @@ class MatrixRun(SessionRun[PreparedMatrix]):
                           {**dataclasses.asdict(o), "quick": o.quick},
                           tuple(pl.describe() for pl in self.p.plans))
 
-    def target_record(self) -> dict[str, Any]:
+    def target_record(self) -> Mapping[str, object]:
         return _target_dict(self.p)
 
     def before_open(self) -> None:

@@ -7,7 +7,7 @@ its last round (an event, with how long the drive was idle).
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from ssdlab.engine.runner import Executor
 from ssdlab.run.hosts import remote_purge
@@ -34,7 +34,7 @@ class Session(Protocol):
     fio: FioSetup
     remote: RemoteSet | None
 
-    def ground_truth(self, test: str | None, when: str) -> dict[str, Any] | None: ...
+    def ground_truth(self, test: str | None, when: str) -> object: ...
 
 
 def purge(s: Session, test: str, method: str, offset_bytes: int, size_bytes: int) -> PurgeOutcome:

@@ -20,7 +20,7 @@ import mmap
 import os
 import socket
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -206,11 +206,11 @@ class RunSession:
         suite: str,
         profile: str,
         quick: bool,
-        host: dict[str, Any],
+        host: Mapping[str, object],
         plan: Document,
-        versions: dict[str, Any],
+        versions: Mapping[str, str],
         argv: list[str],
-        target: dict[str, Any] | None = None,
+        target: Mapping[str, object] | None = None,
         announce: Callable[[bool], None] | None = None,
     ) -> str:
         """A new run in the store (``target``: its record, the target's identity by
@@ -411,8 +411,8 @@ class RunSession:
         raise HostLost(f"{lost} ({run.error}){self.remote.lost_hint}")
 
     def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
-                  tracking: dict[str, float], cells: list[dict[str, Any]],
-                  hosts: dict[str, dict[str, Any]] | None = None) -> None:
+                  tracking: dict[str, float], cells: Sequence[Document],
+                  hosts: Mapping[str, object] | None = None) -> None:
         """Store a round that is one fio invocation, with its record and its times, and
         what the target's members did over it; on several hosts, each host's own part
         (``hosts``: what the suite made of it, else a summary of each host's jobs)."""
@@ -508,7 +508,7 @@ class SessionRun(ABC, Generic[PS]):
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Run (or, resuming ``previous``, continue) the tests; the names of failed ones."""
 
-    def target_record(self) -> dict[str, Any]:
+    def target_record(self) -> Mapping[str, object]:
         """The run's target as stored: the target's identity by default."""
         return self.session.info.to_dict()
 
