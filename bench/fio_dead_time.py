@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.engine.gate import GATE_ENV
-from ssdlab.engine.jobmerge import parse_job_file
+from ssdlab.engine.jobtext import parse_job_file
 from ssdlab.store.db import Store
 from ssdlab.targets import emulator
 from ssdlab.units import parse_size

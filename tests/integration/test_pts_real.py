@@ -84,7 +84,7 @@ def test_the_run_keeps_what_the_drive_counted_as_written(quick_pts: QuickPts) ->
     # issue 15, item 7: the health log (the emulated SSD keeps NVMe's Data Units Written)
     # read at the start and the end of the run; what it says the run wrote is within 1 %
     # (and one 512,000-byte unit) of the emulator's exact count over the same span
-    from ssdlab.report.run_pages import written_by_run, written_text
+    from ssdlab.report.parts import written_by_run, written_text
     from ssdlab.store.db import Store
     with Store.open(quick_pts.store) as store:
         run = store.load(quick_pts.run_id)

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from ssdlab.engine.jobmerge import SET_KEY, merge_jobs, parse_job_file
+from ssdlab.engine.jobmerge import SET_KEY, merge_jobs
+from ssdlab.engine.jobtext import parse_job_file
 from ssdlab.engine.mux import move_logs
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.store.db import Store

@@ -106,3 +106,25 @@ def test_the_checker_sees_what_it_must() -> None:
     assert _allowed("units", "targets", rules()["targets"])  # every package may
     assert not _allowed("plan.specs", "targets", rules()["targets"])
     assert not _allowed("plan.pts", "targets", rules()["targets"])
+
+
+#: the report modules that find a run's pages through ``report/registry.py`` (the
+#: dispatchers, docs/architecture.md); a suite's pages module is none of them
+DISPATCHERS = {"registry", "run_pages", "terminal", "build", "compare_pages"}
+
+
+def test_only_the_dispatchers_reach_the_registry_and_no_pages_module_imports_them() -> None:
+    """No import loop between the registry and the pages modules it loads: in report/,
+    only registry.py imports ``ssdlab.suites``, only the dispatchers import registry.py,
+    and no registered pages module imports a dispatcher."""
+    from ssdlab.suites import SUITES
+    report = {p.stem: {name for _, name in imports_of(p)}
+              for p in sorted((PACKAGE / "report").glob("*.py"))}
+    assert {m for m, names in report.items() if "ssdlab.suites" in names} == {"registry"}
+    assert {m for m, names in report.items() if "ssdlab.report.registry" in names} \
+        <= DISPATCHERS
+    pages = {s.pages_module for s in SUITES if "." not in s.pages_module}
+    assert pages and not pages & DISPATCHERS
+    leaks = {m: sorted(names & {f"ssdlab.report.{d}" for d in DISPATCHERS})
+             for m, names in report.items() if m in pages}
+    assert not any(leaks.values()), leaks

@@ -11,7 +11,7 @@ import pytest
 from ssdlab import cpuidle
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.report.compare_pages import mismatches, parameter_rows
-from ssdlab.report.run_pages import idle_cpus
+from ssdlab.report.parts import idle_cpus
 from ssdlab.store.records import RunData
 
 

@@ -21,7 +21,7 @@ from ssdlab.engine.gate import (
     gated,
     namespace_works,
 )
-from ssdlab.engine.jobmerge import parse_job_file
+from ssdlab.engine.jobtext import parse_job_file
 
 ROUND = """; a round
 [global]

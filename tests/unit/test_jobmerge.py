@@ -14,16 +14,14 @@ import pytest
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.jobmerge import (
     SET_KEY,
-    JobFileError,
     LogMove,
     first_job_file,
     log_moves,
     merge_jobs,
     own_lines,
-    parse_job_file,
-    positions,
     split_run,
 )
+from ssdlab.engine.jobtext import JobFileError, parse_job_file, positions
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun
 from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern

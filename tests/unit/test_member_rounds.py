@@ -22,7 +22,7 @@ from ssdlab.analysis.member_rounds import (
 )
 from ssdlab.analysis.members import MemberPeriod
 from ssdlab.engine.model import FioOutput
-from ssdlab.engine.runner import Executor, FioRun, TickFn
+from ssdlab.engine.runner import TICK_S, Executor, FioRun, TickFn
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.member_rounds import EVENT_KIND, MemberRound, member_rounds, summarise
 from ssdlab.plan.peak import PeakArgs, build_options
@@ -379,14 +379,23 @@ class FakeClock:
         return self.now
 
 
-class RampedMirroredFio:
-    """The fake fio over the mirror, with time: a job file's ``ramp_time`` runs first at the
-    rate it measures (those I/Os reach the members, not fio's figures), then a progress tick
-    after fio's start-up and the ramp, then the measured ``runtime``."""
+#: the wall clock at the fake clock's zero (fio's JSON stamps are on the wall clock)
+EPOCH = 1_795_000_000.0
 
-    def __init__(self, inner: Executor, mirror: Mirror, clock: FakeClock,
-                 tick: bool = True) -> None:
+class RampedMirroredFio:
+    """The fake fio over the mirror, with time: after fio's start-up (``FIO_STARTUP_S`` +
+    ``slow_start``), a job file's ``ramp_time`` runs at the rate fio measures (those I/Os
+    reach the members, not fio's figures), then the measured
+    ``runtime``; a progress tick every ``TICK_S`` (none without ``tick``). fio stamps its
+    output with the wall clock (``EPOCH`` + the fake clock) as its I/O ends, unless
+    ``stamp`` is off, and exits ``tail`` seconds later (a loaded host)."""
+
+    def __init__(self, inner: Executor, mirror: Mirror, clock: FakeClock, *,
+                 tick: bool = True, tail: float = 0.0, stamp: bool = True,
+                 slow_start: float = 0.0) -> None:
         self.inner, self.mirror, self.clock, self.tick = inner, mirror, clock, tick
+        self.tail, self.stamp = tail, stamp
+        self.slow_start = slow_start
 
     def run(self, job_text: str, timeout_s: float, *, json_plus: bool = False,
             on_tick: TickFn | None = None) -> FioRun:
@@ -395,26 +404,42 @@ class RampedMirroredFio:
                                                                  re.M))
                          for key in ("ramp_time", "runtime"))
         started = self.clock.now
-        late = 0.05  # the tick comes this long into the measured period
-        if ramp:
-            self.mirror.apply(run.output, share=ramp / runtime)  # the warm-up's I/Os
-        self.mirror.apply(run.output, share=late / runtime)
-        self.clock.now += FIO_STARTUP_S + ramp + late
-        if on_tick is not None and self.tick:
-            on_tick(self.clock.now - started)
-        self.mirror.apply(run.output, share=1 - late / runtime)
-        self.clock.now += runtime - late
-        return dataclasses.replace(run, started_at=started, ended_at=self.clock.now)
+        io_from = FIO_STARTUP_S + self.slow_start
+        measured_from, io_end = io_from + ramp, io_from + ramp + runtime
+
+        def shares_until(t: float) -> float:  # host-write shares the members saw by t
+            warm = min(max(t - io_from, 0.0), ramp)
+            return (warm + min(max(t - measured_from, 0.0), runtime)) / runtime
+
+        def advance(t: float) -> None:
+            self.mirror.apply(run.output, share=shares_until(t) - shares_until(
+                self.clock.now - started))
+            self.clock.now = started + t
+
+        t = TICK_S
+        while t < io_end:
+            advance(t)
+            if on_tick is not None and self.tick:
+                on_tick(t)
+            t += TICK_S
+        advance(io_end)
+        output = run.output
+        if self.stamp and output is not None:
+            stamped = {**output.documents[-1], "timestamp_ms": (EPOCH + self.clock.now) * 1000}
+            output = dataclasses.replace(output, documents=(*output.documents[:-1], stamped))
+        self.clock.now += self.tail
+        return dataclasses.replace(run, output=output, started_at=started,
+                                   ended_at=self.clock.now)
 
 
-def _ramped_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, tick: bool = True
-                ) -> list[MemberRound]:
+def _ramped_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                **fio: float | bool) -> list[MemberRound]:
     """A quick peak search of 4 KiB random writes (0.5 s ramp + 1 s probes) on the mirror:
     its member rounds."""
     clock = FakeClock()
     mirror = Mirror(tmp_path / "fake")
     sampler = MemberSampler(list(mirror.names), level="raid1", backend="btrfs",
-                            sysfs=mirror.fs.sys, clock=clock)
+                            sysfs=mirror.fs.sys, clock=clock, wall=lambda: EPOCH + clock.now)
     monkeypatch.setattr(session_module, "find_sampler", lambda *a, **kw: (sampler, ""))
     args = PeakArgs(profile="quick", workloads="rnd4k_write", engines="io_uring",
                     max_threads=2, max_qd=4, pin="none")
@@ -426,8 +451,8 @@ def _ramped_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, tick: bool =
     prepared = PreparedPeak(base, build_options(args, 2), args,
                             active_range(info.capacity_bytes, 100.0))
     store = Store.open(tmp_path / "store.sqlite")
-    fio = RampedMirroredFio(QueueFakeFio(), mirror, clock, tick)
-    runner = PeakRun(prepared, store, fio, Progress(io.StringIO(), live=False, quick=True),
+    ramped = RampedMirroredFio(QueueFakeFio(), mirror, clock, **fio)  # type: ignore[arg-type]
+    runner = PeakRun(prepared, store, ramped, Progress(io.StringIO(), live=False, quick=True),
                      read_stat=FakeProcStat(lambda: 30.0), fio_cpus=lambda: frozenset({0, 1}))
     run = store.load(runner.execute(["test"]))
     return member_rounds(run.events)["rnd4k_write"]
@@ -444,6 +469,26 @@ def test_ramp_ios_are_never_counted_against_measured_ones(
         assert r.byte_penalty == pytest.approx(2.0, rel=1e-3), r.message
         assert r.seconds == pytest.approx(0.95) and r.host_seconds == pytest.approx(1.0)
     assert summarise(rounds).write_penalty == pytest.approx(2.0)
+
+
+def test_fio_starting_or_exiting_late_moves_the_measured_period_with_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stressed make test: a mirror's round measured 1.68, its members read for 1.30 s
+    from the first tick past the warm-up against fio's 1.00 s. On a loaded host fio starts
+    late (the first tick can come before its I/O) and exits late (idle time after it). The
+    period runs from the first reading after fio's I/O began to where fio stamped its
+    output; unstamped, to the reading after fio exited, as before."""
+    slow = {"slow_start": 0.6, "tail": 0.3}  # I/O from 0.8 s to 2.3 s; ticks from 0.75 s
+    rounds = _ramped_run(tmp_path / "slow", monkeypatch, **slow)
+    assert rounds
+    for r in rounds:
+        assert r.write_penalty == pytest.approx(2.0, rel=1e-3), r.message
+        assert r.seconds == pytest.approx(1.3) and r.host_seconds == pytest.approx(1.0)
+    unstamped = _ramped_run(tmp_path / "unstamped", monkeypatch, stamp=False, **slow)
+    assert unstamped
+    for r in unstamped:  # from the tick at 0.75 s, before any I/O, to fio's exit
+        assert r.seconds == pytest.approx(1.85)
+        assert r.write_penalty == pytest.approx(2.0 * 1.5 / 1.85, rel=1e-3), r.message
 
 
 def test_a_ramp_that_cannot_be_told_apart_gives_no_write_penalty(

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from ssdlab.engine.jobfile import render
-from ssdlab.engine.jobmerge import SET_KEY, JobFileError, parse_job_file
+from ssdlab.engine.jobmerge import SET_KEY
+from ssdlab.engine.jobtext import JobFileError, parse_job_file
 from ssdlab.engine.mux import SetExecutor, SetStopped
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, TickFn
 from ssdlab.plan.specs import CellSpec, FioJob, Mix, Pattern

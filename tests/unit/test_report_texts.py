@@ -19,7 +19,8 @@ import pytest
 from ssdlab.cli.main import main
 from ssdlab.plan.block_presets import PresetResult
 from ssdlab.report.build import render
-from ssdlab.report.terminal import clip, num, render_run
+from ssdlab.report.terminal import render_run
+from ssdlab.report.text import clip, num
 from ssdlab.report.words import plain
 from ssdlab.store.db import Store
 from ssdlab.store.export import write_export

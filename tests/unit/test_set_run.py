@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.engine.jobmerge import SET_KEY, parse_job_file
+from ssdlab.engine.jobmerge import SET_KEY
+from ssdlab.engine.jobtext import parse_job_file
 from ssdlab.engine.runner import Executor
 from ssdlab.plan.pts import PtsArgs
 from ssdlab.run.progress import Progress

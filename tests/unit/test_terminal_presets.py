@@ -6,7 +6,7 @@ from typing import Any
 
 from ssdlab.plan.curves import CurvesResult
 from ssdlab.report import block_preset_pages, curves_pages, file_presets_pages, replay_pages
-from ssdlab.report.terminal import params_line
+from ssdlab.report.text import params_line
 from ssdlab.store import records
 
 

@@ -48,8 +48,8 @@ def _when(ts: float) -> str:
 
 
 def runs_command(args: argparse.Namespace, argv: list[str]) -> int:
-    from ssdlab.report.suite import quick_summary
-    from ssdlab.report.terminal import clip
+    from ssdlab.report.registry import quick_summary
+    from ssdlab.report.text import clip
     if not store_path(args).exists():
         print(f"no runs yet: there is no results store at {store_path(args)}")
         return int(ExitCode.OK)

@@ -13,7 +13,7 @@ from ssdlab.cli.common import add_command, add_store_option, open_store
 from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.reference.sources import cite, shipped
 from ssdlab.reference.specs import SPECS_RESOURCE, VendorSpec, find_specs, load_specs
-from ssdlab.report.terminal import num
+from ssdlab.report.text import num
 
 
 def register(sub: Any) -> None:

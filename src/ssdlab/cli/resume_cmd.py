@@ -1,11 +1,13 @@
-"""``ssdlab resume RUN``: continue a stopped run from its last completed round."""
+"""``ssdlab resume RUN``: continue a stopped run from its last completed round; ``ssdlab
+resume SET``: every stopped run of a set, at once again."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import (
     add_command,
@@ -13,10 +15,17 @@ from ssdlab.cli.common import (
     add_store_option,
     open_existing_store,
     open_store,
+    store_path,
 )
+from ssdlab.cli.set_cmd import report, set_host, set_members
 from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.store.records import RunData
 from ssdlab.suites import Suite, find
+
+if TYPE_CHECKING:
+    from ssdlab.engine.runner import Executor
+    from ssdlab.run.progress import Progress
+    from ssdlab.store.db import Store
 
 
 def _resumable() -> str:
@@ -98,13 +107,50 @@ def _resume_registered(suite: Suite, run: RunData, args: argparse.Namespace,
             progress.close()
 
 
+def resume_set(set_id: str, args: argparse.Namespace, argv: list[str]) -> int:
+    """Continue every stopped run of the set ``set_id``, at once again."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.prepare import TargetRequest
+    from ssdlab.run.set_run import SetRun, prepare_all, set_requests, short_names
+    with open_existing_store(args) as store:
+        data = store.load_set(set_id)
+        runs = [store.load(run_id) for _, run_id in data.runs]
+    todo = [r for r in runs if to_resume(r)]
+    if not todo:
+        raise UserError(f"set {set_id}: every run is complete; nothing to resume")
+    for run in todo:
+        check_resumable(run)
+    suite = find(data.suite)
+    runner = suite.runner() if suite is not None else None
+    if suite is None or runner is None or runner.prepare_resume is None:
+        raise UserError(f"runs of the {data.suite} suite cannot be resumed; run them again")
+    prepare_resume = runner.prepare_resume
+    targets = [str(r.target.get("path")) for r in todo]
+    requests = set_requests(targets, TargetRequest(None, None, None, args.destroy_data,
+                                                   args.fio))
+    prepared = prepare_all([functools.partial(prepare_resume, r, q)
+                            for r, q in zip(todo, requests, strict=True)], targets)
+
+    def go(p: object, run_id: str) -> Any:
+        def resume(store: Store, executor: Executor, progress: Progress) -> str:
+            return runner.resume(p, store, executor, progress, store.load(run_id), argv)
+        return resume
+
+    members = set_members(short_names(targets), targets, prepared,
+                       [runner.progress(p) for p in prepared],
+                       [go(p, r.run_id) for p, r in zip(prepared, todo, strict=True)],
+                       [r.run_id for r in todo])
+    executor = FioExecutor(args.fio, read_only=any(runner.read_only(p) for p in prepared))
+    outcome = SetRun(members, store_path(args), executor, host=set_host(prepared)).resume(set_id)
+    return report(suite, outcome)
+
+
 def resume_command(args: argparse.Namespace, argv: list[str]) -> int:
     with open_existing_store(args) as store:
         set_id = store.find_set(args.run)
         if set_id is None:
             run = store.load(store.resolve(args.run))
     if set_id is not None:
-        from ssdlab.cli.set_cmd import resume_set
         return resume_set(set_id, args, argv)
     check_resumable(run)
     suite = find(run.suite)

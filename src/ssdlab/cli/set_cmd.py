@@ -1,6 +1,7 @@
 """Several targets at once (a set, docs/sets.md): ``ssdlab run SUITE --target A --target B``
-(or ``--targets-file``), ``ssdlab show SET`` and ``ssdlab resume SET``. Parse, check,
-call :mod:`ssdlab.run.set_run`, print each run's outcome prefixed with its target."""
+(or ``--targets-file``) and ``ssdlab show SET`` (``ssdlab resume SET`` is
+:mod:`ssdlab.cli.resume_cmd`'s, with the helpers here). Parse, check, call
+:mod:`ssdlab.run.set_run`, print each run's outcome prefixed with its target."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ssdlab.cli.common import open_existing_store, run_labels, store_path
+from ssdlab.cli.common import run_labels, store_path
 from ssdlab.errors import ExitCode, UserError, command
-from ssdlab.suites import Suite, find
+from ssdlab.suites import Suite
 
 if TYPE_CHECKING:
     from ssdlab.engine.runner import Executor
@@ -105,16 +106,16 @@ def run_set(suite: Suite, targets: list[str], args: argparse.Namespace, argv: li
             return runner.start(p, store, executor, progress).execute(argv)
         return start
 
-    members = _members(names, targets, prepared, [runner.progress(p) for p in prepared],
+    members = set_members(names, targets, prepared, [runner.progress(p) for p in prepared],
                        [go(p) for p in prepared])
     executor = FioExecutor(values["fio"],
                            read_only=any(runner.read_only(p) for p in prepared))
     outcome = SetRun(members, store_path(args), executor, labels=run_labels(args),
-                     host=_host(prepared)).execute(suite.name, argv)
+                     host=set_host(prepared)).execute(suite.name, argv)
     return report(suite, outcome)
 
 
-def _members(names: list[str], targets: list[str], prepared: list[Any],
+def set_members(names: list[str], targets: list[str], prepared: list[Any],
              progress: list[Progress], go: list[Any], run_ids: list[str] | None = None
              ) -> list[SetMember]:
     from ssdlab.run.set_run import SetMember, info_of
@@ -123,7 +124,7 @@ def _members(names: list[str], targets: list[str], prepared: list[Any],
             in zip(names, targets, prepared, progress, go, ids, strict=True)]
 
 
-def _host(prepared: list[Any]) -> dict[str, object]:
+def set_host(prepared: list[Any]) -> dict[str, object]:
     from ssdlab.run.prepare import PreparedTarget
     target = getattr(prepared[0], "target", None) if prepared else None
     if isinstance(target, PreparedTarget):
@@ -177,49 +178,10 @@ def _error_line(error: BaseException | None, run: RunData | None) -> str:
     return f"{type(error).__name__}: {error}".splitlines()[0]
 
 
-# -- ssdlab show SET, resume SET -------------------------------------------------------
+# -- ssdlab show SET -----------------------------------------------------------------
 
 
 def show_set(store: Store, set_id: str) -> str:
     from ssdlab.report.terminal import render_set
     data = store.load_set(set_id)
     return render_set(data, {run_id: store.load(run_id) for _, run_id in data.runs})
-
-
-def resume_set(set_id: str, args: argparse.Namespace, argv: list[str]) -> int:
-    """Continue every stopped run of the set ``set_id``, at once again."""
-    from ssdlab.cli.resume_cmd import check_resumable, to_resume
-    from ssdlab.engine.runner import FioExecutor
-    from ssdlab.run.prepare import TargetRequest
-    from ssdlab.run.set_run import SetRun, prepare_all, set_requests, short_names
-    with open_existing_store(args) as store:
-        data = store.load_set(set_id)
-        runs = [store.load(run_id) for _, run_id in data.runs]
-    todo = [r for r in runs if to_resume(r)]
-    if not todo:
-        raise UserError(f"set {set_id}: every run is complete; nothing to resume")
-    for run in todo:
-        check_resumable(run)
-    suite = find(data.suite)
-    runner = suite.runner() if suite is not None else None
-    if suite is None or runner is None or runner.prepare_resume is None:
-        raise UserError(f"runs of the {data.suite} suite cannot be resumed; run them again")
-    prepare_resume = runner.prepare_resume
-    targets = [str(r.target.get("path")) for r in todo]
-    requests = set_requests(targets, TargetRequest(None, None, None, args.destroy_data,
-                                                   args.fio))
-    prepared = prepare_all([functools.partial(prepare_resume, r, q)
-                            for r, q in zip(todo, requests, strict=True)], targets)
-
-    def go(p: object, run_id: str) -> Any:
-        def resume(store: Store, executor: Executor, progress: Progress) -> str:
-            return runner.resume(p, store, executor, progress, store.load(run_id), argv)
-        return resume
-
-    members = _members(short_names(targets), targets, prepared,
-                       [runner.progress(p) for p in prepared],
-                       [go(p, r.run_id) for p, r in zip(prepared, todo, strict=True)],
-                       [r.run_id for r in todo])
-    executor = FioExecutor(args.fio, read_only=any(runner.read_only(p) for p in prepared))
-    outcome = SetRun(members, store_path(args), executor, host=_host(prepared)).resume(set_id)
-    return report(suite, outcome)

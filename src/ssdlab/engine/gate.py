@@ -83,7 +83,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdlab.engine import scratch
-from ssdlab.engine.jobmerge import Job, parse_job_file, positions
+from ssdlab.engine.jobtext import Job, parse_job_file, positions
 from ssdlab.units import parse_size
 
 #: options whose value is a path (fio reads or writes it relative to its working

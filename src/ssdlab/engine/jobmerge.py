@@ -32,95 +32,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ssdlab.engine.jobtext import SECTION, STONEWALL, Job, JobFile, parse_job_file, positions
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 from ssdlab.engine.runner import FioRun
-
-#: an option of a job: (key, value); a flag (``stonewall``) has no value
-Option = tuple[str, str | None]
 
 #: the key of each target's part of the output that says which shared run it came from
 SET_KEY = "ssdlab set"
 #: options that make fio write a log named by the job's thread number
 LOG_OPTIONS = ("write_iops_log", "write_bw_log", "write_lat_log", "write_hist_log")
-_STONEWALL = ("stonewall", "wait_for_previous")
-_SECTION = re.compile(r"^\[(?P<name>[^\]]+)\]$")
 _OPTION_LINE = re.compile(r"^[A-Za-z0-9_.]+(=.*)?$")
 _LOG_FILE = re.compile(r"(?P<kind>[a-z_]+?)(?:\.(?P<n>\d+))?\.log(?P<ext>.*)")
-
-
-class JobFileError(ValueError):
-    """A job file ssdlab cannot merge (an option outside any section)."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One job of a job file, with every global option before it flattened in."""
-
-    name: str
-    options: tuple[Option, ...]
-
-    def value(self, key: str) -> str | None:
-        """The option's last value (None: not given, or a flag)."""
-        found = [v for k, v in self.options if k == key]
-        return found[-1] if found else None
-
-    def has_flag(self, keys: Iterable[str]) -> bool:
-        wanted = set(keys)
-        flags = [v for k, v in self.options if k in wanted]
-        return bool(flags) and flags[-1] in (None, "1", "true")
-
-    @property
-    def threads(self) -> int:
-        """fio's threads (or processes) of the job: ``numjobs``."""
-        value = self.value("numjobs")
-        return int(value) if value is not None and value.isdigit() and int(value) > 0 else 1
-
-
-@dataclass(frozen=True)
-class JobFile:
-    comments: tuple[str, ...]  # the comment lines before the first section, unmarked
-    jobs: tuple[Job, ...]
-
-
-def parse_job_file(text: str) -> JobFile:
-    """A job file as fio reads it: header comments, then the jobs, each with the global
-    options before it and then its own."""
-    comments: list[str] = []
-    globals_: list[Option] = []
-    jobs: list[tuple[str, list[Option]]] = []
-    current: list[Option] | None = None
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith((";", "#")):
-            if current is None and not jobs:
-                comments.append(line[1:].strip())
-            continue
-        head = _SECTION.match(line)
-        if head is not None:
-            name = head["name"].strip()
-            current = globals_ if name == "global" else []
-            if name != "global":
-                jobs.append((name, [*globals_]))
-                current = jobs[-1][1]
-            continue
-        if current is None:
-            raise JobFileError(f"job file line {number}: {line!r} is outside any section")
-        key, sep, value = line.partition("=")
-        current.append((key.strip(), value.strip() if sep else None))
-    return JobFile(tuple(comments), tuple(Job(n, tuple(o)) for n, o in jobs))
-
-
-def positions(jobs: Sequence[Job]) -> list[list[Job]]:
-    """The jobs cut at every ``stonewall``: the jobs of one position run at once."""
-    out: list[list[Job]] = []
-    for job in jobs:
-        if not out or job.has_flag(_STONEWALL):
-            out.append([])
-        out[-1].append(job)
-    return out
 
 
 # -- merging ---------------------------------------------------------------------------
@@ -204,8 +126,8 @@ def _member(tag: str, text: str, parsed: JobFile, build: _Builder) -> Member:
 def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) -> str:
     """A job's section in the merged file; ``lead``: the first of its target's position,
     ``first``: of the position's first target."""
-    options = [o for o in job.options if o[0] not in _STONEWALL]
-    if lead and first and job.has_flag(_STONEWALL):
+    options = [o for o in job.options if o[0] not in STONEWALL]
+    if lead and first and job.has_flag(STONEWALL):
         options.insert(0, ("stonewall", None))
     elif lead and not first:
         options.insert(0, ("new_group", None))
@@ -348,7 +270,7 @@ def first_job_file(text: str) -> str | None:
     """The first fio job file in a plan's text (``--dry-run``): from the comment lines
     heading its first section to the last line that is fio's."""
     lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if _SECTION.match(line.strip())), None)
+    start = next((i for i, line in enumerate(lines) if SECTION.match(line.strip())), None)
     if start is None:
         return None
     while start > 0 and lines[start - 1].startswith(";"):
@@ -356,7 +278,7 @@ def first_job_file(text: str) -> str | None:
     end = start
     for i in range(start, len(lines)):
         line = lines[i].strip()
-        if line and not (line.startswith((";", "#")) or _SECTION.match(line)
+        if line and not (line.startswith((";", "#")) or SECTION.match(line)
                          or _OPTION_LINE.match(line)):
             break
         end = i + 1

@@ -21,14 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ssdlab.engine.jobmerge import (
-    JobFileError,
-    MergedJob,
-    log_moves,
-    merge_jobs,
-    parse_job_file,
-    split_run,
-)
+from ssdlab.engine.jobmerge import MergedJob, log_moves, merge_jobs, split_run
+from ssdlab.engine.jobtext import JobFileError, parse_job_file
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, TickFn
 
 #: how often the serving thread looks up while it waits (Ctrl-C is seen at once anyway)

@@ -25,6 +25,7 @@ from typing import Protocol
 from ssdlab.children import die_with_parent
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
+from ssdlab.engine.gate import NAMESPACE, Gate, gated
 from ssdlab.engine.model import FioOutput, JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 from ssdlab.engine.status import ETA_OPTIONS, OutputReader, Tick
@@ -167,7 +168,6 @@ class FioExecutor:
     def _run(
         self, job_text: str, timeout_s: float, json_plus: bool, on_tick: TickFn | None
     ) -> FioRun:
-        from ssdlab.engine.gate import NAMESPACE, Gate, gated  # gate -> jobmerge -> here
         cmd = self.command(json_plus)
         gates: list[Gate] = []
         with gated(job_text, gates.append) as (text, cwd):  # stonewalls without fio's

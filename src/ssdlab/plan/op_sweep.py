@@ -29,18 +29,10 @@ from ssdlab.analysis.steady import RULES, rule_by_name
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
+from ssdlab.plan import specs
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
-from ssdlab.plan.specs import (
-    IOENGINES,
-    KIB,
-    ActiveRange,
-    CellSpec,
-    JobText,
-    Mix,
-    Pattern,
-    active_range,
-)
+from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, format_duration
 
@@ -99,7 +91,7 @@ class OpSetting:
     """One OP setting: the share left unused and the active range that is written."""
 
     op_pct: float
-    range: ActiveRange
+    range: specs.ActiveRange
     capacity_bytes: int
 
     @property
@@ -194,7 +186,7 @@ def build_options(args: OpSweepArgs, default_load: tuple[int, int]) -> OpSweepOp
     (threads, QD) for the device class (:func:`ssdlab.plan.optionsets.default_load`)."""
     for option, value, allowed in (
         ("--profile", args.profile, tuple(PROFILES)), ("--rule", args.rule, tuple(RULES)),
-        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, IOENGINES),
+        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, specs.IOENGINES),
     ):
         if value not in allowed:
             raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
@@ -254,7 +246,7 @@ def build_plan(
     """The settings in increasing OP; UserError when a range is too small to test."""
     settings = []
     for op in options.ops:
-        rng = active_range(capacity_bytes, 100.0 - op)
+        rng = specs.active_range(capacity_bytes, 100.0 - op)
         if rng.size_bytes < min_range_bytes:
             largest = math.floor((1 - min_range_bytes / capacity_bytes) * 100)
             raise UserError(

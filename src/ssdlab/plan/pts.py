@@ -80,53 +80,6 @@ class PtsOptions(Profiled):
     load_source: str = ""
 
 
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    cell_seconds: float
-    max_rounds: int
-    description: str
-
-
-PROFILES = {
-    "default": Profile("default", 60.0, 25, "SNIA PTS timing: 1-minute cells, at most 25 rounds"),
-    "quick": Profile(
-        "quick",
-        0.5,
-        8,
-        "QUICK: 0.5-second cells, at most 8 rounds; for demos and tests, not a valid PTS result",
-    ),
-}
-VARIANTS = ("snia", "reviews")
-#: fio's time resolution is 1 ms; shorter cells than this measure only start-up
-MIN_ROUND_SECONDS = 0.1
-
-
-@dataclass(frozen=True)
-class PtsArgs:
-    """Raw user input for a PTS run; None means "use the default"."""
-
-    profile: str = "default"
-    variant: str = "snia"
-    tests: str | None = None
-    rule: str | None = None
-    tracking: str | None = None
-    round_seconds: float | None = None
-    max_rounds: int | None = None
-    threads: int | str | None = None  # "auto": resolved by the run (run/peak_load.py)
-    iodepth: int | str | None = None
-    active_range_pct: float = 100.0
-    block_sizes: str | None = None
-    mixes: str | None = None
-    latency_block_sizes: str | None = None
-    latency_mixes: str | None = None
-    purge: str = "auto"
-    precondition: bool = True
-    ioengine: str = "libaio"
-    read_only: bool = False  # --read-only: only the 100/0 cells (see read_only_options)
-    predict: bool = False  # --predict: stop at a predicted steady state (docs/pts.md)
-
-
 def _cell(
     test: str,
     pattern: Pattern,
@@ -409,6 +362,55 @@ def plan_dict(opts: PtsOptions, tests: tuple[RoundTest, ...]) -> dict[str, Any]:
 
 
 # -- the options as given, validated ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A timing profile: seconds per cell, the most rounds, and what it is for."""
+
+    name: str
+    cell_seconds: float
+    max_rounds: int
+    description: str
+
+
+PROFILES = {
+    "default": Profile("default", 60.0, 25, "SNIA PTS timing: 1-minute cells, at most 25 rounds"),
+    "quick": Profile(
+        "quick",
+        0.5,
+        8,
+        "QUICK: 0.5-second cells, at most 8 rounds; for demos and tests, not a valid PTS result",
+    ),
+}
+VARIANTS = ("snia", "reviews")
+#: fio's time resolution is 1 ms; shorter cells than this measure only start-up
+MIN_ROUND_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class PtsArgs:
+    """Raw user input for a PTS run; None means "use the default"."""
+
+    profile: str = "default"
+    variant: str = "snia"
+    tests: str | None = None
+    rule: str | None = None
+    tracking: str | None = None
+    round_seconds: float | None = None
+    max_rounds: int | None = None
+    threads: int | str | None = None  # "auto": resolved by the run (run/peak_load.py)
+    iodepth: int | str | None = None
+    active_range_pct: float = 100.0
+    block_sizes: str | None = None
+    mixes: str | None = None
+    latency_block_sizes: str | None = None
+    latency_mixes: str | None = None
+    purge: str = "auto"
+    precondition: bool = True
+    ioengine: str = "libaio"
+    read_only: bool = False  # --read-only: only the 100/0 cells (see read_only_options)
+    predict: bool = False  # --predict: stop at a predicted steady state (docs/pts.md)
 
 
 def parse_tests(text: str | None) -> tuple[str, ...]:

@@ -19,10 +19,10 @@ from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, R
 from ssdlab.report import charts as ch
 from ssdlab.report.consistency import MARK, cell_mark, marked_labels, memory_cells
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import num, quick_note, run_line, see_line, text_table
+from ssdlab.report.text import num, quick_note, run_line, see_line, text_table
 from ssdlab.report.words import plain
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes

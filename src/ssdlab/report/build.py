@@ -25,7 +25,7 @@ from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
 from ssdlab.report.html import Page, PrintPart, document, esc, print_parts, table
 from ssdlab.report.pdf import htmls_to_pdf, print_jobs
-from ssdlab.report.suite import quick_banner
+from ssdlab.report.registry import quick_banner
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 

@@ -33,9 +33,9 @@ from ssdlab.report.figures import (
     test_kind,
 )
 from ssdlab.report.html import Page, banner, charts, esc, note, table
-from ssdlab.report.run_pages import is_reference, run_label, written_by_run
+from ssdlab.report.parts import is_reference, run_label, written_by_run
+from ssdlab.report.registry import overlays
 from ssdlab.report.scales import fmt_value
-from ssdlab.report.suite import Overlay
 from ssdlab.report.words import plain
 from ssdlab.store.records import RunData
 
@@ -218,13 +218,7 @@ def registered_overlays(runs: Sequence[RunData], labels: Sequence[str]) -> str:
     """The overlays of the registered suites (their pages' ``overlay``), in the registry's
     order, each once (suites that share pages share it); each is empty unless at least two
     of ``runs`` have its tests."""
-    from ssdlab.suites import all_suites
-    overlays: list[Overlay] = []
-    for suite in all_suites():
-        overlay = suite.pages().overlay
-        if overlay is not None and overlay not in overlays:
-            overlays.append(overlay)
-    return "".join(overlay(runs, labels) for overlay in overlays)
+    return "".join(overlay(runs, labels) for overlay in overlays())
 
 
 def overlay_page(c: Compared) -> Page:

@@ -16,13 +16,12 @@ from ssdlab.errors import command
 from ssdlab.plan.curves import TEST, CurvesResult, PointRecord, WorkloadRecord
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import WIDE, head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import num, quick_note, run_line, text_table
+from ssdlab.report.text import num, quick_note, run_line, text_table
 from ssdlab.store.records import RunData, TestData
 
-WIDE = ch.Frame(width=900, height=330, right=170)
 SHORT_COLOUR = 6
 
 

@@ -24,11 +24,10 @@ from ssdlab.plan.db import SPEC, SUITE, SYSBENCH, DatasetRecord, DbResult, Secon
 from ssdlab.reference.db_published import PublishedDb, published_match
 from ssdlab.reference.sources import cite
 from ssdlab.report import charts as ch
-from ssdlab.report.curves_pages import WIDE
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import WIDE, head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import failed_tests_error, quick_note, run_line, see_line, text_table
+from ssdlab.report.text import failed_tests_error, quick_note, run_line, see_line, text_table
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes, format_duration
 

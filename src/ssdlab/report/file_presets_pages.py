@@ -23,9 +23,9 @@ from ssdlab.plan.file_results import (
 )
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import num, text_table
+from ssdlab.report.text import num, text_table
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes
 

@@ -39,7 +39,7 @@ class Page:
     head_left: str = ""
     quick: bool = False
     toc: bool = True  # listed in the table of contents
-    #: the banner of a quick run's page: its suite's words (report/suite.py quick_banner)
+    #: the banner of a quick run's page: its suite's words (report/registry.py quick_banner)
     quick_banner: str = f"QUICK PROFILE: {QUICK_TEXT}"
 
 

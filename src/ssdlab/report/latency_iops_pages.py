@@ -18,10 +18,10 @@ from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, Point
 from ssdlab.plan.specs import cell_label
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import quick_note, run_line
+from ssdlab.report.text import quick_note, run_line
 from ssdlab.store.records import RunData, TestData
 
 WIDE = ch.Frame(width=900, height=330, right=170)

@@ -24,9 +24,9 @@ from ssdlab.plan.specs import cell_label
 from ssdlab.report.charts import Series, bar_chart, line_chart
 from ssdlab.report.consistency import MARK, run_checks
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import num, text_table
+from ssdlab.report.text import num, text_table
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes
 

@@ -23,10 +23,10 @@ from ssdlab.plan.op_sweep import (
 )
 from ssdlab.report import charts as ch
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import quick_note, run_line, see_line
+from ssdlab.report.text import quick_note, run_line, see_line
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes
 

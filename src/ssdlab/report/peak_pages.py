@@ -8,16 +8,9 @@ from collections.abc import Sequence
 from ssdlab.plan.peak import WORKLOADS, PeakResult, PointRecord
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import (
-    failed_tests_error,
-    num,
-    quick_note,
-    run_line,
-    see_line,
-    text_table,
-)
+from ssdlab.report.text import failed_tests_error, num, quick_note, run_line, see_line, text_table
 from ssdlab.store.records import RunData, TestData
 
 MB = 1e6

@@ -5,7 +5,8 @@ round), steady-state verification (the measurement window with its average, +-10
 against the rule's limits), then the results: the IOPS table (block size x mix) with a
 2D plot and a 3D bar chart; throughput bars; the latency table with percentiles. A test
 that did not reach steady state says so on each of its pages. Also the PTS suite's
-``ssdlab show`` tables and what ``ssdlab run pts`` prints at the end.
+table on the run's title page, its ``ssdlab show`` lines and what ``ssdlab run pts``
+prints at the end.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
 from ssdlab.errors import command
 from ssdlab.plan.pts import PtsResult
@@ -23,21 +25,19 @@ from ssdlab.report.bars3d import bars_3d
 from ssdlab.report.consistency import cell_mark, memory_cells
 from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, figure, note, table
-from ssdlab.report.run_pages import SMALL, head_left, is_reference
+from ssdlab.report.parts import SMALL, head_left, is_reference, result_table
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import (
+from ssdlab.report.text import (
     failed_tests_error,
-    iops_table,
-    latency_table,
     params_line,
     prediction_line,
     quick_note,
     run_line,
-    throughput_table,
     verdict_line,
 )
 from ssdlab.store.records import RunData, TestData
+from ssdlab.units import format_bytes
 
 
 def _tracking_vars(test: TestData) -> list[dict[str, str]]:
@@ -347,26 +347,7 @@ def test_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     return pages
 
 
-
-
 # -- ssdlab show, and what ssdlab run prints ------------------------------------------------
-
-
-def result_table(run: RunData, test: TestData, how: str) -> list[str]:
-    """The result table of a PTS test (the throughput tests' one table under the last)."""
-    if not result_cells(test):
-        return []
-    kind = test_kind(test.name)
-    if kind == "iops":
-        return [f"  IOPS ({how}):", *iops_table(test, memory_cells(run, test))]
-    if kind == "latency":
-        return ["  latency (window average; max over window):",
-                *latency_table(test, memory_cells(run, test))]
-    throughput = [t for t in run.tests if test_kind(t.name) == "throughput"]
-    if kind == "throughput" and test is throughput[-1]:
-        memory = frozenset().union(*(memory_cells(run, t) for t in throughput))
-        return [f"  throughput ({how}):", *throughput_table(throughput, memory)]
-    return []
 
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
@@ -385,6 +366,60 @@ def outcome(run: RunData, store_path: object) -> Outcome:
                     f"{run.run_id} --format json"), failed_tests_error(run))
 
 
+# -- the run's title page -------------------------------------------------------------------
+
+
+def title_table(run: RunData, tests: Sequence[TestData]) -> str:
+    """The title page's table of the run's tests with rounds: rule, tracking, load, time
+    per round, purge, preconditioning and outcome of each."""
+    with_rounds = [t for t in run.tests if t.rounds]
+    if not with_rounds:
+        return ""
+    return "<h3>Tests</h3>" + table(
+        ("test", "steady-state rule", "tracking", "threads x QD", "per round",
+         "purge", "preconditioning", "outcome"),
+        [_test_params(t) for t in with_rounds],
+    )
+
+
+def _test_params(test: TestData) -> list[str]:
+    p = test.params
+    cells = p.get("cells") or [{}]
+    first = cells[0] if isinstance(cells[0], dict) else {}
+    purge = next((s.detail for s in test.steps if s.kind == "purge"), None)
+    precondition = next((s.detail for s in test.steps if s.kind == "precondition"), None)
+    purge_text = (
+        f"{purge.get('method')} ({'ok' if purge.get('ok') else 'FAILED'})" if purge else "none"
+    )
+    pre_text = (
+        f"{format_bytes(precondition.get('io_bytes', 0))} of "
+        f"{block_label(int(precondition.get('block_bytes', 0)))} sequential writes"
+        if precondition else "none"
+    )
+    return [
+        esc(p.get("title", test.name)),
+        esc(f"{p.get('rule')} ({p.get('window')} rounds)"),
+        esc(p.get("tracking_set", "-")),
+        esc(f"{first.get('threads', '-')} x QD {first.get('iodepth', '-')}"),
+        esc(f"{p.get('cell_seconds', '-')} s x {len(cells)} cells"),
+        esc(purge_text),
+        esc(pre_text),
+        esc(_status_text(test)),
+    ]
+
+
+def _status_text(test: TestData) -> str:
+    rounds = PtsResult.from_json(test.result).rounds_run
+    window = window_rounds(test)
+    if test.status == "steady" and window:
+        return f"steady, rounds {window[0]}-{window[1]} of {rounds}"
+    if test.status == "not_steady":
+        return f"{NOT_STEADY_TEXT} in {rounds} rounds"
+    if test.status == "predicted":
+        return f"{NOT_STEADY_TEXT} in {rounds} rounds; {PREDICTED_LABEL}"
+    return test.status
+
+
 _PAGES = {"iops": test_pages, "throughput": test_pages, "latency": test_pages}
 _SHOW = {"iops": show_lines, "throughput": show_lines, "latency": show_lines}
-PAGES = SuitePages(pages=_PAGES, show=_SHOW, outcome=outcome, title_table="pts")
+PAGES = SuitePages(pages=_PAGES, show=_SHOW, outcome=outcome, title_table=title_table)

@@ -8,11 +8,11 @@ from typing import Any
 
 from ssdlab.reference.published import PublishedRows, PublishedSaturation
 from ssdlab.report.html import Page, esc, kv_table, table
-from ssdlab.report.pts_pages import result_table, test_pages
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left, result_table
+from ssdlab.report.pts_pages import test_pages
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import num, text_table
+from ssdlab.report.text import num, text_table
 from ssdlab.store.records import RunData, TestData
 
 
@@ -98,5 +98,5 @@ PAGES = SuitePages(
            "published": other_pages},
     show={"iops": show_lines, "throughput": show_lines, "write-saturation": show_lines,
           "published": show_lines},
-    outcome=outcome, title_table="none",
+    outcome=outcome, title_table=None,
 )

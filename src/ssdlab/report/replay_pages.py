@@ -7,12 +7,11 @@ from __future__ import annotations
 from ssdlab.errors import command
 from ssdlab.plan.replay import TEST, ReplayCell, ReplayResult, TimelinePoint
 from ssdlab.report import charts as ch
-from ssdlab.report.curves_pages import WIDE
 from ssdlab.report.html import Page, banner, charts, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import WIDE, head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import num, text_table
+from ssdlab.report.text import num, text_table
 from ssdlab.store.records import RunData, TestData
 
 

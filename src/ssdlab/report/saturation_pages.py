@@ -15,10 +15,10 @@ from typing import Any
 from ssdlab.plan.saturation import HIR, WSAT, HirResult, WsatResult
 from ssdlab.report import charts as ch
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import failed_tests_error, quick_note, run_line, see_line
+from ssdlab.report.text import failed_tests_error, quick_note, run_line, see_line
 from ssdlab.store.records import RoundData, RunData, TestData
 
 GIB = float(1 << 30)

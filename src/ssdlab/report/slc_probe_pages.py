@@ -9,10 +9,10 @@ from ssdlab.errors import command
 from ssdlab.plan.slc_probe import TEST, PassRecord, SlcProbeResult
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.scales import fmt_value
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import quick_note, run_line, see_line
+from ssdlab.report.text import quick_note, run_line, see_line
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes
 

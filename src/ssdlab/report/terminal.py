@@ -1,134 +1,23 @@
-"""``ssdlab show``: verdicts and result tables as plain text, laid out like the reviews."""
+"""``ssdlab show``: verdicts and result tables as plain text, laid out like the reviews:
+the run's head, then each test's lines from its suite's registered pages (found through
+``registry.py``). The text every suite's lines share is in ``text.py``."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.errors import command
-from ssdlab.plan.specs import Mix, block_label
 from ssdlab.plan.transport import transport_text
 from ssdlab.report import consistency
 from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
-from ssdlab.report.suite import quick_banner
-from ssdlab.store.records import RunData, SetData, TestData
+from ssdlab.report.registry import pages_of, quick_banner
+from ssdlab.report.text import num, params_line, state_text, verdict_line
+from ssdlab.store.records import RunData, SetData
 from ssdlab.units import format_bytes
-
-
-def text_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    body = [list(header), *[list(r) for r in rows]]
-    widths = [max(len(row[i]) for row in body) for i in range(len(header))]
-    lines = []
-    for n, row in enumerate(body):
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append("  " + "  ".join(cells))
-        if n == 0:
-            lines.append("  " + "  ".join("-" * w for w in widths))
-    return lines
-
-
-#: what ends a text cut to fit its column
-CUT = "..."
-
-
-def clip(text: str, width: int, sep: str = "") -> str:
-    """``text`` in at most ``width`` characters; cut, it ends with "...", after the last
-    whole item (``sep``-separated) that fits where there is one."""
-    if len(text) <= width:
-        return text
-    room = width - len(CUT)
-    if sep:
-        kept = ""
-        for item in text.split(sep):
-            longer = f"{kept}{item}{sep}"
-            if len(longer) > room:
-                break
-            kept = longer
-        if kept:
-            return kept + CUT
-    return text[:room] + CUT
-
-
-def num(value: Any, digits: int = 0) -> str:
-    if not isinstance(value, int | float):
-        return "-"
-    return f"{value:,.{digits}f}"
-
-
-def _cells(test: TestData) -> list[dict[str, Any]]:
-    cells = test.result.get("cells", []) if isinstance(test.result, dict) else []
-    return [c for c in cells if isinstance(c, dict)]
-
-
-def iops_table(test: TestData, memory: Collection[str] = ()) -> list[str]:
-    """The IOPS matrix (``memory``: the ids of cells that measured memory: marked)."""
-    cells = _cells(test)
-    blocks = sorted({int(c["block_bytes"]) for c in cells}, reverse=True)
-    mixes = sorted({int(c["read_pct"]) for c in cells}, reverse=True)
-    by_key = {(int(c["block_bytes"]), int(c["read_pct"])): c for c in cells}
-    header = ["block size \\ read/write", *[Mix(m).label for m in mixes]]
-    rows = [[block_label(b), *[marked(by_key.get((b, m)), "iops", 0, memory) for m in mixes]]
-            for b in blocks]
-    return text_table(header, rows)
-
-
-def marked(cell: dict[str, Any] | None, key: str, digits: int,
-           memory: Collection[str] = ()) -> str:
-    """A cell's figure, with the consistency mark where its cell has one."""
-    return num((cell or {}).get(key), digits) + consistency.cell_mark(cell, memory)
-
-
-def _mib_per_s(cell: dict[str, Any] | None, memory: Collection[str]) -> str:
-    value = (cell or {}).get("bw_bytes_per_s")
-    text = num(float(value) / 2**20, 1) if isinstance(value, int | float) else "-"
-    return text + consistency.cell_mark(cell, memory)
-
-
-def throughput_table(tests: list[TestData], memory: Collection[str] = ()) -> list[str]:
-    rows = []
-    for test in tests:
-        cells = {int(c["read_pct"]): c for c in _cells(test)}
-        if cells:
-            block = int(next(iter(cells.values()))["block_bytes"])
-            rows.append(
-                [
-                    f"{block_label(block)} sequential",
-                    _mib_per_s(cells.get(100), memory),
-                    _mib_per_s(cells.get(0), memory),
-                ]
-            )
-    return text_table(["block size", "read MiB/s", "write MiB/s"], rows) if rows else []
-
-
-def latency_table(test: TestData, memory: Collection[str] = ()) -> list[str]:
-    rows = []
-    for c in sorted(_cells(test), key=lambda c: (-int(c["block_bytes"]), -int(c["read_pct"]))):
-        rows.append(
-            [
-                f"{block_label(int(c['block_bytes']))} {Mix(int(c['read_pct'])).label}"
-                + consistency.cell_mark(c, memory),
-                *[
-                    num(c.get(k), 1)
-                    for k in (
-                        "lat_mean_us",
-                        "lat_max_us",
-                        "lat_p99_us",
-                        "lat_p99_9_us",
-                        "lat_p99_99_us",
-                    )
-                ],
-            ]
-        )
-    return text_table(
-        ["cell (1 thread, QD 1)", "mean us", "max us", "p99 us", "p99.9 us", "p99.99 us"], rows
-    )
 
 
 def _when(ts: float | None) -> str:
@@ -200,74 +89,9 @@ def header_lines(run: RunData) -> list[str]:
     return lines
 
 
-def verdict_line(test: TestData) -> str:
-    primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
-    transition = test.result.get("transition") if isinstance(test.result, dict) else None
-    if isinstance(transition, dict) and transition.get("message"):
-        extra = str(primary.get("message", "")) if isinstance(primary, dict) else ""
-        return f"{transition['message']}" + (f"; {extra}" if extra else "")
-    if isinstance(primary, dict) and primary.get("message"):
-        return str(primary.get("message", ""))
-    if isinstance(test.result, dict) and test.result.get("message"):
-        return str(test.result["message"])
-    return str(test.result.get("error", test.status)) if isinstance(test.result, dict) else ""
-
-
-#: parameters worth a line for tests of the other suites, in this order
-SUITE_PARAMS = ("round_seconds", "max_rounds", "threads", "iodepth", "block_bytes",
-                "waits_s", "bursts", "burst_seconds", "target_latency_us", "op_pcts",
-                "amount_bytes", "purge")
-
-
-def _preset_name(p: dict[str, Any]) -> str | None:
-    preset = p.get("preset")
-    if isinstance(preset, dict):  # recorded as the preset's identity
-        p = preset
-        preset = p.get("preset")
-    if not preset:
-        return None
-    return f"preset {preset} v{p.get('preset_version', '?')}"
-
-
-def params_line(test: TestData) -> str:
-    p = test.params
-    cells = p.get("cells") or [{}]
-    if "rule" not in p or "tracking_set" not in p:  # not a PTS test
-        shown = [f"{k.replace('_', ' ')} {p[k]}" for k in SUITE_PARAMS
-                 if p.get(k) not in (None, "", [])]
-        name = _preset_name(p)
-        shown = [name, *shown] if name else shown
-        return "  " + ", ".join(shown) if shown else f"  (parameters: see {command()} export)"
-    return (
-        f"  rule {p.get('rule')} ({p.get('window')}-round window), tracking "
-        f"{p.get('tracking_set')}, threads {cells[0].get('threads')} x QD "
-        f"{cells[0].get('iodepth')}, {p.get('cell_seconds')} s per cell, "
-        f"purge {p.get('purge')}"
-    )
-
-
-def state_text(status: str) -> str:
-    """A test's state as ``show`` heads it: a predicted test is not a SNIA steady state."""
-    if status == "not_steady":
-        return "STEADY STATE NOT REACHED"
-    if status == "predicted":
-        return f"STEADY STATE NOT REACHED; {PREDICTED_LABEL}"
-    return status
-
-
-def prediction_line(test: TestData) -> str | None:
-    """What ``--predict`` stopped on (its message starts with its label), if it did."""
-    prediction = test.result.get("prediction") if isinstance(test.result, dict) else None
-    if not isinstance(prediction, dict) or not prediction.get("message"):
-        return None
-    return str(prediction["message"])
-
-
 def render_run(run: RunData) -> str:
-    from ssdlab.suites import find
     lines = header_lines(run) + consistency.header_lines(run)
-    suite = find(run.suite)
-    pages = suite.pages() if suite is not None else None
+    pages = pages_of(run)
     members = member_rounds(run.events)
     checks = consistency.run_checks(run)
     for test in run.tests:
@@ -284,31 +108,6 @@ def render_run(run: RunData) -> str:
     if run.quick:
         lines += ["", f"*** {quick_banner([run.suite])} ***"]
     return "\n".join(lines) + "\n"
-
-
-# -- what ``ssdlab run`` prints when a run ends ---------------------------------------------
-
-
-def quick_note(run: RunData, what: str = ": not a valid PTS result") -> str:
-    return f" (QUICK profile{what})" if run.quick else ""
-
-
-def run_line(run: RunData, store_path: object, note: str = "") -> str:
-    """``run ID STATUS[ (QUICK ...)]; results in STORE``."""
-    return f"run {run.run_id} {run.status_text}{note}; results in {store_path}"
-
-
-def see_line(run: RunData) -> str:
-    cmd = command()
-    return f"  see them: {cmd} show {run.run_id}    report: {cmd} report {run.run_id} -o DIR"
-
-
-def failed_tests_error(run: RunData) -> str | None:
-    """The one-line error of a run in which tests failed (None: none did)."""
-    failed = [t.name for t in run.tests if t.status == "failed"]
-    if not failed:
-        return None
-    return f"test(s) failed: {', '.join(failed)} (see `{command()} show {run.run_id}`)"
 
 
 # -- a set of runs (several targets at once, docs/sets.md) ----------------------------------

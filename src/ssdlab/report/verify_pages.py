@@ -5,7 +5,7 @@ from __future__ import annotations
 from ssdlab.errors import command
 from ssdlab.plan.verify import TEST, VerifyResult
 from ssdlab.report.html import Page, banner, esc, kv_table, note, table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes

@@ -7,10 +7,18 @@ run and stores what the members did as one ``members`` event per round
 
 A fio run with a warm-up (``ramp_time``: the peak finder, latency-iops, curves) does I/O
 that fio does not report: its figures are the measured period's only. There the members
-are read again at the first progress tick after fio's start-up and the warm-up, and the
-round counts them from that reading to the end, against fio's host I/Os scaled to that
-window (fio's measured seconds): rates over the same period, never warm-up I/Os against
-measured ones. Without such a tick (a short run), no write penalty is given for the round.
+are read again at every progress tick after fio's start-up and the warm-up, and the round
+counts them from the first of those readings taken after fio's I/O began to the end of
+fio's I/O, against fio's host I/Os scaled to that window (fio's measured seconds): rates
+over the same period, never warm-up I/Os against measured ones. The end is where fio
+stamped its JSON output (``timestamp_ms``), as it wrote its results, not the reading after
+fio exited: on a loaded host fio's start-up can take half a second more than
+:data:`ssdlab.run.cpu_window.FIO_STARTUP_S` and its exit a few tenths, idle time that
+counted as I/O time lowered the penalty (a mirror measured 1.68). Both ends are only as
+exact as the host's scheduling (fio stamps its output up to a few tenths of a second after
+its last I/O on a loaded host): the longer the measured period, the closer the figure.
+Without a stamp the period ends at the reading after fio exited; without a tick after the
+warm-up (a short run), no write penalty is given.
 
 A plain drive (one device at the bottom of the target's stack: a disk, a partition, a
 loop device, the emulated SSD, a dm over one device) has no members: no ``members``
@@ -36,7 +44,7 @@ from typing import TypeVar
 from ssdlab.analysis.member_rounds import periods_between, textbook_penalty
 from ssdlab.analysis.members import MemberPeriod
 from ssdlab.engine.gate import watching
-from ssdlab.engine.jobmerge import JobFileError, parse_job_file, positions
+from ssdlab.engine.jobtext import JobFileError, parse_job_file, positions
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import TickFn
 from ssdlab.errors import TargetError
@@ -69,29 +77,37 @@ class Sample:
     measured_from: StatReading | None = None
     opened: tuple[tuple[int, StatReading], ...] = ()
     never_written: float | None = None  # a file target's share no write had reached
+    #: the readings at the ticks after ``measured_from``
+    later: tuple[StatReading, ...] = ()
+    #: the wall clock (``time.time()``) at the ``after`` reading: where fio's stamp of the
+    #: end of its I/O (:func:`io_end_wall`) lies on the readings' clock
+    after_wall: float | None = None
 
 
 class RampWindow:
-    """The members' reading at the first progress tick after fio's start-up and a warm-up
-    of ``ramp_s``: where the measured period starts (:class:`ssdlab.run.cpu_window.
-    CpuWindow` finds it the same way)."""
+    """The members' readings at every progress tick after fio's start-up and a warm-up of
+    ``ramp_s``: the measured period starts at one of them (module docstring)."""
 
     def __init__(self, sampler: MemberSampler, ramp_s: float) -> None:
         self.sampler = sampler
         self.ramp_s = ramp_s
         self.from_s = ramp_s + FIO_STARTUP_S
-        self.reading: StatReading | None = None
+        self.readings: list[StatReading] = []
 
     def wrap(self, tick: TickFn) -> TickFn:
-        """``tick``, with the reading taken at the first call past the warm-up."""
+        """``tick``, with a reading taken at every call past the warm-up."""
         def on_tick(elapsed_s: float) -> None:
-            if self.reading is None and elapsed_s >= self.from_s:
-                self.reading = self.sampler.read()
+            if elapsed_s >= self.from_s:
+                reading = self.sampler.read()
+                if reading is not None:
+                    self.readings.append(reading)
             tick(elapsed_s)
         return on_tick
 
     def of(self, sample: Sample) -> Sample:
-        return dataclasses.replace(sample, ramp_s=self.ramp_s, measured_from=self.reading)
+        first = self.readings[0] if self.readings else None
+        return dataclasses.replace(sample, ramp_s=self.ramp_s, measured_from=first,
+                                   later=tuple(self.readings[1:]))
 
 
 def measured_seconds(output: FioOutput | None) -> float | None:
@@ -100,6 +116,31 @@ def measured_seconds(output: FioOutput | None) -> float | None:
         if output is not None else []
     longest = max(runtimes, default=0)
     return longest / 1000 if longest > 0 else None
+
+
+def io_end_wall(output: FioOutput | None) -> float | None:
+    """When fio ended its I/O, on the wall clock: the time it stamped its last JSON
+    document with as it wrote its results (None: not stamped)."""
+    stamp = output.documents[-1].get("timestamp_ms") if output and output.documents else None
+    return stamp / 1000 if isinstance(stamp, (int, float)) and stamp > 0 else None
+
+
+def measured_window(sample: Sample, output: FioOutput | None,
+                    host_seconds: float) -> tuple[StatReading, float]:
+    """After a warm-up (``sample.measured_from`` set): the reading the members' period
+    starts at and the time it ends, on the readings' clock (module docstring)."""
+    assert sample.measured_from is not None
+    start, end = sample.measured_from, sample.after.at
+    io_end = io_end_wall(output)
+    if io_end is None or sample.after_wall is None:
+        return start, end
+    tail = sample.after_wall - io_end
+    if not 0 <= tail < end - start.at:
+        return start, end  # the two clocks do not agree: the readings' alone
+    end -= tail
+    began = end - host_seconds - sample.ramp_s  # fio's I/O (its warm-up) began after this
+    inside = [r for r in (start, *sample.later) if began <= r.at < end]
+    return (inside[0] if inside else start), end
 
 
 def host_io(output: FioOutput | None) -> tuple[int, int, int, int]:
@@ -130,7 +171,7 @@ class MemberSampler:
     def __init__(self, names: list[str], *, level: str | None = None,
                  backend: str | None = None, sysfs: Path = SYSFS,
                  clock: Callable[[], float] = time.monotonic, figures: bool = True,
-                 file: str | None = None) -> None:
+                 file: str | None = None, wall: Callable[[], float] = time.time) -> None:
         self.names = names
         #: a file target: how much of it was never written is read before each fio run
         self.file = file
@@ -138,6 +179,7 @@ class MemberSampler:
         self.textbook = textbook_penalty(level, backend)
         self.sysfs = sysfs
         self.clock = clock
+        self.wall = wall
         self.figures = figures
 
     def read(self) -> StatReading | None:
@@ -166,7 +208,9 @@ class MemberSampler:
         with watching(on_open):
             result = measured()
         after = self.read() if before is not None else None
-        return result, Sample(before, after, opened=tuple(opened), never_written=never) \
+        after_wall = self.wall()
+        return result, Sample(before, after, opened=tuple(opened), never_written=never,
+                              after_wall=after_wall) \
             if before is not None and after is not None else None
 
     def record(self, sample: Sample, round_no: int, phase: str, output: FioOutput | None,
@@ -174,9 +218,11 @@ class MemberSampler:
         """The round's record (None when the readings do not make one: a counter that went
         backwards, a device re-created between them). After a warm-up, from the reading
         past it (module docstring)."""
-        start = sample.measured_from or sample.before
-        seconds = sample.after.at - start.at
+        start, end = sample.measured_from or sample.before, sample.after.at
         host_seconds = measured_seconds(output) if sample.measured_from else None
+        if sample.measured_from is not None and host_seconds is not None:
+            start, end = measured_window(sample, output, host_seconds)
+        seconds = end - start.at
         note = None
         if sample.ramp_s > 0 and (sample.measured_from is None or host_seconds is None):
             note = ("the warm-up (ramp) could not be told apart from the measured period: "

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
 from ssdlab.errors import RunNotFound
 from ssdlab.report.consistency import marked_json
-from ssdlab.report.suite import quick_summary
+from ssdlab.report.registry import quick_summary
 from ssdlab.store.db import Store
 from ssdlab.store.export import CHECKS_KIND, finite
 from ssdlab.store.location import StoreLocation

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from ssdlab.report.html import Page, banner, kv_table
-from ssdlab.report.run_pages import head_left
+from ssdlab.report.parts import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
-from ssdlab.report.terminal import failed_tests_error, num, run_line, see_line
+from ssdlab.report.text import failed_tests_error, num, run_line, see_line
 from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes
 from tests.support.example_suite.plan import TEST, ReadResult

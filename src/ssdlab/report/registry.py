@@ -1,0 +1,53 @@
+"""The report's one way into the suite registry (:mod:`ssdlab.suites`): a stored run's
+registered pages, the comparison overlays of every suite, and what a quick run of a suite
+is in its own words. Only the dispatchers import this (the run's pages and title page,
+``show``, the report, comparisons, ``serve`` and the CLI); a suite's pages module never
+does, so that no pages module looks another suite up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ssdlab.plan.suite import QUICK_TEXT
+from ssdlab.report.suite import Overlay, SuitePages
+from ssdlab.store.records import RunData
+
+
+def pages_of(run: RunData) -> SuitePages | None:
+    """The registered pages of the run's suite (None: a suite this ssdlab does not know)."""
+    from ssdlab.suites import find
+    suite = find(run.suite)
+    return suite.pages() if suite is not None else None
+
+
+def overlays() -> list[Overlay]:
+    """The overlays of the registered suites (their pages' ``overlay``), in the registry's
+    order, each once (suites that share pages share it)."""
+    from ssdlab.suites import all_suites
+    found: list[Overlay] = []
+    for suite in all_suites():
+        overlay = suite.pages().overlay
+        if overlay is not None and overlay not in found:
+            found.append(overlay)
+    return found
+
+
+def quick_text(suite: str) -> str:
+    """What a quick run of ``suite`` is, in its suite's own words (its spec's
+    ``quick_text``: what the profile shortens and what the result is not)."""
+    from ssdlab.suites import find
+    found = find(suite)
+    return found.spec.quick_text if found is not None else QUICK_TEXT
+
+
+def quick_summary(suites: Iterable[str]) -> str:
+    """What quick runs of ``suites`` are: their suite's words where they share them, else
+    what every quick run is."""
+    texts = {quick_text(s) for s in suites}
+    return texts.pop() if len(texts) == 1 else QUICK_TEXT
+
+
+def quick_banner(suites: Iterable[str]) -> str:
+    """``QUICK PROFILE: ...``, the banner of quick runs of ``suites``."""
+    return f"QUICK PROFILE: {quick_summary(suites)}"
