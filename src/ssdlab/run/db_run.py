@@ -19,13 +19,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ssdlab.engine.dboutput import DbOutputError
 from ssdlab.engine.pgbench import parse_pgbench, read_transaction_logs
 from ssdlab.engine.sysbench import histogram_percentile, parse_sysbench
 from ssdlab.engine.tool import ToolRun, find_binaries, run_tool, tool_versions
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import db as plan
 from ssdlab.plan import dbcommands as cmd
 from ssdlab.plan.db import (
@@ -34,17 +35,28 @@ from ssdlab.plan.db import (
     SERVER_NAMES,
     SERVERS,
     SYSBENCH,
-    DatasetRecord,
     DbArgs,
     DbOptions,
-    DbResult,
     Fitted,
-    SecondPoint,
     buffer_bytes,
+)
+from ssdlab.plan.db_records import (
+    CacheDropStep,
+    DatasetRecord,
+    DbCell,
+    DbParams,
+    DbPlan,
+    DbResult,
+    DbServerPlan,
+    LoadStep,
+    SecondPoint,
+    ServerStep,
+    WarmupStep,
+    WorkspaceEvent,
 )
 from ssdlab.plan.dbcommands import USERS, Binaries, Layout, memory_limit_bytes, settings_for, shown
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.suite import stored_plan
+from ssdlab.plan.results import Verdict
 from ssdlab.run import dbserver, dbworkspace
 from ssdlab.run.dbserver import WorkloadServer
 from ssdlab.run.dbworkspace import Workspace
@@ -53,7 +65,7 @@ from ssdlab.run.progress import PhaseProgress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import Document, FioRecord, RunData
+from ssdlab.store.records import Document, FioRecord, RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import DirInfo, describe_dir, drop_caches
 from ssdlab.units import format_bytes
@@ -190,21 +202,15 @@ class DbRun(SessionRun[PreparedDb]):
     def plan_dict(self) -> Document:
         p = self.p
         o, f = p.options, p.fitted
-        servers = {}
-        for workload in o.workloads:
-            servers[workload] = {
-                "server": SERVER_NAMES[SERVERS[workload]],
-                "settings": settings_for(o, workload, f),
-                "buffer_bytes": buffer_bytes(o, workload, f.sizes),
-                "memory_limit_bytes": memory_limit_bytes(o, workload, f.sizes),
-                "dataset": f.sizes.describe(workload),
-            }
-        return stored_plan(plan.SUITE, p.args, o, sizes=dataclasses.asdict(f.sizes),
-                           fs_estimate_bytes=f.fs_bytes, scaled=f.scaled,
-                           fs=None if p.dir else o.fs,
-                           dir=None if p.dir is None else p.dir.to_dict(),
-                           tests=[t for t, _, _ in o.tests()], servers=servers,
-                           tools=p.tools)
+        servers = {w: DbServerPlan(SERVER_NAMES[SERVERS[w]], settings_for(o, w, f),
+                                   buffer_bytes(o, w, f.sizes),
+                                   memory_limit_bytes(o, w, f.sizes), f.sizes.describe(w))
+                   for w in o.workloads}
+        return DbPlan(plan.SUITE, dataclasses.asdict(p.args),
+                      {**dataclasses.asdict(o), "quick": o.quick}, dataclasses.asdict(f.sizes),
+                      f.fs_bytes, f.scaled, None if p.dir else o.fs,
+                      None if p.dir is None else cast(JsonObject, p.dir.to_dict()),
+                      tuple(t for t, _, _ in o.tests()), servers, dict(p.tools))
 
     def started(self) -> None:
         for line in plan.describe_sizes(self.p.options, self.p.fitted):
@@ -226,11 +232,11 @@ class DbRun(SessionRun[PreparedDb]):
         with Workspace(device=device, fs=fs, work_in=self.p.dir.path if self.p.dir else None,
                        say=self.progress.line) as ws:
             where = f"{fs} made on {device}" if device else f"work directory {ws.layout.data_root}"
-            self.store.add_event(self.run_id, None, "workspace", f"servers' data on {where}", {
-                "device": device, "fs": None if self.p.dir else fs,
-                "mkfs": shown(cmd.mkfs(fs, device)) if device else None,
-                "mkfs_output": ws.mkfs_output, "data_root": str(ws.layout.data_root),
-                "token": ws.token})
+            self.store.add_event(self.run_id, None, "workspace", f"servers' data on {where}",
+                                 WorkspaceEvent(device, None if self.p.dir else fs,
+                                                shown(cmd.mkfs(fs, device)) if device else None,
+                                                ws.mkfs_output, str(ws.layout.data_root),
+                                                ws.token))
             self.ws = ws
             try:
                 yield
@@ -297,15 +303,14 @@ class WorkloadRun:
     def _all_failed(self, names: list[str], why: str) -> list[str]:
         for name in names:
             self.say(f"{name}: FAILED: {why}")
-            self.store.set_test(self.run_id, name, status="failed", params=self._params(),
-                                verdicts={}, result=DbResult.partial(error=why).to_json())
+            self.store.set_test(self.run_id, name, TestState(
+                "failed", self._params(), {}, DbResult.partial(error=why)))
         return names
 
-    def _params(self, mode: str | None = None) -> dict[str, Any]:
+    def _params(self, mode: str | None = None) -> DbParams:
         o = self.p.options
-        return {"workload": self.workload, "mode": mode, "server": SERVER_NAMES[self.server],
-                "threads": o.threads, "warmup_seconds": o.warmup_seconds,
-                "seconds": o.seconds, "dataset": self.p.fitted.sizes.describe(self.workload)}
+        return DbParams(self.workload, mode, SERVER_NAMES[self.server], o.threads,
+                        o.warmup_seconds, o.seconds, self.p.fitted.sizes.describe(self.workload))
 
     # -- the server -------------------------------------------------------------------
 
@@ -317,11 +322,9 @@ class WorkloadRun:
             started = time.time()
             self.owner.progress.phase(f"{self.workload}: initialising {db.name}")
             init = db.open()
-            self.store.add_step(self.run_id, self.tests[0][0], "server", {
-                "workload": self.workload, "server": db.name,
-                "version": self.p.tools.get(self.server), "init": shown(init),
-                "start": shown(db.start_argv()), "settings": db.reported,
-                "memory_limit_bytes": limit, "seconds": time.time() - started}, None)
+            self.store.add_step(self.run_id, self.tests[0][0], "server", ServerStep(
+                self.workload, db.name, self.p.tools.get(self.server), shown(init),
+                shown(db.start_argv()), db.reported, limit, time.time() - started), None)
             self.say(f"{self.workload}: {db.name} {self.p.tools.get(self.server, '')} started "
                      f"on {self.ws.layout.sock_dir(self.server)} only"
                      + (f", memory limit {format_bytes(limit)}" if limit else ""))
@@ -345,9 +348,8 @@ class WorkloadRun:
         done = run_tool(argv, timeout, self.owner.progress.tick)
         record = _record(done, "load", f"{self.workload}: load {sizes.describe(self.workload)}")
         self.dataset = self._dataset(self._dataset_bytes())
-        detail = {"workload": self.workload, "ok": done.returncode == 0,
-                  "seconds": done.ended_at - done.started_at,
-                  "dataset": self.dataset.to_json()}
+        detail = LoadStep(self.workload, done.returncode == 0, done.ended_at - done.started_at,
+                          self.dataset)
         self.store.add_step(self.run_id, self.tests[0][0], "load", detail, record)
         if done.returncode != 0:
             raise TestFailed(done.error(f"loading the {self.workload} dataset"))
@@ -404,9 +406,10 @@ class WorkloadRun:
         self.db.stop()
         dropped = drop_caches()
         self.db.start()
-        self.store.add_step(self.run_id, self.tests[0][0], "cache-drop",
-                            {"workload": self.workload, **dropped,
-                             "server_restarted": True}, None)
+        why = dropped.get("why")
+        self.store.add_step(self.run_id, self.tests[0][0], "cache-drop", CacheDropStep(
+            self.workload, bool(dropped.get("synced")), bool(dropped.get("dropped")),
+            None if why is None else str(why)), None)
         if not dropped.get("dropped"):
             raise TestFailed(f"the kernel's caches could not be dropped: {dropped.get('why')}")
 
@@ -414,16 +417,15 @@ class WorkloadRun:
 
     def _test(self, name: str, mode: str) -> None:
         o = self.p.options
-        self.store.set_test(self.run_id, name, status="running", params=self._params(mode),
-                            verdicts={}, result={})
+        self.store.set_test(self.run_id, name, TestState("running", self._params(mode)))
         log_dir = self.ws.layout.base / f"pgbench-log-{mode}"
         warm, _ = self._tool_argv(mode, None)
         sampling = None
         if warm is not None:
             self.owner.progress.phase(f"{name}: warm-up", planned_s=o.warmup_seconds)
             done = run_tool(warm, o.warmup_seconds + TOOL_GRACE_S, self.owner.progress.tick)
-            self.store.add_step(self.run_id, name, "warmup", {
-                "seconds": done.ended_at - done.started_at, "ok": done.returncode == 0},
+            self.store.add_step(self.run_id, name, "warmup", WarmupStep(
+                done.ended_at - done.started_at, done.returncode == 0),
                 _record(done, "warmup", f"{name}: warm-up"))
             if done.returncode != 0:
                 raise TestFailed(done.error(f"{name} warm-up"))
@@ -444,10 +446,8 @@ class WorkloadRun:
             shutil.rmtree(log_dir, ignore_errors=True)
         self._store_round(name, done, result)
         self.owner.session.ground_truth(name, "measured phase")
-        status = "complete"
-        self.store.set_test(self.run_id, name, status=status, params=self._params(mode),
-                            verdicts={"primary": {"message": result.message}},
-                            result=result.to_json())
+        self.store.set_test(self.run_id, name, TestState(
+            "complete", self._params(mode), {"primary": Verdict(result.message or "")}, result))
         self.say(f"{name}: {result.message}")
 
     def _tool_argv(self, mode: str, log_prefix: Path | None
@@ -469,12 +469,12 @@ class WorkloadRun:
         return None if expected <= MAX_LOGGED_TRANSACTIONS else MAX_LOGGED_TRANSACTIONS / expected
 
     def _store_round(self, name: str, done: ToolRun, result: DbResult | None) -> None:
-        cell: dict[str, Any] = {"cell": name, "workload": self.workload}
+        # a failed phase's cell is its name and workload only (no metric, not even null)
+        cell: Document = {"cell": name, "workload": self.workload}
         tracking: dict[str, float] = {}
         if result is not None:
-            cell.update(tps=result.tps, qps=result.qps, latency_avg_ms=result.latency_avg_ms,
-                        latency_p95_ms=result.latency_p95_ms,
-                        latency_p99_ms=result.latency_p99_ms, errors=result.errors)
+            cell = DbCell(name, self.workload, result.tps, result.qps, result.latency_avg_ms,
+                          result.latency_p95_ms, result.latency_p99_ms, result.errors)
             tracking = {"tps": result.tps}
         self.store.add_round(self.run_id, name, 1, status="ok" if result else "failed",
                              tracking=tracking, cells=[cell],
