@@ -64,7 +64,8 @@ from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import FioInterrupted, FioRun
 from ssdlab.errors import UserError
-from ssdlab.run.remote import HostError, RemoteSet, Ssh
+from ssdlab.run.agent_wire import HostError
+from ssdlab.run.remote import RemoteSet, Ssh
 from ssdlab.units import parse_size
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -753,8 +754,8 @@ def machine_facts() -> dict[str, Any]:
 
 
 def host_records(remote: RemoteSet) -> list[dict[str, Any]]:
-    return [{"host": h.name, "target": h.target.path, "fio": h.hello.get("fio"),
-             "ssdlab": h.hello.get("ssdlab"), "clock_offset_s": round(h.clock_offset_s, 3)}
+    return [{"host": h.name, "target": h.target.path, "fio": h.hello.fio,
+             "ssdlab": h.hello.ssdlab, "clock_offset_s": round(h.clock_offset_s, 3)}
             for h in remote.hosts]
 
 

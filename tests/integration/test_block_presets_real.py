@@ -21,6 +21,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets import emulator
 from tests.support.cli import ssdlab
+from tests.support.stored import check_declared
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -85,6 +86,7 @@ def _check_stored(run: RunData, preset: str) -> None:
     if preset == "iometer":
         for cell in cells:
             assert cell["timeline"] and all(rate > 0 for _, rate in cell["timeline"]), cell
+    check_declared(run)  # every stored document is its declared record
 
 
 def test_each_preset_runs_quick_and_is_reported(

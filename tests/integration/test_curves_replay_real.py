@@ -18,6 +18,7 @@ from ssdlab.plan import replay as rp
 from ssdlab.targets import emulator
 from tests.conftest import LoopFactory
 from tests.support.cli import one_line_error, ssdlab
+from tests.support.stored import check_stored
 
 # solo (make test runs it alone, after the rest): tmpfs's points are CPU-bound, and its
 # half-rate point must deliver half of what the host has just done
@@ -158,6 +159,7 @@ def test_curves_quick_on_a_directory_and_on_a_loop_device(
                        "--workload", "sql", "--with-120", "--store", store))
     assert os.listdir(work) == []  # the work directory and its file are gone
     doc = exported(Path(store), run_id(on_dir))
+    check_stored(store, run_id(on_dir))  # every stored document is its declared record
     assert doc["plan"]["dir"]["fs_type"] == "tmpfs"
     points = test_result(doc, "curves")["workloads"][0]["points"]
     assert [p["kind"] for p in points] == ["max", "fraction", "fraction", "unthrottled"]
@@ -169,6 +171,7 @@ def test_curves_quick_on_a_directory_and_on_a_loop_device(
     on_loop = ok(ssdlab("run", "curves", "--target", device, "--destroy-data", *SHORT,
                         "--fill-region", "25", "--workload", "70-30-8k", "--store", store))
     region_doc = exported(Path(store), run_id(on_loop))
+    check_stored(store, run_id(on_loop))
     result = test_result(region_doc, "curves")
     assert result["fill"]["bytes"] == 128 * MIB
     # the whole device was filled, then every measured job ran on the first 25 % of it
@@ -197,6 +200,7 @@ def test_replay_on_a_directory_and_a_loop_device(
                       SAMPLE_V3, "--log-interval", "250", "--store", store))
     assert os.listdir(work) == []
     doc = exported(Path(store), run_id(timed))
+    check_stored(store, run_id(timed))  # every stored document is its declared record
     result = test_result(doc, "replay")
     # The v3 sample was recorded at 1,000 IOPS for 1.5 s and is replayed with its timing.
     # What fio guarantees of a timed replay: every I/O of the trace, none before its

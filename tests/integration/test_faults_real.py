@@ -18,6 +18,7 @@ import pytest
 
 from ssdlab.targets import emulator
 from tests.support.cli import one_line_error, ssdlab
+from tests.support.stored import check_stored
 
 # solo (make test runs it alone, after the rest): the watchdog's margin over a healthy
 # round is 9 s
@@ -88,7 +89,9 @@ def test_silent_corruption_is_caught_every_time_with_its_location(
                        "--store", store, env=env)
         assert found.returncode == 1, found.stderr
         assert "data corruption found" in one_line_error(found)
-        result = next(t for t in export(Path(store))["tests"] if t["name"] == "verify")
+        doc = export(Path(store))
+        check_stored(store, doc["run"]["id"])  # every stored document is its declared record
+        result = next(t for t in doc["tests"] if t["name"] == "verify")
         assert result["status"] == "corrupt"
         reported = [(r["offset"], r["length"]) for r in result["result"]["corrupt_ranges"]]
         for offset in injected:  # each injected range is reported where it is

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ZramFactory
 from tests.support.cli import HINTED, killed_at_exit, one_line_error, ssdlab, wait_for
+from tests.support.stored import check_stored
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -44,6 +45,7 @@ def test_a_short_peak_search_on_zram(zram_device: ZramFactory, tmp_path: Path) -
     exported = ssdlab("export", "last", "--format", "json", "--store", store)
     assert exported.returncode == 0 and exported.stderr == ""
     (test,) = json.loads(exported.stdout)["tests"]
+    check_stored(store, json.loads(exported.stdout)["run"]["id"])  # its declared records
     result = test["result"]
     assert test["status"] == "complete" and result["found"]
     steps, peak = result["steps"], result["peak"]

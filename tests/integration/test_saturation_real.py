@@ -132,6 +132,7 @@ def _hir(emu: emulator.Emulator, env: dict[str, str], store: Path) -> dict[str, 
     return hir
 
 
+@pytest.mark.solo  # judges IOPS ratios (make test runs it alone, after the rest)
 def test_idle_recovery_on_a_drive_with_idle_gc_and_none_without(
     start_emulator: tuple[Start, dict[str, str]], tmp_path: Path
 ) -> None:
@@ -150,7 +151,12 @@ def test_idle_recovery_on_a_drive_with_idle_gc_and_none_without(
     assert on["status"] == "recovered" and on["result"]["recovered"]
     assert on["result"]["wait_states"][0]["ratio"] > 1.3
     assert off["status"] == "no_recovery" and not off["result"]["recovered"]
-    assert off["result"]["wait_states"][0]["ratio"] < 1.15
+    # what the model guarantees: the drive with idle GC off collected nothing while idle
+    # (its bursts' IOPS are noise around the baseline: 1.22x once on a loaded host, which
+    # the run's Welch test rightly did not call a recovery), the one with it on did
+    idle_blocks = {e.name: emulator.stats(e)["counters"]["gc_bg_blocks"] for e in emus}
+    print(f"blocks collected by idle GC: {idle_blocks}")
+    assert idle_blocks["hiroff"] == 0 and idle_blocks["hiron"] > 0
     kinds = [r["cells"][0]["kind"] for r in on["rounds"]]
     assert kinds == ["burst"] * 4 + ["baseline"] * 3
     # per burst, IOPS and fio's mean latency; the bursts after idle GC are faster, so

@@ -18,6 +18,7 @@ import pytest
 
 from ssdlab.targets import emulator
 from tests.support.cli import ssdlab
+from tests.support.stored import check_stored
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -48,6 +49,7 @@ def test_slc_probe_estimates_the_configured_cache_within_ten_percent(
 
     exported = ssdlab("export", "last", "--format", "json", "--store", str(store))
     doc = json.loads(exported.stdout)
+    check_stored(store, doc["run"]["id"])  # every stored document is its declared record
     test = next(t for t in doc["tests"] if t["name"] == "slc-probe")
     r = test["result"]
     estimate = r["estimate_bytes"]

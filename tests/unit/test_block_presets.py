@@ -17,12 +17,12 @@ from ssdlab import presets
 from ssdlab.analysis.block_presets import summarise, timeline_total
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
-from ssdlab.plan.block_presets import (
+from ssdlab.plan.block_presets import PresetResult
+from ssdlab.plan.preset_defs import (
     AttoArgs,
     CdmArgs,
     IometerArgs,
     PresetPlan,
-    PresetResult,
     build_atto,
     build_cdm,
     build_iometer,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab import presets
 from ssdlab.engine.jobfile import render as render_job
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
+from ssdlab.plan import curve_workloads as cw
 from ssdlab.plan import curves as cv
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.report.build import render
@@ -47,9 +47,11 @@ def refused(**kw: object) -> str:
 
 
 def test_every_workload_of_the_methodology_is_in_the_preset() -> None:
-    data, known = cv.catalogue()
-    assert data["name"] == "curves" and isinstance(data["version"], int)
-    assert presets.identity(data)["preset"] == "curves"
+    data = cw.catalogue()
+    known = data.workloads
+    assert data.identity.preset == "curves" and data.identity.preset_version >= 1
+    assert data.fractions_pct == (10, 50, 70, 80, 90, 100)
+    assert set(data.default) | set(data.quick_default) <= set(known)
     expected = {"4k-random-read", "4k-random-write", "64k-seq-read", "64k-seq-write",
                 "16k-seq-read", "16k-seq-write", "70-30-4k", "70-30-8k", "70-30-16k", "sql",
                 "sql-90-10", "sql-80-20", "oracle", "oracle-90-10", "oracle-80-20",
@@ -65,17 +67,17 @@ def test_every_workload_of_the_methodology_is_in_the_preset() -> None:
 
 
 def test_bssplit_and_distribution_are_checked() -> None:
-    assert cv.parse_bssplit("8k/80:64k/20", "x") == ((8192, 80), (65536, 20))
+    assert cw.parse_bssplit("8k/80:64k/20", "x") == ((8192, 80), (65536, 20))
     for bad in ("8k/80:64k/10", "8k", "7/100", "8k/0:4k/100"):
         with pytest.raises(UserError):
-            cv.parse_bssplit(bad, "x")
+            cw.parse_bssplit(bad, "x")
     base = {"title": "t", "pattern": "random", "bssplit": "4k/100", "read_pct": 50,
             "threads": 4}
-    assert cv.workload_from("w", {**base, "distribution": "zoned:50/10:50/90"}).distribution
+    assert cw.workload_from("w", {**base, "distribution": "zoned:50/10:50/90"}).distribution
     with pytest.raises(UserError, match="add up to 100"):
-        cv.workload_from("w", {**base, "distribution": "zoned:50/10:40/90"})
+        cw.workload_from("w", {**base, "distribution": "zoned:50/10:40/90"})
     with pytest.raises(UserError, match="malformed"):
-        cv.workload_from("w", {**base, "pattern": "zigzag"})
+        cw.workload_from("w", {**base, "pattern": "zigzag"})
 
 
 # --------------------------------------------------------------------------- options
@@ -85,7 +87,7 @@ def test_profiles_pick_their_workloads_fractions_and_seconds() -> None:
     full = options()
     assert full.fractions_pct == (10, 50, 70, 80, 90, 100) and not full.quick
     assert (full.measure_s, full.ramp_s) == (30.0, 5.0)
-    assert len(full.workloads) == 8 and full.preset["preset_version"] == 1
+    assert len(full.workloads) == 8 and full.preset.preset_version == 1
     quick = options(profile="quick")
     assert quick.quick and quick.fractions_pct == (10, 50, 80, 100)
     assert [w.name for w in quick.workloads] == ["4k-random-read", "70-30-8k"]
@@ -118,33 +120,33 @@ def test_bad_options_are_refused_in_one_line(kw: dict[str, object], fragment: st
 
 
 def test_rates_are_split_over_jobs_and_between_reads_and_writes() -> None:
-    assert cv.split_rate(10_000, 4, 100) == (2500, 0)
-    assert cv.split_rate(10_000, 4, 0) == (0, 2500)
-    assert cv.split_rate(10_000, 2, 70) == (3500, 1500)
-    assert cv.split_rate(3, 2, 90) == (1, 1)  # each direction with a share gets >= 1
-    assert cv.rate_option(2500, 0) == "2500"
-    assert cv.rate_option(0, 2500) == ",2500"
-    assert cv.rate_option(3500, 1500) == "3500,1500"
+    assert cw.split_rate(10_000, 4, 100) == (2500, 0)
+    assert cw.split_rate(10_000, 4, 0) == (0, 2500)
+    assert cw.split_rate(10_000, 2, 70) == (3500, 1500)
+    assert cw.split_rate(3, 2, 90) == (1, 1)  # each direction with a share gets >= 1
+    assert cw.rate_option(2500, 0) == "2500"
+    assert cw.rate_option(0, 2500) == ",2500"
+    assert cw.rate_option(3500, 1500) == "3500,1500"
     with pytest.raises(ValueError):
-        cv.split_rate(0, 1, 50)
+        cw.split_rate(0, 1, 50)
 
 
 def test_outstanding_io_becomes_jobs_times_queue_depth() -> None:
-    assert cv.load_for(128, None, 2) == cv.Load(2, 64)
-    assert cv.load_for(16, 4, 2) == cv.Load(4, 4)
-    assert cv.load_for(3, None, 8) == cv.Load(3, 1)
-    assert cv.load_for(10, 4, 1).outstanding == 12  # rounded up per job
+    assert cw.load_for(128, None, 2) == cw.Load(2, 64)
+    assert cw.load_for(16, 4, 2) == cw.Load(4, 4)
+    assert cw.load_for(3, None, 8) == cw.Load(3, 1)
+    assert cw.load_for(10, 4, 1).outstanding == 12  # rounded up per job
 
 
 def _point(name: str, kind: str = "fraction", fraction: int | None = 50,
-           target: float | None = 10_000.0, jobs: int = 2) -> cv.Point:
-    _, known = cv.catalogue()
-    return cv.Point(known[name], kind, fraction, target, cv.Load(jobs, 8), 0, 64 * MIB, 1.0,
+           target: float | None = 10_000.0, jobs: int = 2) -> cw.Point:
+    known = cw.catalogue().workloads
+    return cw.Point(known[name], kind, fraction, target, cw.Load(jobs, 8), 0, 64 * MIB, 1.0,
                     0.5)
 
 
-def point_job_text(point: cv.Point, target: str, header: str) -> str:
-    return render_job(cv.point_job(point, target, "libaio"), header)
+def point_job_text(point: cw.Point, target: str, header: str) -> str:
+    return render_job(cw.point_job(point, target, "libaio"), header)
 
 
 def test_job_files_carry_rate_bssplit_skew_and_slices() -> None:

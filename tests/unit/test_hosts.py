@@ -21,7 +21,17 @@ from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.run import agent
-from ssdlab.run.remote import RemoteHost, RemoteSet, Ssh, _refusal, check_suite
+from ssdlab.run.agent_wire import (
+    ErrorAnswer,
+    Hello,
+)
+from ssdlab.run.remote import (
+    RemoteHost,
+    RemoteSet,
+    Ssh,
+    _refusal,
+    check_suite,
+)
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.remote_spec import RemoteTarget, is_remote, parse_remote, parse_remote_set
 
@@ -169,7 +179,7 @@ def _hosts(*sizes: int, offset: float = 0.0, fio: str = "fio-3.33") -> RemoteSet
     targets = tuple(RemoteTarget(f"h{i + 1}", f"/dev/loop{i}") for i in range(len(sizes)))
     found = RemoteSet(targets, Ssh(), True, False, local_fio="fio-3.33")
     found.hosts = [RemoteHost(t, _info(t.path, size, f"S{i}"),
-                              {"ssdlab": __version__, "fio": fio, "hostname": t.host}, offset)
+                              Hello(1, __version__, fio, hostname=t.host), offset)
                    for i, (t, size) in enumerate(zip(targets, sizes, strict=True))]
     return found
 
@@ -211,17 +221,23 @@ def test_a_serving_agent_answers_only_for_its_targets(tmp_path: Path,
     (tmp_path / "t1").mkdir()
     (tmp_path / "t1" / agent.HELD_FILE).write_text(
         json.dumps({"pid": os.getpid(), "targets": ["/dev/loop7"]}))
-    assert agent.answer("not json", "t1", True) == {
-        "error": "bad request (Expecting value: line 1 column 1 (char 0))", "exit": 2}
+    assert agent.answer("not json", "t1", True) == ErrorAnswer(
+        "bad request (Expecting value: line 1 column 1 (char 0))", 2)
+    assert agent.answer("[]", "t1", True) == ErrorAnswer(
+        "bad request (request: expected a JSON object, got an array)", 2)
     refused = agent.answer(json.dumps({"verb": "purge", "target": "/dev/sda"}), "t1", True)
-    assert refused == {"error": "/dev/sda is not a target this agent serves", "exit": 3}
+    assert refused.to_json() == {"error": "/dev/sda is not a target this agent serves",
+                                 "exit": 3}
     unknown = agent.answer(json.dumps({"verb": "format", "target": "/dev/loop7"}), "t1", True)
-    assert unknown == {"error": "unknown request 'format'", "exit": 2}
+    assert unknown == ErrorAnswer("unknown request 'format'", 2)
+    no_method = agent.answer(json.dumps({"verb": "purge", "target": "/dev/loop7"}), "t1",
+                             True)
+    assert no_method == ErrorAnswer("bad request (KeyError('method'))", 2)
     # a serve that is gone holds nothing
     (tmp_path / "t1" / agent.HELD_FILE).write_text(
         json.dumps({"pid": 2 ** 22 + 1, "targets": ["/dev/loop7"]}))
-    assert agent.answer(json.dumps({"verb": "probe", "target": "/dev/loop7"}), "t1",
-                        True)["exit"] == 3
+    gone = agent.answer(json.dumps({"verb": "probe", "target": "/dev/loop7"}), "t1", True)
+    assert isinstance(gone, ErrorAnswer) and gone.exit == 3
 
 
 def test_suites_that_cannot_run_on_other_hosts_say_so() -> None:

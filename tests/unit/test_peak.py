@@ -24,8 +24,14 @@ from ssdlab.analysis.peak import (
     search,
 )
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.plan.block_presets import IometerArgs
-from ssdlab.plan.peak import PeakArgs, build_options, parse_engines, parse_max_latency
+from ssdlab.plan.peak import (
+    PeakArgs,
+    PeakCell,
+    build_options,
+    parse_engines,
+    parse_max_latency,
+)
+from ssdlab.plan.preset_defs import IometerArgs
 from ssdlab.plan.pts import PtsArgs
 from ssdlab.plan.pts import build_options as pts_options
 from ssdlab.plan.specs import active_range
@@ -285,8 +291,7 @@ def test_a_run_stores_every_probe_and_the_peak(tmp_path: Path) -> None:
     assert result["limited_by"] == "drive" and result["kind"] == "iops"
     assert "cpus_allowed=0-1" in fio.calls[0] and "ioengine=io_uring" in fio.calls[0]
     assert any("ioengine=psync" in c and "iodepth=1\n" in c for c in fio.calls)
-    cell = test.rounds[0].cells[0]
-    assert measured_of(cell).probe == Probe(IO_URING, 1, 1)
+    assert measured_of(test.rounds[0].cells_as(PeakCell)[0]).probe == Probe(IO_URING, 1, 1)
     exported = json.dumps(run_to_json(run))
     assert '"peak"' in exported
     page = peak_page(run, test, "t")[0]

@@ -47,7 +47,7 @@ def test_the_samples_are_read_and_summarised() -> None:
     v3 = rp.read_trace(str(SAMPLE_V3))
     assert v3.format == "iolog-v3" and v3.ios > 1000
     assert v3.duration_ms is not None and 1400 <= v3.duration_ms <= 1600
-    assert "I/Os" in v3.describe() and v3.to_dict()["format"] == "iolog-v3"
+    assert "I/Os" in v3.describe() and v3.record().format == "iolog-v3"
 
 
 def blk_event(sector: int, nbytes: int, write: bool, what: int = 1, pdu: bytes = b"",

@@ -15,6 +15,7 @@ from typing import Any
 
 from ssdlab.cli.common import add_command, add_opt
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import Record
 from ssdlab.plan.optionsets import destroy_data_opt
 
 DESCRIPTION = """The host side of a run on several hosts: a coordinator runs these
@@ -59,13 +60,19 @@ def _target_options(parser: argparse.ArgumentParser, *, many: bool = False) -> N
     parser.add_argument("--fio", default="fio")
 
 
-def _answer(work: Callable[[], dict[str, Any]]) -> int:
+def _refused(err: UserError) -> None:
+    """The refusal as the one JSON object the coordinator reads."""
+    from ssdlab.run.agent_wire import ErrorAnswer
+    print(json.dumps(ErrorAnswer(err.message, int(err.exit_code)).to_json()))
+
+
+def _answer(work: Callable[[], Record]) -> int:
     try:
-        data = work()
+        message = work()
     except UserError as err:
-        print(json.dumps({"error": err.message, "exit": int(err.exit_code)}))
+        _refused(err)
         raise
-    print(json.dumps(data, default=str))
+    print(json.dumps(message.to_json(), default=str))
     return 0
 
 
@@ -76,8 +83,8 @@ def _hello(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _check(args: argparse.Namespace, argv: list[str]) -> int:
     from ssdlab.run import agent
-    return _answer(lambda: agent.check_json(args.target, args.destroy_data, args.fio,
-                                            read_only=args.read_only))
+    return _answer(lambda: agent.check_answer(args.target, args.destroy_data, args.fio,
+                                              read_only=args.read_only))
 
 
 def _purge(args: argparse.Namespace, argv: list[str]) -> int:
@@ -107,6 +114,6 @@ def _serve(args: argparse.Namespace, argv: list[str]) -> int:
         return agent.serve(args.token, args.target, args.destroy_data, args.fio,
                            read_only=args.read_only)
     except UserError as err:
-        print(json.dumps({"error": err.message, "exit": int(err.exit_code)}))
+        _refused(err)
         sys.stdout.flush()
         raise

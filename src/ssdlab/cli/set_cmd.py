@@ -9,6 +9,7 @@ import argparse
 import functools
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +28,14 @@ if TYPE_CHECKING:
 MAX_TARGETS_FILE_BYTES = 1 << 20
 
 
-def targets_of(values: dict[str, Any]) -> list[str]:
+def targets_of(values: Mapping[str, object]) -> list[str]:
     """The targets given: every ``--target``, then the ``--targets-file``'s."""
     given = values.get("target")
-    targets = list(given) if isinstance(given, list) else [given] if given else []
+    targets = [str(t) for t in given] if isinstance(given, list) else [str(given)] \
+        if given else []
     path = values.get("targets_file")
     if path is not None:
-        targets += read_targets_file(Path(path))
+        targets += read_targets_file(Path(str(path)))
     return targets
 
 

@@ -1,8 +1,7 @@
-"""vdbench-style curve workloads (``ssdlab run curves``) as data and frozen options.
+"""vdbench-style curves (``ssdlab run curves``): frozen options, points, the suite.
 
-A workload (``presets/data/curves.toml``) is an access pattern, a block-size split (fio
-``bssplit``), a read share, a hot-spot distribution (fio ``random_distribution``) and the
-outstanding I/O count vdbench calls threads. A curve first runs the workload unthrottled
+A curve runs one workload (plan/curve_workloads.py: the catalogue ``presets/data/
+curves.toml``, each workload's outstanding I/O as fio jobs) first unthrottled
 to find its maximum rate, then at fixed fractions of it (fio ``rate_iops``, split over the
 jobs and between reads and writes; for a block-size split ``rate`` in bytes, see
 :meth:`Point.rate_limit`), optionally once more unthrottled (vdbench's 120 %).
@@ -14,35 +13,42 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
-from ssdlab import presets
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.specs import CellSpec, FioJob, JobSection, JobText, Mix, Pattern
+from ssdlab.plan.curve_workloads import (
+    MAX_OUTSTANDING,
+    UNTHROTTLED_PCT,
+    Catalogue,
+    Load,
+    Point,
+    Workload,
+    WorkloadDef,
+    catalogue,
+    load_for,
+    point_job,
+)
+from ssdlab.plan.preset_defs import PresetIdentity
+from ssdlab.plan.results import ByteRange, FioCell, StoredPlan, TestParams, Verdict
+from ssdlab.plan.specs import CellSpec, FioJob, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import (
     check_fio_seconds,
-    fio_time,
     format_bytes,
     format_duration,
-    parse_size,
 )
 
-PRESET = "curves"
 TEST = "curves"
 PROFILES = ("full", "quick")
 #: (measure, ramp) seconds per point by profile
 PROFILE_SECONDS = {"full": (30.0, 5.0), "quick": (1.0, 0.5)}
 #: a point delivering less than this share of its target rate is flagged
 DEFAULT_MIN_DELIVERED_PCT = 95.0
-#: vdbench's "120 %": the workload once more without a rate limit
-UNTHROTTLED_PCT = 120
-MAX_OUTSTANDING = 4096
 FILL_BLOCK = 128 * 1024
 FILL_QD = 32
 #: the test file the run makes on --dir, and its size there without --size (full, quick)
@@ -51,117 +57,6 @@ DIR_FILE_DEFAULT = 1 << 30
 DIR_FILE_QUICK = 256 << 20
 #: a --fill-region region is whole MiB
 REGION_ALIGN = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One curve workload from the preset data."""
-
-    name: str
-    title: str
-    pattern: Pattern
-    bssplit: tuple[tuple[int, int], ...]  # (block bytes, percent)
-    read_pct: int
-    distribution: str  # fio random_distribution ("random" = uniform)
-    threads: int  # outstanding I/Os (vdbench threads)
-    source: str
-
-    @property
-    def main_block(self) -> int:
-        """The block size with the largest share (what a cell's ``block_bytes`` names)."""
-        return max(self.bssplit, key=lambda b: b[1])[0]
-
-    @property
-    def largest_block(self) -> int:
-        return max(b for b, _ in self.bssplit)
-
-    @property
-    def mean_block_bytes(self) -> float:
-        return sum(b * p for b, p in self.bssplit) / 100
-
-    def bssplit_text(self) -> str:
-        return ":".join(f"{b}/{p}" for b, p in self.bssplit)
-
-    def describe(self) -> str:
-        sizes = ", ".join(f"{_kib(b)} {p} %" for b, p in self.bssplit)
-        skew = "" if self.distribution == "random" else f", hot spots {self.distribution}"
-        return (f"{self.title}: {self.pattern}, {Mix(self.read_pct).label} read/write, "
-                f"{sizes}{skew}, {self.threads} outstanding I/Os")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "title": self.title, "pattern": str(self.pattern),
-                "bssplit": self.bssplit_text(), "read_pct": self.read_pct,
-                "distribution": self.distribution, "threads": self.threads,
-                "source": self.source}
-
-
-def _kib(block: int) -> str:
-    return f"{block // 1024} KiB" if block % 1024 == 0 else f"{block} B"
-
-
-def parse_bssplit(text: str, where: str) -> tuple[tuple[int, int], ...]:
-    """``"8k/80:64k/20"`` -> ((8192, 80), (65536, 20)); the shares must add up to 100."""
-    parts: list[tuple[int, int]] = []
-    for item in text.split(":"):
-        size, _, pct = item.partition("/")
-        try:
-            block = parse_size(size.strip())
-            share = int(pct.strip())
-        except ValueError:
-            raise UserError(f"{where}: bssplit {text!r}: each part is SIZE/PERCENT, "
-                            "e.g. 8k/80:64k/20") from None
-        if block <= 0 or block % 512 or not 0 < share <= 100:
-            raise UserError(f"{where}: bssplit {text!r}: sizes are multiples of 512 bytes, "
-                            "shares 1..100")
-        parts.append((block, share))
-    if sum(p for _, p in parts) != 100:
-        raise UserError(f"{where}: bssplit {text!r}: the shares add up to "
-                        f"{sum(p for _, p in parts)}, not 100")
-    return tuple(parts)
-
-
-def _distribution(text: str, where: str) -> str:
-    """``random`` or fio's ``zoned:PCT/PCT:...`` (I/O share / region share)."""
-    if text == "random":
-        return text
-    kind, _, spec = text.partition(":")
-    if kind != "zoned" or not spec:
-        raise UserError(f"{where}: distribution {text!r}: give random or zoned:IO/REGION:...")
-    try:
-        pairs = [tuple(int(v) for v in part.split("/")) for part in spec.split(":")]
-    except ValueError:
-        raise UserError(f"{where}: distribution {text!r} is not zoned:IO/REGION:...") from None
-    if any(len(p) != 2 for p in pairs) or sum(p[0] for p in pairs) != 100 or sum(
-            p[1] for p in pairs) != 100:
-        raise UserError(f"{where}: distribution {text!r}: the I/O shares and the region "
-                        "shares must each add up to 100")
-    return text
-
-
-def workload_from(name: str, data: dict[str, Any]) -> Workload:
-    where = f"preset {PRESET}, workload {name}"
-    try:
-        pattern = Pattern(str(data["pattern"]))
-        read_pct = int(data["read_pct"])
-        threads = int(data["threads"])
-        title = str(data["title"])
-        bssplit = parse_bssplit(str(data["bssplit"]), where)
-    except (KeyError, ValueError) as exc:
-        raise UserError(f"{where} is malformed ({exc})") from None
-    if not 0 <= read_pct <= 100 or not 1 <= threads <= MAX_OUTSTANDING:
-        raise UserError(f"{where}: read_pct 0..100 and threads 1..{MAX_OUTSTANDING}")
-    distribution = _distribution(str(data.get("distribution", "random")), where)
-    return Workload(name, title, pattern, bssplit, read_pct, distribution, threads,
-                    str(data.get("source", "")))
-
-
-def catalogue() -> tuple[dict[str, Any], dict[str, Workload]]:
-    """The preset data and every workload in it, validated."""
-    data = presets.load(PRESET)
-    table = data.get("workloads")
-    if not isinstance(table, dict):
-        raise UserError(f"preset {PRESET} is malformed (no workloads)")
-    return data, {name: workload_from(name, w) for name, w in table.items()}
 
 
 # ------------------------------------------------------------------------ options
@@ -199,7 +94,7 @@ class CurvesOptions(Profiled):
     min_delivered_pct: float
     purge: str
     ioengine: str
-    preset: dict[str, Any]  # presets.identity
+    preset: PresetIdentity
 
     @property
     def points_per_workload(self) -> int:
@@ -222,10 +117,10 @@ def parse_fractions(text: str) -> tuple[int, ...]:
     return tuple(values)
 
 
-def _select(text: str | None, quick: bool, data: dict[str, Any],
-            known: dict[str, Workload]) -> tuple[Workload, ...]:
+def _select(text: str | None, quick: bool, data: Catalogue) -> tuple[Workload, ...]:
+    known = data.workloads
     if text is None:
-        names = [str(n) for n in data["quick_default" if quick else "default"]]
+        names = list(data.quick_default if quick else data.default)
     elif text.strip() == "all":
         names = list(known)
     else:
@@ -245,10 +140,10 @@ def build_options(args: CurvesArgs, purge_methods: tuple[str, ...],
     if args.profile not in PROFILES:
         raise UserError(f"--profile {args.profile!r}: choose {' or '.join(PROFILES)}")
     quick = args.profile == "quick"
-    data, known = catalogue()
-    workloads = _select(args.workloads, quick, data, known)
-    fractions = parse_fractions(args.fractions) if args.fractions is not None else tuple(
-        int(v) for v in data["quick_fractions_pct" if quick else "fractions_pct"])
+    data = catalogue()
+    workloads = _select(args.workloads, quick, data)
+    fractions = parse_fractions(args.fractions) if args.fractions is not None else (
+        data.quick_fractions_pct if quick else data.fractions_pct)
     measure_default, ramp_default = PROFILE_SECONDS[args.profile]
     measure = measure_default if args.seconds is None else check_fio_seconds(
         "--seconds", args.seconds, 0.1, 86400)
@@ -271,151 +166,10 @@ def build_options(args: CurvesArgs, purge_methods: tuple[str, ...],
         raise UserError(f"--ioengine {args.ioengine!r}: choose from {', '.join(ioengines)}")
     return CurvesOptions(args.profile, workloads, fractions, args.with_120, measure, ramp,
                          args.threads, args.jobs, fill, low, args.purge, args.ioengine,
-                         presets.identity(data))
+                         data.identity)
 
 
-# ------------------------------------------------------------------------ points
-
-
-@dataclass(frozen=True)
-class Load:
-    """How a workload's outstanding I/O is spread: ``jobs`` fio jobs at ``iodepth`` each."""
-
-    jobs: int
-    iodepth: int
-
-    @property
-    def outstanding(self) -> int:
-        return self.jobs * self.iodepth
-
-
-def load_for(outstanding: int, jobs: int | None, cpus: int) -> Load:
-    """vdbench's threads as fio jobs x iodepth: at most one job per CPU unless --jobs."""
-    count = jobs if jobs is not None else max(1, min(cpus, outstanding))
-    count = min(count, outstanding)
-    return Load(count, max(1, math.ceil(outstanding / count)))
-
-
-def split_rate(total_iops: float, jobs: int, read_pct: int) -> tuple[int, int]:
-    """Per-job (read, write) ``rate_iops`` for a total rate: divided by the jobs, then by
-    the read share. A direction with a share gets at least 1 I/O per second."""
-    if total_iops <= 0 or jobs <= 0:
-        raise ValueError("a rate needs a positive total and jobs")
-    per_job = total_iops / jobs
-    read = per_job * read_pct / 100
-    write = per_job - read
-    return (max(1, round(read)) if read_pct > 0 else 0,
-            max(1, round(write)) if read_pct < 100 else 0)
-
-
-def rate_option(read: int, write: int) -> str:
-    """fio's ``rate_iops`` (or ``rate``) value: ``R``, ``,W`` or ``R,W``."""
-    if write == 0:
-        return str(read)
-    if read == 0:
-        return f",{write}"
-    return f"{read},{write}"
-
-
-@dataclass(frozen=True)
-class Point:
-    """One fio run of a curve: the max-rate run, a fraction, or the unthrottled 120 %."""
-
-    workload: Workload
-    kind: str  # "max" | "fraction" | "unthrottled"
-    fraction_pct: int | None
-    target_iops: float | None
-    load: Load
-    offset_bytes: int
-    size_bytes: int
-    measure_s: float
-    ramp_s: float
-
-    @property
-    def name(self) -> str:
-        if self.kind == "max":
-            tag = "max"
-        elif self.kind == "unthrottled":
-            tag = f"p{UNTHROTTLED_PCT}"
-        else:
-            tag = f"p{self.fraction_pct or 0:03d}"
-        return f"{self.workload.name}-{tag}"
-
-    @property
-    def label(self) -> str:
-        if self.kind == "max":
-            return "max-rate run (unthrottled)"
-        if self.kind == "unthrottled":
-            return f"{UNTHROTTLED_PCT} % (unthrottled)"
-        return f"{self.fraction_pct} % of max"
-
-    def rate_limit(self) -> tuple[str, str] | None:
-        """The job's rate limit as a fio option (None: unthrottled). fio turns
-        ``rate_iops`` into bytes/s with the SMALLEST block size of a ``bssplit`` (measured:
-        a split whose mean block is 4x its smallest delivered 24.6 % of its rate_iops), so
-        a split workload is limited in bytes: ``rate=`` the IOPS times the split's mean
-        block size, per direction."""
-        rates = self.rates()
-        if rates is None:
-            return None
-        if len(self.workload.bssplit) == 1:
-            return "rate_iops", rate_option(*rates)
-        mean = self.workload.mean_block_bytes
-        return "rate", rate_option(*(round(r * mean) for r in rates))
-
-    def rate_line(self) -> str | None:
-        """The rate limit as the job file has it: ``rate_iops=R,W`` or ``rate=R,W``."""
-        limit = self.rate_limit()
-        return None if limit is None else "=".join(limit)
-
-    def rates(self) -> tuple[int, int] | None:
-        if self.target_iops is None:
-            return None
-        return split_rate(self.target_iops, self.load.jobs, self.workload.read_pct)
-
-    def cell_spec(self) -> CellSpec:
-        """The cell identity for :func:`ssdlab.run.cells.cell_from_job`."""
-        return CellSpec(self.name, self.workload.pattern, self.workload.main_block,
-                        Mix(self.workload.read_pct), self.load.jobs, self.load.iodepth,
-                        self.offset_bytes, self.size_bytes, runtime_s=self.measure_s,
-                        ramp_s=self.ramp_s)
-
-
-def point_section(p: Point) -> JobSection:
-    """The point's job section as data (the engine renders it)."""
-    w = p.workload
-    options = [("rw", p.cell_spec().fio_rw)]
-    if 0 < w.read_pct < 100:
-        options.append(("rwmixread", str(w.read_pct)))
-    if len(w.bssplit) == 1:
-        options.append(("bs", str(w.bssplit[0][0])))
-    else:
-        options.append(("bssplit", w.bssplit_text()))
-    if w.pattern is Pattern.RANDOM and w.distribution != "random":
-        options.append(("random_distribution", w.distribution))
-    options += [("iodepth", str(p.load.iodepth)), ("numjobs", str(p.load.jobs)),
-                *_region_options(p), ("time_based", "1"), ("runtime", fio_time(p.measure_s))]
-    if p.ramp_s > 0:
-        options.append(("ramp_time", fio_time(p.ramp_s)))
-    limit = p.rate_limit()
-    if limit is not None:
-        options.append(limit)
-    return JobSection(p.name, tuple(options))
-
-
-def _region_options(p: Point) -> list[tuple[str, str]]:
-    """Random jobs share the region; sequential jobs each get a slice of it."""
-    if p.workload.pattern is Pattern.SEQUENTIAL and p.load.jobs > 1:
-        chunk = p.size_bytes // p.load.jobs
-        chunk -= chunk % p.workload.largest_block
-        return [("offset", str(p.offset_bytes)), ("size", str(chunk)),
-                ("offset_increment", str(chunk))]
-    return [("offset", str(p.offset_bytes)), ("size", str(p.size_bytes))]
-
-
-def point_job(p: Point, target: str, ioengine: str) -> FioJob:
-    """The point's fio job on ``target``: one section, no cells."""
-    return FioJob(target, (), ioengine, json_plus=True, sections=(point_section(p),))
+# ------------------------------------------------------------------------ on the target
 
 
 def check_fits(opts: CurvesOptions, region_bytes: int, sector_bytes: int, cpus: int) -> None:
@@ -430,8 +184,6 @@ def check_fits(opts: CurvesOptions, region_bytes: int, sector_bytes: int, cpus: 
             raise UserError(f"workload {w.name}: {slices} job(s) of {w.largest_block}-byte "
                             f"blocks do not fit the {region_bytes}-byte region")
 
-
-# ------------------------------------------------------------------------ on the target
 
 
 @dataclass(frozen=True)
@@ -453,8 +205,8 @@ class Layout:
         return Point(w, kind, fraction, target_iops, self.load(o, w), self.offset_bytes,
                      self.size_bytes, o.measure_s, o.ramp_s)
 
-    def region(self) -> dict[str, int]:
-        return {"offset_bytes": self.offset_bytes, "size_bytes": self.size_bytes}
+    def region(self) -> ByteRange:
+        return ByteRange(self.offset_bytes, self.size_bytes)
 
 
 def layout_on(o: CurvesOptions, path: str, capacity_bytes: int, sector_bytes: int,
@@ -516,18 +268,10 @@ CELL_FIGURES = ("iops", "read_iops", "write_iops", "bw_bytes_per_s", "lat_mean_u
 
 
 @dataclass(frozen=True)
-class WorkloadRecord(Record):
+class WorkloadRecord(WorkloadDef):
     """One workload's curve: the workload, its points so far, its maximum rate and how its
     outstanding I/O was spread."""
 
-    name: str = ""
-    title: str = ""
-    pattern: str = ""
-    bssplit: str = ""
-    read_pct: int = 0
-    distribution: str = ""
-    threads: int = 0
-    source: str = ""
     describe: str = ""
     points: list[PointRecord] = field(default_factory=list)
     max_iops: float | None = None  # None: the max-rate run has not ended
@@ -574,10 +318,70 @@ class CurvesResult(Record):
 
     workloads: list[WorkloadRecord] = field(default_factory=list)
     fill: FillRecord | None = None
-    preset: dict[str, str | int] = field(default_factory=dict)  # presets.identity
+    preset: PresetIdentity = field(default_factory=PresetIdentity)
     points_run: int = 0
     short_points: int = 0
     error: str | None = None
+
+
+
+# ------------------------------------------------------------------------ what a run stores
+
+
+@dataclass(frozen=True)
+class CurvesPlan(StoredPlan):
+    """The stored plan: the arguments and options, the preset, its workloads, the region,
+    the --dir (facts; None: --target), and how rates and latency are measured."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+    preset: PresetIdentity = field(default_factory=PresetIdentity)
+    workloads: tuple[WorkloadDef, ...] = ()
+    region: ByteRange = field(default_factory=ByteRange)
+    dir: JsonObject | None = None
+    ioengine: str = ""
+    direct: bool = True
+    rate: str = ("fio rate_iops per job: the point's target / jobs, split by read share; "
+                 "for a block-size split fio rate= in bytes (IOPS x the mean block size)")
+    latency: str = "fio completion latency (clat); mixed percentiles from merged json+"
+
+
+@dataclass(frozen=True)
+class CurvesParams(TestParams):
+    """The test's parameters: the preset, the profile's settings, the region, the
+    workloads."""
+
+    identity: PresetIdentity = flat(default_factory=PresetIdentity)
+    profile: str = ""
+    quick: bool = False
+    fractions_pct: tuple[int, ...] = ()
+    with_120: bool = False
+    measure_s: float = 0.0
+    ramp_s: float = 0.0
+    min_delivered_pct: float = DEFAULT_MIN_DELIVERED_PCT
+    fill_region_pct: float | None = None
+    region: ByteRange = field(default_factory=ByteRange)
+    purge: str = ""
+    workloads: tuple[WorkloadDef, ...] = ()
+
+
+@dataclass(frozen=True)
+class CurvesCell(FioCell):
+    """A point's round cell: fio's figures, what the point asked for and delivered, how
+    its load was spread, and the host's CPU use over it."""
+
+    workload: str = ""
+    kind: str = ""  # "max" | "fraction" | "unthrottled"
+    fraction_pct: int | None = None
+    target_iops: float | None = None
+    delivered_pct: float | None = None
+    short: bool = False
+    fio_rate: str | None = None
+    outstanding: int = 0
+    bssplit: str = ""
+    distribution: str = ""
+    host_cpu_pct: float | None = None
+    host_steal_pct: float | None = None
 
 
 # ------------------------------------------------------------------------ the suite
@@ -629,6 +433,8 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=CurvesArgs,
     results={TEST: CurvesResult},
+    params={TEST: CurvesParams}, plan_type=CurvesPlan, cells=CurvesCell,
+    verdicts={"*": Verdict},
 )
 
 
@@ -644,7 +450,7 @@ def describe(o: CurvesOptions, layout: Layout, target: str, block: bool, job_tex
     points = o.points_per_workload * len(o.workloads)
     fractions = ", ".join(f"{f} %" for f in o.fractions_pct)
     out = [
-        f"{TEST}: preset {o.preset['preset']} v{o.preset['preset_version']}, profile "
+        f"{TEST}: preset {o.preset.preset} v{o.preset.preset_version}, profile "
         f"{o.profile}{' (QUICK)' if o.quick else ''}, {o.ramp_s:g} s ramp + "
         f"{o.measure_s:g} s measured per point",
         f"per workload: a max-rate run (unthrottled), then {fractions} of it"
@@ -674,23 +480,20 @@ def describe(o: CurvesOptions, layout: Layout, target: str, block: bool, job_tex
     return out
 
 
-def plan_dict(o: CurvesOptions, args: CurvesArgs, layout: Layout,
-              directory: dict[str, object] | None) -> dict[str, Any]:
-    """The stored plan (``directory``: the --dir the test file was made in)."""
-    options = {k: v for k, v in dataclasses.asdict(o).items() if k != "workloads"}
-    return {"suite": TEST, "args": dataclasses.asdict(args), "options": options,
-            "preset": o.preset, "workloads": [w.to_dict() for w in o.workloads],
-            "region": layout.region(), "dir": directory, "ioengine": o.ioengine,
-            "direct": True,
-            "rate": "fio rate_iops per job: the point's target / jobs, split by read share; "
-                    "for a block-size split fio rate= in bytes (IOPS x the mean block size)",
-            "latency": "fio completion latency (clat); mixed percentiles from merged json+"}
+def plan_record(o: CurvesOptions, args: CurvesArgs, layout: Layout,
+                directory: Mapping[str, object] | None) -> CurvesPlan:
+    """The stored plan (``directory``: the --dir the test file was made in, facts)."""
+    # the options as given to the dataclass's asdict, the preset as its document
+    options = {k: o.preset.to_json() if k == "preset" else v
+               for k, v in dataclasses.asdict(o).items() if k != "workloads"}
+    return CurvesPlan(TEST, dataclasses.asdict(args), options, o.preset,
+                      tuple(w.record() for w in o.workloads), layout.region(),
+                      None if directory is None else cast(JsonObject, dict(directory)),
+                      o.ioengine)
 
 
-def test_params(o: CurvesOptions, layout: Layout) -> dict[str, Any]:
-    return {"title": "Curves (vdbench style)", **o.preset, "profile": o.profile,
-            "quick": o.quick, "fractions_pct": list(o.fractions_pct), "with_120": o.with_120,
-            "measure_s": o.measure_s, "ramp_s": o.ramp_s,
-            "min_delivered_pct": o.min_delivered_pct,
-            "fill_region_pct": o.fill_region_pct, "region": layout.region(),
-            "purge": o.purge, "workloads": [w.to_dict() for w in o.workloads]}
+def test_params(o: CurvesOptions, layout: Layout) -> CurvesParams:
+    return CurvesParams("Curves (vdbench style)", o.preset, o.profile,
+                        o.quick, o.fractions_pct, o.with_120, o.measure_s, o.ramp_s,
+                        o.min_delivered_pct, o.fill_region_pct, layout.region(), o.purge,
+                        tuple(w.record() for w in o.workloads))

@@ -7,11 +7,9 @@ test. Pure: nothing here touches a device.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from ssdlab.analysis.peak import (
     DEFAULT_MIN_GAIN_PCT,
@@ -22,9 +20,18 @@ from ssdlab.analysis.peak import (
     SearchRules,
 )
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import (
+    ByteRange,
+    FioCell,
+    HostBoundVerdict,
+    HostCpuWindow,
+    StoredPlan,
+    TestParams,
+    Verdict,
+)
 from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.units import check_fio_seconds, format_bytes
@@ -314,6 +321,66 @@ class PeakResult(Record):
         return "NO PEAK: " + text.removeprefix("no peak: ") if text else ""
 
 
+# -- what a run stores -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeakPlan(StoredPlan):
+    """The stored plan: the arguments as given, the options, the workloads (the tests),
+    the active range and which latency the ceiling judges."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+    tests: tuple[str, ...] = ()
+    active_range: ByteRange = field(default_factory=ByteRange)
+    latency: str = ("fio completion latency (clat), from each probe's json+ histogram; its "
+                    "total latency (lat) where submission blocks (docs/consistency.md)")
+
+
+@dataclass(frozen=True)
+class Ceiling(Record):
+    """A latency ceiling as stored (analysis/peak.py ``LatencyLimit``)."""
+
+    metric: str = ""
+    limit_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class PeakParams(TestParams):
+    """A workload's parameters: the workload, the engines tried, the ceiling, the probes'
+    times."""
+
+    workload: str = ""
+    kind: str = ""
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    engines: tuple[str, ...] = ()
+    ceiling: tuple[Ceiling, ...] = ()
+    probe_seconds: float = 0.0
+    ramp_seconds: float = 0.0
+    min_gain_pct: float = DEFAULT_MIN_GAIN_PCT
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class PeakCell(FioCell):
+    """A probe's round cell: fio's figures (none where fio measured nothing), the host's
+    CPU use, the probe's configuration, whether it measured, and why not."""
+
+    OMIT_NONE = frozenset({"trial"})
+
+    host: HostCpuWindow = flat(default_factory=HostCpuWindow)
+    engine: str = ""  # the engine's label: io_uring+fixedbufs+registerfiles
+    ioengine: str = ""
+    fast_paths: list[str] = field(default_factory=list)
+    split: bool = False
+    trial: int | None = None  # 1: measured again by the confirmation (None: stored before)
+    cpus_allowed: str = ""
+    ok: bool = False
+    probe_error: str | None = None
+
+
 _G = "peak search"
 OPTIONS = (
     *common.device_target(),
@@ -363,6 +430,8 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=PeakArgs,
     results={w.name: PeakResult for w in WORKLOADS},
+    params={"*": PeakParams}, plan_type=PeakPlan, cells=PeakCell,
+    verdicts={"primary": Verdict, "host_bound": HostBoundVerdict},
     resumable=True,
     many_targets=False,
 )
@@ -388,17 +457,14 @@ def describe(o: PeakOptions, rng: ActiveRange, job_text: JobText) -> list[str]:
     return lines
 
 
-def plan_dict(o: PeakOptions, args: PeakArgs, rng: ActiveRange) -> dict[str, Any]:
-    return stored_plan(SUITE, args, o, tests=list(o.workloads),
-                       active_range=dataclasses.asdict(rng),
-                       latency="fio completion latency (clat), from each probe's json+ "
-                       "histogram; its total latency (lat) where submission blocks "
-                       "(docs/consistency.md)")
+def plan_record(o: PeakOptions, args: PeakArgs, rng: ActiveRange) -> PeakPlan:
+    head = stored_plan(SUITE, args, o)
+    return PeakPlan(SUITE, head["args"], head["options"], o.workloads,
+                    ByteRange(rng.offset_bytes, rng.size_bytes))
 
 
-def test_params(o: PeakOptions, w: Workload) -> dict[str, Any]:
-    return {"title": f"Peak: {w.title}", "workload": w.name, "kind": w.kind,
-            "block_bytes": w.block_bytes, "read_pct": w.read_pct, "pattern": str(w.pattern),
-            "engines": list(o.engines), "ceiling": [dataclasses.asdict(x) for x in o.limits],
-            "probe_seconds": o.probe_seconds, "ramp_seconds": o.ramp_seconds,
-            "min_gain_pct": o.min_gain_pct, "quick": o.quick}
+def test_params(o: PeakOptions, w: Workload) -> PeakParams:
+    return PeakParams(f"Peak: {w.title}", w.name, w.kind, w.block_bytes, w.read_pct,
+                      str(w.pattern), o.engines,
+                      tuple(Ceiling(x.metric, x.limit_us) for x in o.limits),
+                      o.probe_seconds, o.ramp_seconds, o.min_gain_pct, o.quick)

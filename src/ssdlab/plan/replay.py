@@ -18,15 +18,15 @@ import dataclasses
 import os
 import struct
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.results import FioCell
+from ssdlab.plan.results import FioCell, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import FioJob, JobSection
 from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
 from ssdlab.units import check_fio_seconds, fio_time, format_bytes
@@ -97,9 +97,6 @@ class TraceSummary:
                            self.extent_bytes, self.unaligned, self.read_pct,
                            {str(k): v for k, v in sorted(self.block_sizes.items())},
                            self.duration_ms)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.record().to_json()
 
 
 @dataclass(frozen=True)
@@ -389,6 +386,31 @@ class ReplayResult(Record):
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class ReplayPlan(StoredPlan):
+    """The stored plan: the arguments as given, the trace, the --dir (facts; None:
+    --target)."""
+
+    args: JsonObject = field(default_factory=dict)
+    trace: TraceRecord = field(default_factory=TraceRecord)
+    ioengine: str = ""
+    direct: bool = True
+    dir: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class ReplayParams(TestParams):
+    """The test's parameters: the trace and how it is replayed."""
+
+    trace: TraceRecord = field(default_factory=TraceRecord)
+    no_stall: bool = False
+    time_scale_pct: int = 100
+    iodepth: int = DEFAULT_QD
+    log_interval_ms: int = DEFAULT_LOG_INTERVAL_MS
+    max_seconds: float | None = None
+    ioengine: str = ""
+
+
 # ------------------------------------------------------------------------ the suite
 
 _G = "replay"
@@ -425,6 +447,8 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=ReplayArgs,
     results={TEST: ReplayResult},
+    params={TEST: ReplayParams}, plan_type=ReplayPlan, cells=ReplayCell,
+    verdicts={"primary": Verdict},
 )
 
 
@@ -450,15 +474,13 @@ def describe(o: ReplayOptions, capacity_bytes: int, target: str, job_text: JobTe
             "-- job file:", job_text(replay_job(o, target, LOG_PLACEHOLDER)).rstrip()]
 
 
-def plan_dict(o: ReplayOptions, args: ReplayArgs, directory: dict[str, object] | None
-              ) -> dict[str, Any]:
-    """The stored plan (``directory``: the --dir the test file was made in)."""
-    return {"suite": TEST, "args": dataclasses.asdict(args), "trace": o.trace.to_dict(),
-            "ioengine": o.ioengine, "direct": True, "dir": directory}
+def plan_record(o: ReplayOptions, args: ReplayArgs, directory: Mapping[str, object] | None
+                ) -> ReplayPlan:
+    """The stored plan (``directory``: the --dir the test file was made in, facts)."""
+    return ReplayPlan(TEST, dataclasses.asdict(args), o.trace.record(), o.ioengine, True,
+                      None if directory is None else cast(JsonObject, dict(directory)))
 
 
-def test_params(o: ReplayOptions) -> dict[str, Any]:
-    return {"title": "Trace replay", "trace": o.trace.to_dict(), "no_stall": o.no_stall,
-            "time_scale_pct": o.time_scale_pct, "iodepth": o.iodepth,
-            "log_interval_ms": o.log_interval_ms, "max_seconds": o.max_seconds,
-            "ioengine": o.ioengine}
+def test_params(o: ReplayOptions) -> ReplayParams:
+    return ReplayParams("Trace replay", o.trace.record(), o.no_stall, o.time_scale_pct,
+                        o.iodepth, o.log_interval_ms, o.max_seconds, o.ioengine)

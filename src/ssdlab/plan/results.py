@@ -246,6 +246,21 @@ class FioCell(Record):
 
 
 @dataclass(frozen=True)
+class HostCpuWindow(Record):
+    """The host's CPU use over a fio run (run/cpu_window.py ``CpuWindow.finish``), as a
+    cell stores it after fio's figures: all of it, per kind, the hypervisor's steal, the
+    busiest CPU fio may run on, and over which period (None: not readable)."""
+
+    host_cpu_pct: float | None = None
+    host_usr_pct: float | None = None
+    host_sys_pct: float | None = None
+    host_steal_pct: float | None = None
+    host_cpu_busiest_pct: float | None = None
+    host_cpu_window_s: float = 0.0
+    host_cpu_window: str = ""
+
+
+@dataclass(frozen=True)
 class SkippedCell(Record):
     """A cell that was not run, and why."""
 
@@ -263,6 +278,15 @@ class StoredPlan(Record):
     (``args`` and ``options`` as JSON objects: ``spec.args_type(**plan.args)``)."""
 
     suite: str
+
+
+@dataclass(frozen=True)
+class ByteRange(Record):
+    """A part of the target as a plan or parameters store it: its first byte and size
+    (an active range, the region a run measured)."""
+
+    offset_bytes: int = 0
+    size_bytes: int = 0
 
 
 # -- steps and events the shared run code records ---------------------------------------
@@ -326,6 +350,48 @@ class HostsEvent(Record):
     """A run on several hosts: each host's identity, versions and clock (facts)."""
 
     hosts: list[JsonObject] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HostRecord(Record):
+    """A host of a run on several hosts as the run records it (each of its ``hosts``
+    event's, and of the combined target's details): the host, its target, what it runs
+    and its clock against the coordinator's."""
+
+    host: str
+    path: str
+    hostname: str | None = None
+    ssdlab: str | None = None
+    fio: str | None = None
+    clock_offset_s: float = 0.0
+    target: JsonObject = field(default_factory=dict)
+    host_info: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class HostPart(Record):
+    """A host's part of a round (a ``host-round`` event): what the suite made of it, with
+    the tracking variables where the suite has them (else a summary of its jobs)."""
+
+    OMIT_NONE = frozenset({"tracking"})
+
+    tracking: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class HostRoundEvent(Record):
+    """Each host's part of one round of a run on several hosts."""
+
+    round: int
+    phase: str = ""
+    hosts: dict[str, HostPart] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostVerdictsEvent(Record):
+    """Each host's own steady-state verdict of a test (on the run's rule)."""
+
+    hosts: dict[str, SteadyVerdict] = field(default_factory=dict)
 
 
 #: the detail of each kind of step the shared run code records

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record, key
+from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import IOENGINES, KIB, MIB, PURGE_METHODS, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.values import parse_block_sizes
@@ -340,6 +340,82 @@ class SlcProbeResult(Record):
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class SlcProbePlan(StoredPlan):
+    """The stored plan: the arguments as given, the options, the test, the engine."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+    tests: tuple[str, ...] = (TEST,)
+    ioengine: str = ""
+    direct: bool = True
+    data_pattern: str = "fio default (random, scrambled per I/O)"
+
+
+@dataclass(frozen=True)
+class WriteSpec(Record):
+    """The one write's cell as the test's parameters list it."""
+
+    cell: str = ""
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    threads: int = 1
+    iodepth: int = 0
+    io_bytes: int | None = None
+    offset_bytes: int = 0
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class SlcProbeParams(TestParams):
+    """The test's parameters: no steady state (one write from purge), the write, how its
+    bandwidth is logged and sliced, and what counts as a cliff."""
+
+    rule: str = "none (one write from purge; no steady state)"
+    window: str = "-"
+    tracking_set: str = TRACKING
+    cells: tuple[WriteSpec, ...] = ()
+    purge: str = ""
+    settle_s: float = 0.0
+    repeat_after_s: float = 0.0
+    write_bytes: int = 0
+    block_bytes: int = 0
+    iodepth: int = 0
+    log: str = ""
+    log_interval_ms: int = 0
+    slice_bytes: int = 0
+    min_drop_pct: float = 0.0
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class SliceCell(Record):
+    """A round's one cell: a slice of the write, the bytes written at its end, its rate."""
+
+    cell: str = CELL
+    pass_no: int = key("pass", default=1)
+    bytes_written: float = 0.0
+    slice_bytes: float = 0.0
+    bw_bytes_per_s: float = 0.0
+    write_bw_bytes_per_s: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class WriteStep(Record):
+    """A pass's sequential write (a ``write`` step)."""
+
+    pass_no: int = key("pass", default=1)
+    io_bytes: int | None = None
+    block_bytes: int = 0
+    iodepth: int = 0
+    log: str = ""
+    ok: bool = False
+    error: str | None = None
+    seconds: float = 0.0
+
+
 SPEC = SuiteSpec(
     name=SUITE,
     quick_text=("half the capacity written, 2 s idle, for "
@@ -354,6 +430,8 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=SlcProbeArgs,
     results={TEST: SlcProbeResult},
+    params={TEST: SlcProbeParams}, plan_type=SlcProbePlan, cells=SliceCell,
+    verdicts={"primary": Verdict}, details={"write": WriteStep},
 )
 
 
@@ -385,31 +463,18 @@ def write_job(o: SlcProbeOptions, pass_no: int, prefix: str, job_text: JobText) 
                     o.log_options(prefix))
 
 
-def plan_dict(o: SlcProbeOptions, args: SlcProbeArgs) -> dict[str, Any]:
-    return stored_plan(SUITE, args, o, tests=[TEST], ioengine=o.ioengine, direct=True,
-                       data_pattern="fio default (random, scrambled per I/O)")
+def plan_record(o: SlcProbeOptions, args: SlcProbeArgs) -> SlcProbePlan:
+    head = stored_plan(SUITE, args, o)
+    return SlcProbePlan(SUITE, head["args"], head["options"], (TEST,), o.ioengine)
 
 
-def test_params(o: SlcProbeOptions) -> dict[str, Any]:
+def test_params(o: SlcProbeOptions) -> SlcProbeParams:
     cell = o.cell(1)
-    return {
-        "title": "SLC cache probe",
-        "rule": "none (one write from purge; no steady state)",
-        "window": "-",
-        "tracking_set": TRACKING,
-        "cells": [{"cell": cell.name, "block_bytes": cell.block_bytes, "read_pct": 0,
-                   "pattern": str(cell.pattern), "threads": 1, "iodepth": cell.iodepth,
-                   "io_bytes": cell.io_bytes, "offset_bytes": 0,
-                   "size_bytes": cell.size_bytes}],
-        "purge": o.purge,
-        "settle_s": o.settle_s,
-        "repeat_after_s": o.repeat_after_s,
-        "write_bytes": o.write_bytes,
-        "block_bytes": o.block_bytes,
-        "iodepth": o.iodepth,
-        "log": o.log,
-        "log_interval_ms": o.log_interval_ms,
-        "slice_bytes": o.slice_bytes,
-        "min_drop_pct": o.min_drop_pct,
-        "quick": o.quick,
-    }
+    spec = WriteSpec(cell.name, cell.block_bytes, 0, str(cell.pattern), 1, cell.iodepth,
+                     cell.io_bytes, 0, cell.size_bytes)
+    return SlcProbeParams(
+        "SLC cache probe", cells=(spec,), purge=o.purge, settle_s=o.settle_s,
+        repeat_after_s=o.repeat_after_s, write_bytes=o.write_bytes,
+        block_bytes=o.block_bytes, iodepth=o.iodepth, log=o.log,
+        log_interval_ms=o.log_interval_ms, slice_bytes=o.slice_bytes,
+        min_drop_pct=o.min_drop_pct, quick=o.quick)

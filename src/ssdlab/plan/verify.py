@@ -13,12 +13,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import ByteRange, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import ActiveRange, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import SuiteSpec, TargetKind, Unprofiled, opt
 from ssdlab.units import format_bytes, parse_size
@@ -43,7 +43,10 @@ class VerifyArgs:
 
 
 @dataclass(frozen=True)
-class VerifyOptions(Unprofiled):
+class VerifyOptions(Unprofiled, Record):
+    """The validated options (stored as the plan's options and in the test's
+    parameters)."""
+
     block_bytes: int
     pattern: str
     checksum: str
@@ -185,6 +188,37 @@ class VerifyResult(Record):
     message: str | None = None
 
 
+@dataclass(frozen=True)
+class VerifyPlan(StoredPlan):
+    """The stored plan: the arguments as given, the options, the test, the active range."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: VerifyOptions | None = None
+    tests: tuple[str, ...] = (TEST,)
+    active_range: ByteRange = field(default_factory=ByteRange)
+
+
+@dataclass(frozen=True)
+class VerifyParams(TestParams):
+    """The test's parameters: the options, and the range written and checked."""
+
+    options: VerifyOptions | None = flat(default=None)
+    range: ByteRange = field(default_factory=ByteRange)
+
+
+@dataclass(frozen=True)
+class VerifyCell(Record):
+    """The round's one cell: what was written and read back, how many intervals failed."""
+
+    cell: str = TEST
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    written_bytes: int = 0
+    read_bytes: int = 0
+    failures: int = 0
+
+
 SPEC = SuiteSpec(
     name=SUITE,
     help="data integrity: write, read back and check every interval (fio verify)",
@@ -196,6 +230,8 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=VerifyArgs,
     results={TEST: VerifyResult},
+    params={TEST: VerifyParams}, plan_type=VerifyPlan, cells=VerifyCell,
+    verdicts={"primary": Verdict},
 )
 
 
@@ -218,12 +254,10 @@ def describe(opts: VerifyOptions, rng: ActiveRange, path: str, job_text: JobText
     )
 
 
-def plan_dict(opts: VerifyOptions, args: VerifyArgs, rng: ActiveRange) -> dict[str, Any]:
-    return {"suite": SUITE, "args": dataclasses.asdict(args),
-            "options": dataclasses.asdict(opts), "tests": [TEST],
-            "active_range": dataclasses.asdict(rng)}
+def plan_record(opts: VerifyOptions, args: VerifyArgs, rng: ActiveRange) -> VerifyPlan:
+    return VerifyPlan(SUITE, dataclasses.asdict(args), opts, (TEST,),
+                      ByteRange(rng.offset_bytes, rng.size_bytes))
 
 
-def test_params(opts: VerifyOptions, rng: ActiveRange) -> dict[str, Any]:
-    return {"title": "Data integrity", **dataclasses.asdict(opts),
-            "range": dataclasses.asdict(rng)}
+def test_params(opts: VerifyOptions, rng: ActiveRange) -> VerifyParams:
+    return VerifyParams("Data integrity", opts, ByteRange(rng.offset_bytes, rng.size_bytes))

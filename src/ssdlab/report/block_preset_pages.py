@@ -12,10 +12,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from ssdlab.errors import command
-from ssdlab.plan.block_presets import BestRecord, FiguresRecord, PresetResult, RowRecord
+from ssdlab.jsonrecord import JsonObject
+from ssdlab.plan.block_presets import (
+    BestRecord,
+    FiguresRecord,
+    PrefillStep,
+    PresetCell,
+    PresetParams,
+    PresetResult,
+    PresetStoredPlan,
+    RowRecord,
+)
 from ssdlab.report import charts as ch
 from ssdlab.report.consistency import MARK, cell_mark, marked_labels, memory_cells
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -36,33 +45,37 @@ def _rows(test: TestData) -> list[RowRecord]:
     return result_of(test, PresetResult).rows or []
 
 
-def _cells(test: TestData) -> list[dict[str, Any]]:
-    return [c for r in test.rounds if r.status == "ok" for c in r.cells]
+def _cells(test: TestData) -> list[PresetCell]:
+    return [c for r in test.rounds if r.status == "ok" for c in r.cells_as(PresetCell)]
 
 
-def _settings_text(settings: dict[str, Any]) -> str:
+def _params(test: TestData) -> PresetParams:
+    return test.params_as(PresetParams)
+
+
+def _settings_text(settings: JsonObject) -> str:
     return plain({k: v for k, v in settings.items() if not isinstance(v, list | dict)})
 
 
 def preset_header(test: TestData) -> str:
     """The preset's name and version and what it ran with, and the state of the test."""
-    p = test.params
-    settings = p.get("settings") if isinstance(p.get("settings"), dict) else {}
-    assert isinstance(settings, dict)
-    prefill = next((s.detail for s in test.steps if s.kind == "prefill"), None)
-    prefill_text = (f"{format_bytes(int(prefill.get('io_bytes') or 0))} written sequentially "
-                    f"in {format_bytes(int(prefill.get('block_bytes') or 0))} blocks before "
-                    f"measuring ({'ok' if prefill.get('ok') else 'FAILED'})"
+    p = _params(test)
+    step = next((s for s in test.steps if s.kind == "prefill"), None)
+    prefill = PrefillStep.from_json(step.detail, "prefill step") if step else None
+    prefill_text = (f"{format_bytes(prefill.io_bytes or 0)} written sequentially "
+                    f"in {format_bytes(prefill.block_bytes)} blocks before "
+                    f"measuring ({'ok' if prefill.ok else 'FAILED'})"
                     if prefill else "none")
+    preset = p.identity
     pairs = [
-        ("preset", f"{p.get('preset')} version {p.get('preset_version')} "
-                   f"({p.get('preset_title')})"),
-        ("profile", p.get("profile")),
-        ("test file", f"{p.get('test_file')} ({format_bytes(int(p.get('size_bytes') or 0))}, "
-                      f"target kind {p.get('target_kind')})"),
-        ("I/O", f"{'direct' if p.get('direct') else 'buffered'}, ioengine {p.get('ioengine')}"),
+        ("preset", f"{preset.preset} version {preset.preset_version} "
+                   f"({preset.preset_title})"),
+        ("profile", p.profile),
+        ("test file", f"{p.test_file} ({format_bytes(p.size_bytes)}, "
+                      f"target kind {p.target_kind})"),
+        ("I/O", f"{'direct' if p.direct else 'buffered'}, ioengine {p.ioengine}"),
         ("test file written first", prefill_text),
-        ("settings", _settings_text(settings)),
+        ("settings", _settings_text(p.settings)),
     ]
     body = ""
     if test.status == "failed":
@@ -91,9 +104,8 @@ def _mode_name(mode: str, mix_pct: object) -> str:
     return MODE_NAMES[mode] + (f" (R{mix_pct})" if mode == "mix" else "")
 
 
-def _settings(test: TestData) -> dict[str, Any]:
-    settings = test.params.get("settings")
-    return settings if isinstance(settings, dict) else {}
+def _settings(test: TestData) -> JsonObject:
+    return _params(test).settings
 
 
 def _cdm_cell(figures: FiguresRecord) -> str:
@@ -149,8 +161,12 @@ def cdm_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
                      f"(the total latency in a test marked {MARK}: submission blocks). "
                      "The test file is written with data before the first read, as "
                      "CrystalDiskMark does.")
-    return [Page(anchor, f"CrystalDiskMark-like (cdm v{test.params.get('preset_version')})",
+    return [Page(anchor, f"CrystalDiskMark-like (cdm v{_version(test)})",
                  body, head_left(run), run.quick)]
+
+
+def _version(test: TestData) -> int:
+    return _params(test).identity.preset_version
 
 
 # --------------------------------------------------------------------------- ATTO
@@ -244,26 +260,22 @@ def atto_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
                         num(get(g, "write", _iops), 0), num(get(g, "read", _iops), 0),
                         num(get(g, "write", _lat), 1),
                         num(get(g, "read", _lat), 1)] for g in labels])
-        dropped = [c for c in _cells(test) if "caches_dropped" in c]
+        dropped = [c for c in _cells(test) if c.caches_dropped is not None]
         if dropped:
-            ok = all(c.get("caches_dropped") for c in dropped)
+            ok = all(c.caches_dropped for c in dropped)
             body += note(f"Buffered I/O: caches were synced and dropped before each of the "
                          f"{len(dropped)} reads ({'done' if ok else 'NOT always possible'}).")
         body += note("Sequential writes, then reads, at each transfer size; MB/s = 10^6 "
                      "bytes per second.")
-    return [Page(anchor, f"ATTO-like (atto v{test.params.get('preset_version')})", body,
+    return [Page(anchor, f"ATTO-like (atto v{_version(test)})", body,
                  head_left(run), run.quick)]
 
 
 # --------------------------------------------------------------------------- IOmeter
 
 
-def _timeline(cell: dict[str, Any]) -> list[tuple[float, float]]:
-    points = cell.get("timeline")
-    if not isinstance(points, list):
-        return []
-    return [(float(p[0]), float(p[1])) for p in points
-            if isinstance(p, list) and len(p) == 2]
+def _timeline(cell: PresetCell) -> list[tuple[float, float]]:
+    return [(float(t), float(rate)) for t, rate in cell.timeline or []]
 
 
 def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
@@ -276,28 +288,27 @@ def iometer_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
             points = _timeline(c)
             rates = [r for _, r in points]
             span = f"{min(rates):,.0f} - {max(rates):,.0f}" if rates else "-"
-            bw = c.get("bw_bytes_per_s")
-            rows.append([esc(f"{c.get('group')}{cell_mark(c, memory)}"), num(c.get("iops"), 0),
-                         num(bw / 1e6 if isinstance(bw, int | float) else None, 2),
-                         num(c.get("lat_mean_us"), 1), num(c.get("lat_p99_us"), 1),
-                         num(c.get("lat_max_us"), 1), esc(span), esc(len(points))])
+            rows.append([esc(f"{c.group}{cell_mark(c.to_json(), memory)}"), num(c.iops, 0),
+                         num(c.bw_bytes_per_s / 1e6, 2),
+                         num(c.lat_mean_us, 1), num(c.lat_p99_us, 1),
+                         num(c.lat_max_us, 1), esc(span), esc(len(points))])
         body += table(("access spec", "IOPS", "MB/s", "mean lat us", "p99 lat us",
                        "max lat us", "IOPS per interval (min - max)", "points"), rows)
         series = []
         for i, c in enumerate(cells):
             points = _timeline(c)
             if points:
-                series.append(ch.Series(str(c.get("group")), tuple(p[0] for p in points),
+                series.append(ch.Series(c.group, tuple(p[0] for p in points),
                                         tuple(p[1] for p in points), colour_index=i))
         if series:
-            interval = test.params.get("settings", {}).get("log_interval_ms")
+            interval = _settings(test).get("log_interval_ms")
             body += charts(ch.line_chart(
                 f"{anchor}-timeline", f"IOPS every {interval} ms per access spec", series,
                 x_label="seconds", y_label="IOPS", y_unit="IOPS", x_from_zero=True,
                 frame=ch.Frame(width=700, height=340, right=190)))
         body += note("One worker, fio's averaged IOPS log (log_avg_msec) per interval; MB/s "
                      "= 10^6 bytes per second.")
-    return [Page(anchor, f"IOmeter-like (iometer v{test.params.get('preset_version')})", body,
+    return [Page(anchor, f"IOmeter-like (iometer v{_version(test)})", body,
                  head_left(run), run.quick)]
 
 
@@ -313,11 +324,9 @@ def _preset_tests(runs: Sequence[RunData], labels: Sequence[str],
 def _versions_note(found: list[tuple[int, str, TestData]]) -> str:
     """Say so when the runs ran different preset versions or settings."""
     def key(t: TestData) -> str:
-        settings = t.params.get("settings") if isinstance(t.params.get("settings"),
-                                                          dict) else {}
-        assert isinstance(settings, dict)
-        return (f"v{t.params.get('preset_version')}, {t.params.get('profile')}, "
-                f"{_settings_text(settings)}, {'direct' if t.params.get('direct') else 'buffered'}")
+        p = _params(t)
+        return (f"v{p.identity.preset_version}, {p.profile}, "
+                f"{_settings_text(p.settings)}, {'direct' if p.direct else 'buffered'}")
 
     keys = {key(t) for _, _, t in found}
     if len(keys) == 1:
@@ -384,8 +393,8 @@ def block_presets_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str
 
 def _show_head(test: TestData) -> tuple[list[str], list[RowRecord]]:
     """The preset's and its verdict's lines, and its table's rows."""
-    p, result = test.params, result_of(test, PresetResult)
-    return [f"  preset {p.get('preset')} v{p.get('preset_version', '?')}",
+    preset, result = _params(test).identity, result_of(test, PresetResult)
+    return [f"  preset {preset.preset} v{preset.preset_version}",
             f"  verdict: {result.message or result.error or test.status}"], result.rows or []
 
 
@@ -434,8 +443,8 @@ def outcome(run: RunData, store_path: object) -> Outcome:
     """The run's line (with the preset and its version), the result's message."""
     test = run.tests[0] if run.tests else None
     result = result_of(test, PresetResult) if test is not None else PresetResult()
-    p = run.plan
-    preset = f"; {p.get('preset_title')} preset {p.get('preset')} v{p.get('preset_version')}"
+    p = run.plan_as(PresetStoredPlan).identity
+    preset = f"; {p.preset_title} preset {p.preset} v{p.preset_version}"
     lines = [run_line(run, store_path, quick_note(run, "") + preset),
              *([f"  {result.message}"] if result.message else []), see_line(run)]
     failed = test is None or test.status == "failed"

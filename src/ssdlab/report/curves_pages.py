@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ssdlab.errors import command
-from ssdlab.plan.curves import TEST, CurvesResult, PointRecord, WorkloadRecord
+from ssdlab.plan.curves import TEST, CurvesParams, CurvesResult, PointRecord, WorkloadRecord
+from ssdlab.plan.results import Verdict
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.parts import WIDE, head_left
@@ -120,19 +121,18 @@ def _workload_row(w: WorkloadRecord) -> list[str]:
 
 
 def _summary_page(run: RunData, test: TestData, result: CurvesResult, anchor: str) -> Page:
-    p = test.params
-    region = p.get("region") or {}
-    fill = p.get("fill_region_pct")
+    p = test.params_as(CurvesParams)
+    preset, fill = p.identity, p.fill_region_pct
     body = _status(test, result) + kv_table([
-        ("preset", f"{p.get('preset_title')} ({p.get('preset')} version "
-                   f"{p.get('preset_version')})"),
-        ("profile", f"{p.get('profile')}{' (QUICK)' if p.get('quick') else ''}"),
-        ("per point", f"{p.get('ramp_s')} s ramp + {p.get('measure_s')} s measured"),
-        ("fractions of the maximum rate", ", ".join(f"{f} %" for f in p.get(
-            "fractions_pct", [])) + (", 120 % unthrottled" if p.get("with_120") else "")),
-        ("region", f"{fmt_value(region.get('size_bytes', 0), 0)} bytes"
+        ("preset", f"{preset.preset_title} ({preset.preset} version "
+                   f"{preset.preset_version})"),
+        ("profile", f"{p.profile}{' (QUICK)' if p.quick else ''}"),
+        ("per point", f"{p.ramp_s} s ramp + {p.measure_s} s measured"),
+        ("fractions of the maximum rate", ", ".join(f"{f} %" for f in p.fractions_pct)
+         + (", 120 % unthrottled" if p.with_120 else "")),
+        ("region", f"{fmt_value(p.region.size_bytes, 0)} bytes"
                    + (f" ({fill} % of the target, after a whole-target fill)" if fill else "")),
-        ("flagged", f"points delivering < {p.get('min_delivered_pct')} % of their target "
+        ("flagged", f"points delivering < {p.min_delivered_pct} % of their target "
                     f"({result.short_points} flagged)"),
     ]) + "<h3>Workloads</h3>" + table(
         ("workload", "max IOPS", "mean at lowest (us)", "mean at 100 % (us)",
@@ -208,17 +208,17 @@ def workload_tables(result: CurvesResult) -> list[str]:
 
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
-    p, result = test.params, result_of(test, CurvesResult)
+    p, result = test.params_as(CurvesParams), result_of(test, CurvesResult)
     verdict = result.error if result.error is not None else test.status
-    return [f"  preset {p.get('preset')} v{p.get('preset_version', '?')}, purge "
-            f"{p.get('purge')}", f"  verdict: {verdict}", *workload_tables(result)]
+    return [f"  preset {p.identity.preset} v{p.identity.preset_version}, purge "
+            f"{p.purge}", f"  verdict: {verdict}", *workload_tables(result)]
 
 
 def outcome(run: RunData, store_path: object) -> Outcome:
     test = run.test(TEST)
     lines = [run_line(run, store_path, quick_note(run, ": not a valid result")),
-             *(f"  {name}: {verdict.get('message')}" for name, verdict in test.verdicts.items()
-               if isinstance(verdict, dict)),
+             *(f"  {name}: {Verdict.from_json(verdict, name).message}"
+               for name, verdict in test.verdicts.items() if isinstance(verdict, dict)),
              f"  see them: {command()} report {run.run_id} -o DIR"]
     error = result_of(test, CurvesResult).error
     failure = f"test curves failed: {error or ''}" if test.status == "failed" else None

@@ -7,8 +7,15 @@ verdict (the ``host-round`` and ``host-verdicts`` events). ``ssdlab show`` print
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from ssdlab.plan.results import (
+    HostPart,
+    HostRecord,
+    HostRoundEvent,
+    HostVerdictsEvent,
+    SteadyVerdict,
+    TestParams,
+)
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, charts, esc, note, table
 from ssdlab.report.scales import fmt_value
@@ -25,50 +32,49 @@ HOSTS_NOTE = (
     "is below.")
 
 
-def _hosts_record(run: RunData) -> list[dict[str, Any]]:
+def _hosts_record(run: RunData) -> list[HostRecord]:
     details = run.target.get("details")
     hosts = details.get("hosts") if isinstance(details, dict) else None
-    return [h for h in hosts if isinstance(h, dict)] if isinstance(hosts, list) else []
+    return [HostRecord.from_json(h, "the target's hosts") for h in hosts
+            if isinstance(h, dict)] if isinstance(hosts, list) else []
 
 
 def host_header(run: RunData) -> list[str]:
     """``show``'s lines naming the hosts (none for a run on one host)."""
     lines = []
     for h in _hosts_record(run):
-        target = h.get("target") if isinstance(h.get("target"), dict) else {}
-        assert isinstance(target, dict)
-        lines.append(f"host {h.get('host')} ({h.get('hostname')}): {h.get('path')} model "
+        target = h.target
+        lines.append(f"host {h.host} ({h.hostname}): {h.path} model "
                      f"{target.get('model') or '-'}, serial {target.get('serial') or '-'}, "
-                     f"{h.get('fio')}, ssdlab {h.get('ssdlab')}, clock "
-                     f"{float(h.get('clock_offset_s') or 0):+.2f} s")
+                     f"{h.fio}, ssdlab {h.ssdlab}, clock "
+                     f"{float(h.clock_offset_s):+.2f} s")
     return lines
 
 
-def test_hosts(run: RunData, test: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def test_hosts(run: RunData, test: str
+               ) -> tuple[list[HostRoundEvent], dict[str, SteadyVerdict]]:
     """A test's host-round events (by round) and each host's verdict."""
-    rounds = [dict(e.detail) for e in run.events
+    rounds = [HostRoundEvent.from_json(e.detail, "host-round event") for e in run.events
               if e.kind == "host-round" and e.test == test and e.detail]
-    rounds.sort(key=lambda d: int(d.get("round", 0)))
-    verdicts: dict[str, Any] = {}
+    rounds.sort(key=lambda r: r.round)
+    verdicts: dict[str, SteadyVerdict] = {}
     for e in run.events:
         if e.kind == "host-verdicts" and e.test == test and e.detail:
-            verdicts = dict(e.detail.get("hosts", {}))
+            verdicts = HostVerdictsEvent.from_json(e.detail, "host-verdicts event").hosts
     return rounds, verdicts
 
 
-def _variables(rounds: Sequence[dict[str, Any]]) -> list[str]:
+def _variables(rounds: Sequence[HostRoundEvent]) -> list[str]:
     for r in rounds:
-        for part in dict(r.get("hosts", {})).values():
-            tracking = part.get("tracking") if isinstance(part, dict) else None
-            if isinstance(tracking, dict) and tracking:
-                return list(tracking)
+        for part in r.hosts.values():
+            if part.tracking:
+                return list(part.tracking)
     return []
 
 
-def _value(part: object, name: str) -> float | None:
-    tracking = part.get("tracking") if isinstance(part, dict) else None
-    value = tracking.get(name) if isinstance(tracking, dict) else None
-    return float(value) if isinstance(value, int | float) else None
+def _value(part: HostPart | None, name: str) -> float | None:
+    value = part.tracking.get(name) if part is not None and part.tracking else None
+    return None if value is None else float(value)
 
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
@@ -77,25 +83,24 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     if not rounds:
         return []
     names = _variables(rounds)
-    last = dict(rounds[-1].get("hosts", {}))
     out = []
-    for host, part in last.items():
+    for host, part in rounds[-1].hosts.items():
         values = ", ".join(f"{n} {fmt_value(_value(part, n), 0)}" for n in names[:2])
-        verdict = verdicts.get(host, {})
-        message = verdict.get("message", "no verdict") if isinstance(verdict, dict) else ""
+        verdict = verdicts.get(host)
+        message = verdict.message if verdict is not None else "no verdict"
         out.append(f"  host {host}: last round {values}; {message}")
     return out
 
 
-def _series(run: RunData, test: TestData, rounds: Sequence[dict[str, Any]], name: str
+def _series(run: RunData, test: TestData, rounds: Sequence[HostRoundEvent], name: str
             ) -> list[ch.Series]:
     hosts: list[str] = []
     for r in rounds:
-        hosts += [h for h in dict(r.get("hosts", {})) if h not in hosts]
+        hosts += [h for h in r.hosts if h not in hosts]
     out = []
     for k, host in enumerate(hosts):
-        xs = tuple(float(r.get("round", 0)) for r in rounds)
-        ys = tuple(_value(dict(r.get("hosts", {})).get(host), name) for r in rounds)
+        xs = tuple(float(r.round) for r in rounds)
+        ys = tuple(_value(r.hosts.get(host), name) for r in rounds)
         out.append(ch.Series(host, xs, ys, colour_index=k))
     agg = [(float(r.round_no), r.tracking.get(name)) for r in test.rounds if r.status == "ok"]
     if agg:
@@ -105,13 +110,9 @@ def _series(run: RunData, test: TestData, rounds: Sequence[dict[str, Any]], name
     return out
 
 
-def _verdict_rows(verdicts: dict[str, Any]) -> list[list[str]]:
-    rows = []
-    for host, verdict in verdicts.items():
-        v = verdict if isinstance(verdict, dict) else {}
-        rows.append([esc(host), "steady" if v.get("attained") else "NOT steady",
-                     esc(str(v.get("message", "-")))])
-    return rows
+def _verdict_rows(verdicts: dict[str, SteadyVerdict]) -> list[list[str]]:
+    return [[esc(host), "steady" if v.attained else "NOT steady", esc(v.message)]
+            for host, v in verdicts.items()]
 
 
 def hosts_page(run: RunData, test: TestData, anchor: str, head: str) -> Page | None:
@@ -125,5 +126,5 @@ def hosts_page(run: RunData, test: TestData, anchor: str, head: str) -> Page | N
         y_log=False) for i, name in enumerate(_variables(rounds))), two=True)
     body += "<h3>Each host's steady state</h3>" + table(("host", "verdict", "detail"),
                                                          _verdict_rows(verdicts))
-    title = str(test.params.get("title", test.name))
+    title = test.params_as(TestParams).title if "title" in test.params else test.name
     return Page(anchor, f"Hosts: {title}", body, head, run.quick)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ssdlab.plan.peak import WORKLOADS, PeakResult, PointRecord
+from ssdlab.plan.peak import WORKLOADS, PeakParams, PeakResult, PointRecord
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.parts import head_left
@@ -77,7 +77,7 @@ def _steps_table(steps: Sequence[PointRecord]) -> str:
 
 def peak_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
     r = result_of(test, PeakResult)
-    title = str(test.params.get("title") or f"Peak: {test.name}")
+    title = test.params_as(PeakParams).title or f"Peak: {test.name}"
     if not r.found:
         body = banner("mismatch", r.verdict) if test.status == "complete" else \
             banner("failed", f"{test.status.upper()}: {r.error or r.message or 'no data'}")

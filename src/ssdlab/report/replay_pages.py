@@ -5,7 +5,7 @@ latency, and the IOPS timeline. Everything comes from the stored test result."""
 from __future__ import annotations
 
 from ssdlab.errors import command
-from ssdlab.plan.replay import TEST, ReplayCell, ReplayResult, TimelinePoint
+from ssdlab.plan.replay import TEST, ReplayCell, ReplayParams, ReplayResult, TimelinePoint
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, kv_table, note, table
 from ssdlab.report.parts import WIDE, head_left
@@ -37,18 +37,18 @@ def _timeline_chart(chart_id: str, series: list[TimelinePoint]) -> str:
 
 def replay_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     r = result_of(test, ReplayResult)
-    p = test.params
-    trace = p.get("trace") or {}
+    p = test.params_as(ReplayParams)
+    trace = p.trace
     kind = "reference" if test.status == "complete" else "failed"
     message = r.message or r.error or test.status
-    timing = ("no stalls (as fast as possible)" if p.get("no_stall") else
-              f"the trace's timing at {p.get('time_scale_pct')} % speed")
+    timing = ("no stalls (as fast as possible)" if p.no_stall else
+              f"the trace's timing at {p.time_scale_pct} % speed")
     body = banner(kind, message) + kv_table([
-        ("trace", f"{trace.get('path')} ({trace.get('format')})"),
-        ("trace content", f"{trace.get('ios', 0):,} I/Os: {trace.get('reads', 0):,} reads, "
-                          f"{trace.get('writes', 0):,} writes, {trace.get('trims', 0):,} trims"),
-        ("extent", f"{trace.get('extent_bytes', 0):,} bytes"),
-        ("replayed with", f"{timing}, queue depth {p.get('iodepth')}"),
+        ("trace", f"{trace.path} ({trace.format})"),
+        ("trace content", f"{trace.ios:,} I/Os: {trace.reads:,} reads, "
+                          f"{trace.writes:,} writes, {trace.trims:,} trims"),
+        ("extent", f"{trace.extent_bytes:,} bytes"),
+        ("replayed with", f"{timing}, queue depth {p.iodepth}"),
     ]) + table(("IOPS", "MB/s", "mean (us)", "p50 (us)", "p99 (us)", "p99.9 (us)", "max (us)"),
                [_figures(r.cell)])
     if r.timeline:
@@ -63,7 +63,7 @@ def replay_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
     r = result_of(test, ReplayResult)
-    lines = [f"  iodepth {test.params.get('iodepth')}",
+    lines = [f"  iodepth {test.params_as(ReplayParams).iodepth}",
              f"  verdict: {r.message or r.error or test.status}"]
     cell = r.cell
     if cell is not None:

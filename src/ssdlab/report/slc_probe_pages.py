@@ -6,7 +6,8 @@ the estimate. Everything comes from the stored rounds (one per slice of bytes) a
 from __future__ import annotations
 
 from ssdlab.errors import command
-from ssdlab.plan.slc_probe import TEST, PassRecord, SlcProbeResult
+from ssdlab.plan.results import PurgeStep
+from ssdlab.plan.slc_probe import TEST, PassRecord, SlcProbeParams, SlcProbeResult, SliceCell
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.parts import head_left
@@ -24,15 +25,15 @@ MAX_POINTS = 600  # per series on the chart; the store keeps every slice
 
 def _unit(test: TestData) -> tuple[str, float]:
     """GiB on the x axis, MiB when less than 1 GiB was written (a small emulated drive)."""
-    written = max((float(r.cells[0].get("bytes_written", 0)) for r in test.rounds
+    written = max((float(r.cells_as(SliceCell)[0].bytes_written) for r in test.rounds
                    if r.status == "ok" and r.cells), default=0.0)
     return ("GiB", GIB) if written >= GIB else ("MiB", MIB)
 
 
 def _curve(test: TestData, pass_no: int) -> list[tuple[float, float]]:
-    points = [(float(c["bytes_written"]), float(c["bw_bytes_per_s"]))
-              for r in test.rounds if r.status == "ok" for c in r.cells[:1]
-              if c.get("pass") == pass_no and isinstance(c.get("bw_bytes_per_s"), int | float)]
+    points = [(float(c.bytes_written), float(c.bw_bytes_per_s))
+              for r in test.rounds if r.status == "ok" for c in r.cells_as(SliceCell)[:1]
+              if c.pass_no == pass_no]
     if len(points) <= MAX_POINTS:
         return points
     step = -(-len(points) // MAX_POINTS)
@@ -78,23 +79,24 @@ def _cliff_rows(passes: list[PassRecord]) -> list[list[str]]:
 
 
 def _parameters(test: TestData, log: str) -> list[tuple[str, object]]:
-    p = test.params
-    purge = next((s.detail for s in test.steps if s.kind == "purge"), None)
-    purge_text = (f"{purge.get('method')} ({'ok' if purge.get('ok') else 'FAILED'})"
+    p = test.params_as(SlcProbeParams)
+    step = next((s for s in test.steps if s.kind == "purge"), None)
+    purge = PurgeStep.from_json(step.detail, "purge step") if step else None
+    purge_text = (f"{purge.method} ({'ok' if purge.ok else 'FAILED'})"
                   if purge else "none")
     return [
-        ("write", f"{format_bytes(p.get('write_bytes', 0))} sequential from offset 0, "
-                  f"{format_bytes(p.get('block_bytes', 0))} blocks, 1 thread x QD "
-                  f"{p.get('iodepth')}, no preconditioning"),
+        ("write", f"{format_bytes(p.write_bytes)} sequential from offset 0, "
+                  f"{format_bytes(p.block_bytes)} blocks, 1 thread x QD "
+                  f"{p.iodepth}, no preconditioning"),
         ("purge (whole target)", purge_text),
-        ("idle after the purge", f"{p.get('settle_s', 0):g} s"),
+        ("idle after the purge", f"{p.settle_s:g} s"),
         ("bandwidth logged by fio", log),
-        ("points", f"one per {format_bytes(p.get('slice_bytes', 0))} written "
+        ("points", f"one per {format_bytes(p.slice_bytes)} written "
                    f"({sum(1 for r in test.rounds if r.status == 'ok')} stored)"),
-        ("cliff", f"a drop of at least {p.get('min_drop_pct', 0):g} % of the rate "
+        ("cliff", f"a drop of at least {p.min_drop_pct:g} % of the rate "
                   "before it; the first one is the cache size estimate"),
-        ("repeat write", f"after {p.get('repeat_after_s', 0):g} s idle"
-         if p.get("repeat_after_s") else "none"),
+        ("repeat write", f"after {p.repeat_after_s:g} s idle"
+         if p.repeat_after_s else "none"),
     ]
 
 
@@ -141,11 +143,11 @@ def slc_probe_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
-    p, result = test.params, result_of(test, SlcProbeResult)
-    lines = [f"  write {format_bytes(p.get('write_bytes', 0))} sequentially from offset 0, "
-             f"{format_bytes(p.get('block_bytes', 0))} blocks, 1 thread x QD "
-             f"{p.get('iodepth')}; purge {p.get('purge')}, {p.get('settle_s', 0):g} s idle; "
-             f"points of {format_bytes(p.get('slice_bytes', 0))}",
+    p, result = test.params_as(SlcProbeParams), result_of(test, SlcProbeResult)
+    lines = [f"  write {format_bytes(p.write_bytes)} sequentially from offset 0, "
+             f"{format_bytes(p.block_bytes)} blocks, 1 thread x QD "
+             f"{p.iodepth}; purge {p.purge}, {p.settle_s:g} s idle; "
+             f"points of {format_bytes(p.slice_bytes)}",
              f"  verdict: {result.message or result.error or test.status}"]
     if result.recovery:
         lines.append(f"  repeat write: {result.recovery}")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ssdlab.errors import command
-from ssdlab.plan.verify import TEST, VerifyResult
+from ssdlab.jsonrecord import StoredDataError
+from ssdlab.plan.verify import TEST, VerifyOptions, VerifyParams, VerifyResult
 from ssdlab.report.html import Page, banner, esc, kv_table, note, table
 from ssdlab.report.parts import head_left
 from ssdlab.report.suite import Outcome, SuitePages, result_of
@@ -15,17 +16,24 @@ def _verdict(test: TestData, r: VerifyResult) -> str:
     return str(r.message or r.error or test.status)
 
 
+def _options(params: VerifyParams, test: TestData) -> VerifyOptions:
+    """The options the test ran with (its parameters have them)."""
+    if params.options is None:
+        raise StoredDataError(f"test {test.name} params: missing the options")
+    return params.options
+
+
 def verify_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     r = result_of(test, VerifyResult)
-    p = test.params
+    o = _options(test.params_as(VerifyParams), test)
     kind = {"passed": "reference", "corrupt": "failed"}.get(test.status, "failed")
     body = banner(kind, _verdict(test, r)) + kv_table([
         ("checked", format_bytes(r.checked_bytes)),
         ("written / read back", f"{format_bytes(r.written_bytes)} / "
                                 f"{format_bytes(r.read_bytes)}"),
-        ("blocks", f"{p.get('pattern')} {format_bytes(int(p.get('block_bytes', 0)))}"),
-        ("checksum", f"{p.get('checksum')} every {format_bytes(int(p.get('interval_bytes', 0)))}"),
-        ("mode", "verify only (no writes)" if p.get("verify_only") else "write, then verify"),
+        ("blocks", f"{o.pattern} {format_bytes(o.block_bytes)}"),
+        ("checksum", f"{o.checksum} every {format_bytes(o.interval_bytes)}"),
+        ("mode", "verify only (no writes)" if o.verify_only else "write, then verify"),
     ])
     if r.corrupt_ranges:
         body += "<h3>Corrupt ranges</h3>" + note(
@@ -42,13 +50,13 @@ def verify_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
 
 
 def show_lines(run: RunData, test: TestData) -> list[str]:
-    p, r = test.params, result_of(test, VerifyResult)
-    size = (p.get("range") or {}).get("size_bytes", 0)
-    mode = "read and check (no writes)" if p.get("verify_only") else "write, read back and check"
-    return [f"  {mode} {format_bytes(int(size))} (the first {p.get('active_range_pct', 100):g} "
-            f"% of the capacity) in {p.get('pattern')} "
-            f"{format_bytes(int(p.get('block_bytes', 0)))} blocks at QD {p.get('iodepth')}, "
-            f"{p.get('checksum')} every {format_bytes(int(p.get('interval_bytes', 0)))}",
+    p, r = test.params_as(VerifyParams), result_of(test, VerifyResult)
+    o = _options(p, test)
+    mode = "read and check (no writes)" if o.verify_only else "write, read back and check"
+    return [f"  {mode} {format_bytes(p.range.size_bytes)} (the first "
+            f"{o.active_range_pct:g} % of the capacity) in {o.pattern} "
+            f"{format_bytes(o.block_bytes)} blocks at QD {o.iodepth}, "
+            f"{o.checksum} every {format_bytes(o.interval_bytes)}",
             f"  verdict: {_verdict(test, r)}"]
 
 

@@ -16,7 +16,6 @@ ended) or the fio server exits; then it stops the server and removes the socket.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import select
@@ -26,13 +25,26 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from ssdlab import __version__
 from ssdlab.children import die_with_parent
 from ssdlab.errors import TargetError, UserError
+from ssdlab.jsonrecord import JsonObject, Record, StoredDataError
+from ssdlab.plan.results import HealthCount, PurgeStep
+from ssdlab.run.agent_wire import (
+    PROTOCOL,
+    CheckAnswer,
+    ControlAnswer,
+    ErrorAnswer,
+    Hello,
+    ProbeAnswer,
+    Ready,
+    Request,
+    TruthAnswer,
+)
 from ssdlab.run.prepare import PreparedTarget, prepare_target
 from ssdlab.run.session import boot_id, unreadable
 from ssdlab.targets import emulator
@@ -41,22 +53,26 @@ from ssdlab.targets.identity import fio_version, host_info, identify_block
 from ssdlab.targets.purge import purge_block
 from ssdlab.targets.safety import DestroyData, ExclusiveHold, RealDevices, check_block_target
 
-#: the request format; a coordinator refuses an agent that speaks another one
-PROTOCOL = 1
 #: where ``serve`` makes its private socket directories
 SOCKET_ROOT = Path("/run/ssdlab-agent")
 #: in a ``serve``'s directory: its pid and the targets it holds
 HELD_FILE = "held.json"
 
 
-def hello(fio: str) -> dict[str, Any]:
+def _facts(facts: Mapping[str, object]) -> JsonObject:
+    """Facts read on this host (its identity, a target's, a health log) as the JSON
+    object a message carries (written with ``default=str``)."""
+    return cast(JsonObject, dict(facts))
+
+
+def hello(fio: str) -> Hello:
     """Who this host is: versions, clock, identity (the coordinator compares them)."""
     try:
         fio_ver = fio_version(fio)
     except UserError as err:
         fio_ver = f"unusable: {err}"
-    return {"protocol": PROTOCOL, "ssdlab": __version__, "fio": fio_ver, "time": time.time(),
-            "hostname": socket.gethostname(), "boot_id": boot_id(), "host": host_info()}
+    return Hello(PROTOCOL, __version__, fio_ver, time.time(), socket.gethostname(),
+                 boot_id(), _facts(host_info()))
 
 
 def check(target: str, destroy_data: DestroyData, fio: str, *, read_only: bool) -> PreparedTarget:
@@ -68,11 +84,11 @@ def check(target: str, destroy_data: DestroyData, fio: str, *, read_only: bool) 
     return prepared
 
 
-def check_json(target: str, destroy_data: DestroyData, fio: str, *,
-               read_only: bool) -> dict[str, Any]:
+def check_answer(target: str, destroy_data: DestroyData, fio: str, *,
+                 read_only: bool) -> CheckAnswer:
     prepared = check(target, destroy_data, fio, read_only=read_only)
-    return {"info": prepared.info.to_dict(), "host": prepared.host,
-            "versions": prepared.versions, "hello": hello(fio)}
+    return CheckAnswer(_facts(prepared.info.to_dict()), _facts(prepared.host),
+                       dict(prepared.versions), hello(fio))
 
 
 class _HeldByServe(RealDevices):
@@ -83,7 +99,7 @@ class _HeldByServe(RealDevices):
 
 
 def purge(target: str, destroy_data: DestroyData, method: str, offset: int, size: int,
-          token: str | None = None) -> dict[str, Any]:
+          token: str | None = None) -> PurgeStep:
     """Purge ``target``'s range after this host's guardrails passed again (the exclusive
     open excepted when the ``serve`` of ``token`` holds the target: that hold is ours)."""
     path = os.path.abspath(target)
@@ -91,7 +107,8 @@ def purge(target: str, destroy_data: DestroyData, method: str, offset: int, size
     held = token is not None and path in _held(token)
     check_block_target(info, destroy_data=destroy_data, writes=True,
                        device=_HeldByServe() if held else None)
-    return purge_block(info, method, offset, size).to_dict()
+    done = purge_block(info, method, offset, size)
+    return PurgeStep(done.method, done.ok, done.seconds, done.command, done.detail)
 
 
 def _held(token: str) -> list[str]:
@@ -107,32 +124,33 @@ def _held(token: str) -> list[str]:
     return [str(t) for t in targets] if isinstance(targets, list) else []
 
 
-def truth(target: str) -> dict[str, Any]:
+def truth(target: str) -> TruthAnswer:
     """The emulator's ground truth and the drive's health log (what each can give)."""
     path = os.path.abspath(target)
     emu = emulator.emulator_of(path, _details(path))
-    out: dict[str, Any] = {"emulator": emulator.stats(emu) if emu is not None else None}
+    stats = _facts(emulator.stats(emu)) if emu is not None else None
     try:
         reading = read_health(path, _details(path))
-        out["health"] = dataclasses.asdict(reading) if reading is not None else None
     except (TargetError, ValueError) as err:
-        out["health_error"] = str(err)
-    return out
+        return TruthAnswer.partial(emulator=stats, health_error=str(err))
+    return TruthAnswer(stats, None if reading is None else HealthCount(
+        reading.source, reading.host_bytes_written, reading.resolution_bytes,
+        reading.media_bytes_written, reading.media_resolution_bytes))
 
 
-def control(target: str, command: str) -> dict[str, Any]:
+def control(target: str, command: str) -> ControlAnswer:
     """One control command to the emulated SSD behind ``target``."""
     path = os.path.abspath(target)
     emu = emulator.emulator_of(path, _details(path))
     if emu is None:
         raise TargetError(f"{target} is not an emulated SSD on {socket.gethostname()}")
     emulator.control(emu, command)
-    return {"done": command}
+    return ControlAnswer(command)
 
 
-def probe(target: str) -> dict[str, Any]:
+def probe(target: str) -> ProbeAnswer:
     """Whether the target still answers a read (None) or why not."""
-    return {"lost": unreadable(os.path.abspath(target))}
+    return ProbeAnswer(unreadable(os.path.abspath(target)))
 
 
 def _details(path: str) -> dict[str, object]:
@@ -175,8 +193,7 @@ def serve(token: str, targets: Sequence[str], destroy_data: DestroyData, fio: st
             error = (server.stderr.read() if server.stderr else b"").decode(errors="replace")
             error = error.strip()
             raise UserError(f"fio --server did not start: {error or 'no socket'}")
-        _say({"ready": True, "socket": str(sock), "fio_pid": server.pid,
-              "targets": [i.path for i in infos]})
+        _say(Ready(True, str(sock), server.pid, tuple(i.path for i in infos)))
         _wait_for_end(server, token, destroy_data)
     return 0
 
@@ -219,25 +236,22 @@ def _wait_for_end(server: subprocess.Popen[bytes], token: str, destroy_data: Des
         _say(answer(line, token, destroy_data))
 
 
-def answer(line: str, token: str, destroy_data: DestroyData) -> dict[str, Any]:
+def answer(line: str, token: str, destroy_data: DestroyData) -> Record:
     """One request of the coordinator to a serving agent, answered."""
     try:
-        request = json.loads(line)
-        if not isinstance(request, dict):
-            raise ValueError("not an object")
-    except ValueError as err:
-        return {"error": f"bad request ({err})", "exit": 2}
+        request = Request.from_json(json.loads(line), "request")
+    except (ValueError, StoredDataError) as err:
+        return ErrorAnswer(f"bad request ({err})", 2)
     try:
         return _dispatch(request, token, destroy_data)
     except UserError as err:
-        return {"error": err.message, "exit": int(err.exit_code)}
+        return ErrorAnswer(err.message, int(err.exit_code))
     except (KeyError, TypeError, ValueError) as err:
-        return {"error": f"bad request ({err!r})", "exit": 2}
+        return ErrorAnswer(f"bad request ({err!r})", 2)
 
 
-def _dispatch(request: dict[str, Any], token: str, destroy_data: DestroyData
-              ) -> dict[str, Any]:
-    verb, target = request.get("verb"), str(request.get("target"))
+def _dispatch(request: Request, token: str, destroy_data: DestroyData) -> Record:
+    verb, target = request.verb, request.target
     if target not in _held(token):
         raise TargetError(f"{target} is not a target this agent serves")
     if verb == "truth":
@@ -245,11 +259,19 @@ def _dispatch(request: dict[str, Any], token: str, destroy_data: DestroyData
     if verb == "probe":
         return probe(target)
     if verb == "control":
-        return control(target, str(request["command"]))
+        return control(target, _argument(request.command, "command"))
     if verb == "purge":
-        return purge(target, destroy_data, str(request["method"]), int(request["offset"]),
-                     int(request["size"]), token)
+        return purge(target, destroy_data, _argument(request.method, "method"),
+                     int(_argument(request.offset, "offset")),
+                     int(_argument(request.size, "size")), token)
     raise UserError(f"unknown request {verb!r}")
+
+
+def _argument(value: str | None, name: str) -> str:
+    """A verb's argument the request must have (KeyError: a bad request)."""
+    if value is None:
+        raise KeyError(name)
+    return value
 
 
 def _stop(server: subprocess.Popen[bytes]) -> None:
@@ -263,6 +285,6 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _say(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data) + "\n")
+def _say(message: Record) -> None:
+    sys.stdout.write(json.dumps(message.to_json()) + "\n")
     sys.stdout.flush()

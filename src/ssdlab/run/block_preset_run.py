@@ -21,7 +21,6 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ssdlab import __version__
 from ssdlab.analysis.block_presets import summarise, timeline_total
@@ -30,15 +29,21 @@ from ssdlab.engine.fiolog import FioLogError, fio_log_path, merge_rate_logs, rea
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor
 from ssdlab.errors import TargetError, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import block_presets as bp
+from ssdlab.plan import preset_defs as pd
 from ssdlab.plan.block_presets import (
-    Measurement,
-    PresetArgs,
-    PresetPlan,
+    CachesDropped,
+    CleanupEvent,
+    PrefillStep,
+    PresetCell,
+    PresetParams,
     PresetResult,
     RowRecord,
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.preset_defs import Measurement, PresetArgs, PresetPlan
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.peak_load import AUTO, peak_load
@@ -97,12 +102,12 @@ def auto_qd(request: TargetRequest, args: PresetArgs) -> tuple[PresetArgs, str]:
     """``--qd auto``: the arguments with the outstanding I/O (jobs x QD) of the target's
     most recent peak run (ATTO: its 128 KiB sequential peak; IOmeter: its 4 KiB random
     one), and where it came from; UserError (exit 2) without such a run."""
-    if isinstance(args, bp.CdmArgs) or args.qd != AUTO:
+    if isinstance(args, pd.CdmArgs) or args.qd != AUTO:
         return args, ""
     if request.target is None:
         raise UserError("--qd auto needs --target: the load comes from that target's peak run")
     load = peak_load(request.target, request.store,
-                     "throughput" if isinstance(args, bp.AttoArgs) else "iops", "--qd")
+                     "throughput" if isinstance(args, pd.AttoArgs) else "iops", "--qd")
     qd = load.threads * load.iodepth
     return dataclasses.replace(args, qd=qd), f"QD {qd} (jobs x QD) from {load.origin}"
 
@@ -124,7 +129,7 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         raise UserError("give either --target (a block device or an ssdlab test file) or "
                         "--dir (a directory for the test file), not both or neither")
     if directory is not None:
-        plan = bp.plan_of(args)
+        plan = pd.plan_of(args)
         if request.destroy_data is not False:
             raise UserError("--destroy-data is for block devices; --dir writes only its own "
                             "test file in a subdirectory it removes afterwards")
@@ -149,12 +154,12 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
 
 
 def _plan(args: PresetArgs, logical_sector: int, existing: int | None, path: str
-          ) -> bp.PresetPlan:
+          ) -> PresetPlan:
     """The preset's plan; an existing test file of a size out of its range (no --size
     given, so its size is the test's) is refused naming the file, not --size."""
     try:
-        return bp.plan_of(args, logical_sector, existing)
-    except bp.SizeRefused as exc:
+        return pd.plan_of(args, logical_sector, existing)
+    except pd.SizeRefused as exc:
         if args.size_bytes is not None or existing is None:
             raise
         raise TargetError(f"the test file {path} is {format_bytes(existing)} and no --size "
@@ -268,11 +273,11 @@ class PresetRun(SessionRun[PreparedPreset]):
         self.store.add_event(run_id, self.test, "cleanup",
                              f"removed {work.path} with the test file" if gone else
                              f"could not remove {work.path}",
-                             {"path": str(work.path), "removed": gone})
+                             CleanupEvent(str(work.path), gone))
 
-    def plan_dict(self) -> dict[str, Any]:
+    def plan_dict(self) -> JsonObject:
         d = self.p.dir_info
-        return bp.plan_dict(self.plan, d.to_dict() if d is not None else None)
+        return bp.plan_record(self.plan, d.to_dict() if d is not None else None).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(self.test, self._run_test, check_target=False)
@@ -286,15 +291,15 @@ class PresetRun(SessionRun[PreparedPreset]):
             self._store_test("failed", params, PresetResult(error=str(exc)))
             raise
 
-    def _store_test(self, status: str, params: dict[str, Any], result: PresetResult) -> None:
-        verdicts = {"primary": {"message": result.message}} if result.message else {}
+    def _store_test(self, status: str, params: PresetParams, result: PresetResult) -> None:
+        verdicts = {"primary": Verdict(result.message)} if result.message else {}
         self.store.set_test(self.run_id, self.test, status=status, params=params,
                             verdicts=verdicts, result=result.to_json())
 
-    def _measure_all(self, params: dict[str, Any]) -> None:
+    def _measure_all(self, params: PresetParams) -> None:
         self._prefill()
         cells = [self._measure(n, m) for n, m in enumerate(self.plan.measurements, 1)]
-        rows = [RowRecord.of(e) for e in summarise(cells)]
+        rows = [RowRecord.of(e) for e in summarise([c.to_json() for c in cells])]
         result = PresetResult(rows, self._message(rows), self.plan.size_bytes)
         self.session.ground_truth(self.test, "measurements")
         self._store_test("complete", params, result)
@@ -312,30 +317,29 @@ class PresetRun(SessionRun[PreparedPreset]):
         run = self.session.run_fio(job_text(self.p, self.path, cell, "prefill"), (cell,),
                                    json_plus=False)
         seconds = run.ended_at - run.started_at
-        self.store.add_step(self.run_id, self.test, "prefill", {
-            "io_bytes": cell.io_bytes, "block_bytes": cell.block_bytes, "ok": run.ok,
-            "error": run.error, "seconds": seconds, "direct": self.plan.direct,
-        }, fio_record(run, "prefill"))
+        self.store.add_step(self.run_id, self.test, "prefill", PrefillStep(
+            cell.io_bytes, cell.block_bytes, run.ok, run.error, seconds, self.plan.direct,
+        ), fio_record(run, "prefill"))
         if not run.ok:
             raise TestFailed(f"writing the test file failed: {run.error}")
         self.progress.line(f"{self.test}: test file written with data "
                            f"({format_bytes(cell.io_bytes or 0)} in {seconds:.1f} s)")
 
-    def _before(self, m: Measurement) -> dict[str, object] | None:
+    def _before(self, m: Measurement) -> CachesDropped | None:
         """CrystalDiskMark's interval, or (buffered reads) sync and drop caches, recorded."""
         if m.idle_before_s > 0:
             self.progress.phase("interval")
             self.sleep(m.idle_before_s)
         if not m.drop_caches_before:
             return None
-        caches = self.drop()
+        caches = CachesDropped.from_json(self.drop(), "drop_caches")
         self.store.add_event(self.run_id, self.test, "drop-caches",
                              f"sync and drop caches before {m.group} {m.mode}: "
-                             f"{'dropped' if caches.get('dropped') else 'NOT dropped'}",
+                             f"{'dropped' if caches.dropped else 'NOT dropped'}",
                              caches)
         return caches
 
-    def _measure(self, n: int, m: Measurement) -> dict[str, Any]:
+    def _measure(self, n: int, m: Measurement) -> PresetCell:
         caches = self._before(m)
         logdir = scratch.make("preset") if m.log_iops else None
         try:
@@ -348,23 +352,22 @@ class PresetRun(SessionRun[PreparedPreset]):
                 self.session.fio_round(self.test, n, run, m.cell.name, status="failed",
                                        tracking={}, cells=[])
                 raise TestFailed(f"{label(m)}: {run.error}")
-            cell: dict[str, Any] = {**cell_from_job(m.cell, run.output.jobs[0]),
-                                    "group": m.group, "mode": m.mode, "pass": m.pass_no,
-                                    "direct": self.plan.direct}
-            if caches is not None:
-                cell["caches_dropped"] = bool(caches.get("dropped"))
-            if prefix is not None:
-                cell["timeline"] = self._timeline(prefix, m)
+            cell = PresetCell.from_json({
+                **cell_from_job(m.cell, run.output.jobs[0]), "group": m.group,
+                "mode": m.mode, "pass": m.pass_no, "direct": self.plan.direct,
+                **({} if caches is None else {"caches_dropped": caches.dropped}),
+                **({} if prefix is None else {"timeline": self._timeline(prefix, m)}),
+            }, f"{self.test} cell {m.cell.name}")
         finally:
             if logdir is not None:
                 shutil.rmtree(logdir, ignore_errors=True)
-        mb = (cell["bw_bytes_per_s"] or 0.0) / 1e6
+        mb = cell.bw_bytes_per_s / 1e6
         self.session.fio_round(self.test, n, run, m.cell.name, status="ok",
-                               tracking={"MB/s": mb}, cells=[cell])
+                               tracking={"MB/s": mb}, cells=[cell.to_json()])
         self.progress.line(f"{self.test} {label(m)}"
                            f"{' pass ' + str(m.pass_no) if m.pass_no > 1 else ''}: "
-                           f"{mb:,.1f} MB/s, {cell['iops'] or 0:,.0f} IOPS, "
-                           f"{cell['lat_mean_us'] or 0:,.1f} us")
+                           f"{mb:,.1f} MB/s, {cell.iops:,.0f} IOPS, "
+                           f"{cell.lat_mean_us or 0:,.1f} us")
         return cell
 
     def _timeline(self, prefix: str, m: Measurement) -> list[list[float]]:

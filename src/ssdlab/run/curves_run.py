@@ -17,6 +17,8 @@ from typing import Any
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
+from ssdlab.jsonrecord import JsonObject
+from ssdlab.plan import curve_workloads as cw
 from ssdlab.plan import curves as cv
 from ssdlab.plan.curves import (
     TEST,
@@ -28,6 +30,7 @@ from ssdlab.plan.curves import (
     WorkloadRecord,
 )
 from ssdlab.plan.planned import PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import TargetRequest, check_file_purge, engine_for
@@ -53,8 +56,8 @@ class PreparedCurves(PreparedWorkload[CurvesOptions]):
     args: CurvesArgs
     layout: cv.Layout
 
-    def point(self, w: cv.Workload, kind: str, fraction: int | None = None,
-              target_iops: float | None = None) -> cv.Point:
+    def point(self, w: cw.Workload, kind: str, fraction: int | None = None,
+              target_iops: float | None = None) -> cw.Point:
         return self.layout.point(self.options, w, kind, fraction, target_iops)
 
 
@@ -102,8 +105,9 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         self.results: list[WorkloadRecord] = []
         self.fill: FillRecord | None = None
 
-    def plan_dict(self) -> dict[str, Any]:
-        return cv.plan_dict(self.o, self.p.args, self.p.layout, self.p.target.dir_dict())
+    def plan_dict(self) -> JsonObject:
+        return cv.plan_record(self.o, self.p.args, self.p.layout,
+                              self.p.target.dir_dict()).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._test)
@@ -132,7 +136,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             raise
         self._store("complete")
 
-    def _workload(self, w: cv.Workload) -> None:
+    def _workload(self, w: cw.Workload) -> None:
         self.results.append(cv.workload_record(w, self.p.layout.load(self.o, w)))
         max_iops = self._point(self.p.point(w, "max")).iops
         self._update(max_iops=max_iops)
@@ -141,7 +145,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         for f in self.o.fractions_pct:
             self._point(self.p.point(w, "fraction", f, max_iops * f / 100))
         if self.o.with_120:
-            self._point(self.p.point(w, "unthrottled", cv.UNTHROTTLED_PCT))
+            self._point(self.p.point(w, "unthrottled", cw.UNTHROTTLED_PCT))
         self._store("running")
         self.progress.line(f"{w.name}: {self.results[-1].summary()}")
 
@@ -149,13 +153,13 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         """The current workload's curve, changed."""
         self.results[-1] = dataclasses.replace(self.results[-1], **changes)
 
-    def _point(self, point: cv.Point) -> PointRecord:
+    def _point(self, point: cw.Point) -> PointRecord:
         s = self.session
         self.round_no += 1
         spec = point.cell_spec()
         header = (f"ssdlab {self.p.target.versions['ssdlab']}: {TEST} point {self.round_no}: "
                   f"{point.workload.name}, {point.label}")
-        text = render(cv.point_job(point, s.info.path, self.o.ioengine), header)
+        text = render(cw.point_job(point, s.info.path, self.o.ioengine), header)
         self.progress.phase(f"{point.workload.name} {point.label}", self.round_no,
                             spec.planned_seconds)
         before = self.read_stat()
@@ -164,13 +168,14 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         cell = self._cell(run, point)
         record = None if cell is None else self._record(point, cell, usage)
         ok = run.ok and record is not None and record.iops > 0
-        if cell is not None and record is not None:
-            cell.update(self._extra(point, record), **usage)
+        stored: JsonObject | None = None if cell is None else cv.CurvesCell.from_json(
+            cell if record is None else {**cell, **self._extra(point, record), **usage},
+            f"{TEST} point {self.round_no}").to_json()
         s.fio_round(
             TEST, self.round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": record.iops, "lat_mean_us": record.lat_mean_us or 0.0}
             if ok and record is not None else {},
-            cells=[cell] if cell is not None else [])
+            cells=[stored] if stored is not None else [])
         s.ground_truth(TEST, f"point {self.round_no}")
         if not ok or record is None:
             raise TestFailed(f"point {self.round_no} ({point.workload.name}, {point.label}): "
@@ -180,13 +185,13 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         return record
 
     @staticmethod
-    def _cell(run: FioRun, point: cv.Point) -> Cell | None:
+    def _cell(run: FioRun, point: cw.Point) -> Cell | None:
         if run.output is None:
             return None
         job = next((j for j in run.output.jobs if j.name == point.name), None)
         return None if job is None else cell_from_job(point.cell_spec(), job)
 
-    def _record(self, point: cv.Point, cell: Cell, usage: dict[str, float | None]
+    def _record(self, point: cw.Point, cell: Cell, usage: dict[str, float | None]
                 ) -> PointRecord:
         """The point as the result keeps it: the cell's figures (read as the record's
         types), what the point asked for, the host's CPU use."""
@@ -202,7 +207,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             host_steal_pct=usage["host_steal_pct"])
 
     @staticmethod
-    def _extra(point: cv.Point, record: PointRecord) -> dict[str, object]:
+    def _extra(point: cw.Point, record: PointRecord) -> dict[str, object]:
         """What a point's stored round cell adds to fio's figures."""
         return {"workload": point.workload.name, "kind": point.kind,
                 "fraction_pct": point.fraction_pct, "target_iops": point.target_iops,
@@ -212,7 +217,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
                 "distribution": point.workload.distribution}
 
     @staticmethod
-    def _point_line(point: cv.Point, q: PointRecord) -> str:
+    def _point_line(point: cw.Point, q: PointRecord) -> str:
         target = "" if point.target_iops is None else f" (target {point.target_iops:,.0f})"
         flag = " SHORT of target" if q.short else ""
         steal = q.host_steal_pct
@@ -228,7 +233,7 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             points_run=sum(len(w.points) for w in self.results),
             short_points=sum(1 for w in self.results for q in w.points if q.short),
             error=error)
-        verdicts = {w.name: {"message": w.summary()} for w in self.results}
+        verdicts = {w.name: Verdict(w.summary()) for w in self.results}
         self.store.set_test(self.run_id, TEST, status=status,
                             params=cv.test_params(self.o, self.p.layout), verdicts=verdicts,
                             result=result.to_json())

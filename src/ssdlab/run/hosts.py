@@ -4,10 +4,12 @@ state, its purge (the run's target as a whole is their aggregate: run/remote.py)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.run.remote import RemoteSet
 from ssdlab.targets.purge import PurgeOutcome
 
@@ -21,27 +23,37 @@ HOST_TRUTH_KIND = "host-truth"
 HOST_VERDICT_KIND = "host-verdicts"
 
 
-def _job_summary(job: JobResult) -> dict[str, Any]:
-    pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
-    return {"iops": job.total_iops, "bw_bytes_per_s": job.total_bw_bytes_per_s,
-            "lat_p99_us": pct[99.0] / 1000 if 99.0 in pct else None,
-            "error": job.error}
+@dataclass(frozen=True)
+class JobSummary(Record):
+    """A host's job in a round, summarised: its IOPS, bandwidth, p99 completion latency
+    and fio's error code."""
+
+    iops: float
+    bw_bytes_per_s: float
+    lat_p99_us: float | None
+    error: int
+
+    @classmethod
+    def of(cls, job: JobResult) -> JobSummary:
+        pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
+        return cls(job.total_iops, job.total_bw_bytes_per_s,
+                   pct[99.0] / 1000 if 99.0 in pct else None, job.error)
 
 
-def host_summaries(per_host: Sequence[JobResult]) -> dict[str, dict[str, Any]]:
+def host_summaries(per_host: Sequence[JobResult]) -> dict[str, JsonObject]:
     """Each host's jobs in a round, summarised (for suites that say nothing more)."""
-    return {host: {"jobs": {job.name: _job_summary(job) for job in jobs}}
+    return {host: {"jobs": {job.name: JobSummary.of(job).to_json() for job in jobs}}
             for host, jobs in by_host(per_host).items()}
 
 
 def remote_purge(remote: RemoteSet, method: str, offset: int, size: int) -> PurgeOutcome:
     """Every host's purge at once, as one outcome: ok when every host's was."""
     outcomes = remote.purge(method, offset, size)
-    ok = all(bool(o.get("ok")) for o in outcomes)
-    detail = "; ".join(f"{o['host']}: {'ok' if o.get('ok') else 'FAILED'} "
-                       f"({o.get('detail', '')})" for o in outcomes)
-    seconds = max(float(o.get("seconds", 0.0)) for o in outcomes)
-    used = {str(o.get("method")) for o in outcomes}
+    ok = all(o.ok for _, o in outcomes)
+    detail = "; ".join(f"{host}: {'ok' if o.ok else 'FAILED'} ({o.detail})"
+                       for host, o in outcomes)
+    seconds = max(float(o.seconds) for _, o in outcomes)
+    used = {o.method for _, o in outcomes}
     return PurgeOutcome(used.pop() if len(used) == 1 else method, ok, seconds, None, detail)
 
 

@@ -9,7 +9,7 @@ fails with the reason and the run warns that the test does not start fresh-out-o
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, watchdog_seconds
@@ -49,12 +49,13 @@ def trim_job(info: TargetInfo, offset_bytes: int, size_bytes: int, version: str)
     return render(job, f"ssdlab {version}: purge by trim\ntarget {info.path} (nbd)")
 
 
-def trimmed_bytes(documents: tuple[dict[str, Any], ...]) -> int:
+def trimmed_bytes(documents: Sequence[Mapping[str, object]]) -> int:
     """What fio reports it trimmed (its JSON's ``trim`` direction, which the parser's
     typed results leave out)."""
     total = 0
     for doc in documents:
-        for job in doc.get("jobs") or []:
+        jobs = doc.get("jobs")
+        for job in jobs if isinstance(jobs, list) else []:
             trim = job.get("trim") if isinstance(job, dict) else None
             value = trim.get("io_bytes") if isinstance(trim, dict) else None
             total += value if isinstance(value, int) else 0

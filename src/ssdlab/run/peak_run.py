@@ -10,15 +10,16 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ssdlab.analysis.numa import format_cpulist, numa_check
 from ssdlab.analysis.peak import Engine, Measured, Probe, SearchOutcome, search
 from ssdlab.engine.runner import Executor
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import peak as plan
 from ssdlab.plan.peak import (
     BY_NAME,
     PeakArgs,
+    PeakCell,
     PeakOptions,
     PeakResult,
     PointRecord,
@@ -26,6 +27,7 @@ from ssdlab.plan.peak import (
     build_options,
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import HostBoundVerdict, Verdict
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.prepare import (
@@ -48,10 +50,6 @@ from ssdlab.targets.topology import StatSnapshot, allowed_cpus, node_cpus, read_
 PreparedPeak = PreparedRange[PeakOptions, PeakArgs]
 SYS_BLOCK = Path("/sys/block")
 #: a probe cell's latency keys, by the metric names of ``--max-latency``
-LATENCY_KEYS = {"mean": "lat_mean_us", "p50": "lat_p50_us", "p99": "lat_p99_us",
-                "p99.9": "lat_p99_9_us", "p99.99": "lat_p99_99_us", "max": "lat_max_us"}
-
-
 def polls(name: str, sysfs: Path = SYS_BLOCK) -> bool:
     """Whether a block device completes polled I/O (its ``queue/io_poll`` is 1)."""
     try:
@@ -122,21 +120,16 @@ def describe(p: PreparedPeak) -> str:
     return dry_run(p, plan.describe(p.options, p.range, p.job_text), [], sectors=False)
 
 
-def _float(cell: Cell, key: str) -> float | None:
-    value = cell.get(key)
-    return float(value) if isinstance(value, int | float) else None
-
-
-def measured_of(cell: Cell) -> Measured:
+def measured_of(cell: PeakCell) -> Measured:
     """A stored probe's cell back as what the search measured."""
-    probe = Probe(Engine.parse(str(cell["engine"])), int(str(cell["threads"])),
-                  int(str(cell["iodepth"])), bool(cell.get("split")),
-                  int(str(cell.get("trial") or 0)))
-    return Measured(probe, bool(cell.get("ok")), _float(cell, "iops") or 0.0,
-                    _float(cell, "bw_bytes_per_s") or 0.0,
-                    {m: _float(cell, k) for m, k in LATENCY_KEYS.items()},
-                    _float(cell, "host_cpu_pct"),
-                    str(cell["probe_error"]) if cell.get("probe_error") else None)
+    probe = Probe(Engine.parse(cell.engine), cell.threads, cell.iodepth, cell.split,
+                  cell.trial or 0)
+    latency = {"mean": cell.lat_mean_us, "p50": cell.lat_p50_us, "p99": cell.lat_p99_us,
+               "p99.9": cell.lat_p99_9_us, "p99.99": cell.lat_p99_99_us,
+               "max": cell.lat_max_us}
+    return Measured(probe, cell.ok, float(cell.iops), float(cell.bw_bytes_per_s),
+                    {m: None if v is None else float(v) for m, v in latency.items()},
+                    cell.host.host_cpu_pct, cell.probe_error or None)
 
 
 def point_record(m: Measured, round_no: int, phase: str = "", outcome: str = ""
@@ -162,8 +155,8 @@ class PeakRun(SessionRun[PreparedPeak]):
         self.read_stat = read_stat
         self.cpus = fio_cpus()
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.o, self.p.args, self.p.range)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.o, self.p.args, self.p.range).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         done = {t.name: t for t in previous.tests} if previous else {}
@@ -184,7 +177,7 @@ class PeakRun(SessionRun[PreparedPeak]):
         stored = {}
         for r in previous.rounds if previous else []:
             if r.cells and "engine" in r.cells[0]:
-                m = measured_of(r.cells[0])
+                m = measured_of(r.cells_as(PeakCell)[0])
                 stored[m.probe] = (r.round_no, m)
         if stored:
             self.progress.line(f"{w.name}: resuming after {len(stored)} stored probes")
@@ -205,8 +198,8 @@ class PeakRun(SessionRun[PreparedPeak]):
         measured = any(s.measured.ok for s in outcome.steps)
         status = "complete" if result.found or measured else "failed"
         self.store.set_test(self.run_id, w.name, status=status, params=params,
-                            verdicts={"primary": {"message": result.message},
-                                      "host_bound": outcome.host.to_dict()},
+                            verdicts={"primary": Verdict(result.message),
+                                      "host_bound": HostBoundVerdict.of(outcome.host)},
                             result=result.to_json())
         if status == "failed":
             raise TestFailed(result.message)
@@ -228,19 +221,19 @@ class PeakRun(SessionRun[PreparedPeak]):
         host = window.finish(run.ended_at - run.started_at, self.cpus)
         job = next((j for j in run.output.jobs if j.name == w.name), None) if run.output \
             else None
-        cell: Cell = cell_from_job(cell_spec, job) if job is not None else {
+        figures: Cell = cell_from_job(cell_spec, job) if job is not None else {
             "cell": w.name, "threads": p.threads, "iodepth": p.iodepth}
-        ok = run.ok and job is not None and float(str(cell.get("iops") or 0)) > 0
-        cell.update(host)
-        cell.update({"engine": p.engine.label, "ioengine": p.engine.name,
-                     "fast_paths": list(p.engine.fast_paths), "split": p.split,
-                     "trial": p.trial,
-                     "cpus_allowed": o.cpus_allowed, "ok": ok,
-                     "probe_error": None if ok else (run.error or "fio measured no I/O")})
+        iops = float(str(figures.get("iops") or 0))
+        ok = run.ok and job is not None and iops > 0
+        cell = PeakCell.from_json({
+            **figures, **host, "engine": p.engine.label, "ioengine": p.engine.name,
+            "fast_paths": list(p.engine.fast_paths), "split": p.split, "trial": p.trial,
+            "cpus_allowed": o.cpus_allowed, "ok": ok,
+            "probe_error": None if ok else (run.error or "fio measured no I/O"),
+        }, f"{w.name} probe {round_no}")
         self.session.fio_round(w.name, round_no, run, "probe",
                                status="ok" if ok else "failed",
-                               tracking={"iops": float(str(cell.get("iops") or 0))} if ok
-                               else {}, cells=[cell])
+                               tracking={"iops": iops} if ok else {}, cells=[cell.to_json()])
         m = measured_of(cell)
         lat = m.latency_us.get("p99")
         self.progress.line(f"{w.name} probe {round_no}: {p.label}: "

@@ -337,8 +337,8 @@ def _prepare_remote(spec: str, size_bytes: int | None, destroy_data: DestroyData
                         "host must exist")
     info, hosts = prepare_remote(spec, destroy_data, read_only=read_only)
     hosts.local_fio = versions["fio"]
-    first = hosts.hosts[0].hello.get("host")
-    host = dict(first) if isinstance(first, dict) else host_info()
+    first = hosts.hosts[0].hello.host
+    host: dict[str, object] = dict(first) if first is not None else host_info()
     host["coordinator"] = host_info().get("hostname")
     return PreparedTarget(info, False, host, versions, remote=hosts)
 

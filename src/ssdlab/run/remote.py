@@ -29,12 +29,26 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ssdlab import __version__
 from ssdlab.children import die_with_parent
 from ssdlab.engine.client import ClientExecutor, ClientHost
 from ssdlab.errors import ExitCode, TargetError, UserError
+from ssdlab.jsonrecord import JsonObject
+from ssdlab.plan.results import HostRecord, PurgeStep
+from ssdlab.run.agent_wire import (
+    PROTOCOL,
+    CheckAnswer,
+    Hello,
+    HostError,
+    HostTruth,
+    ProbeAnswer,
+    Ready,
+    Request,
+    TruthAnswer,
+    decode,
+)
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.remote_spec import RemoteTarget, is_remote, parse_remote_set
 from ssdlab.targets.safety import DestroyData
@@ -53,12 +67,7 @@ READY_TIMEOUT_S = 60.0
 KEEPALIVE = ("-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3")
 
 T = TypeVar("T")
-
-
-class HostError(UserError):
-    """A host refused a request, or cannot be reached: the message names it."""
-
-    exit_code = ExitCode.TARGET
+U = TypeVar("U")
 
 
 class HostLost(UserError):
@@ -86,9 +95,9 @@ class Ssh:
                 shlex.join([*self.agent, "agent", *remote])]
 
     def call(self, host: str, verb: str, *args: str,
-             timeout: float = CALL_TIMEOUT_S) -> dict[str, Any]:
-        """``ssdlab agent VERB ARGS`` on ``host``: its JSON answer, or a HostError naming
-        the host and what went wrong."""
+             timeout: float = CALL_TIMEOUT_S) -> JsonObject:
+        """``ssdlab agent VERB ARGS`` on ``host``: its JSON answer (:func:`decode` reads
+        it as its record), or a HostError naming the host and what went wrong."""
         try:
             done = subprocess.run(self.argv(host, [verb, *args]), capture_output=True,
                                   text=True, timeout=timeout, stdin=subprocess.DEVNULL)
@@ -103,21 +112,23 @@ class Ssh:
         return answer
 
 
-def _last_json(text: str) -> dict[str, Any] | None:
+def _last_json(text: str) -> JsonObject | None:
     for line in reversed(text.strip().splitlines()):
         with contextlib.suppress(ValueError):
             value = json.loads(line)
             if isinstance(value, dict):
-                return value
+                return cast(JsonObject, value)
     return None
 
 
 def _refusal(host: str, verb: str, done: subprocess.CompletedProcess[str],
-             answer: dict[str, Any] | None) -> HostError:
+             answer: JsonObject | None) -> HostError:
     if answer is not None and "error" in answer:
         err = HostError(f"host {host}: {answer['error']}")
-        with contextlib.suppress(ValueError, TypeError):
-            err.exit_code = ExitCode(int(answer.get("exit", ExitCode.TARGET)))
+        status = answer.get("exit", int(ExitCode.TARGET))
+        with contextlib.suppress(ValueError):
+            if isinstance(status, int | float | str):
+                err.exit_code = ExitCode(int(status))
         return err
     lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
     why = lines[-1] if lines else (f"exit status {done.returncode}" if done.returncode != 255
@@ -127,7 +138,7 @@ def _refusal(host: str, verb: str, done: subprocess.CompletedProcess[str],
     return HostError(f"host {host}: ssdlab agent {verb} failed: {why}")
 
 
-def parallel(items: Sequence[T], work: Callable[[T], Any]) -> list[Any]:
+def parallel(items: Sequence[T], work: Callable[[T], U]) -> list[U]:
     """``work`` of every item at once (ssh round trips overlap); the first error raised."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
         return list(pool.map(work, items))
@@ -139,7 +150,7 @@ class RemoteHost:
 
     target: RemoteTarget
     info: TargetInfo
-    hello: dict[str, Any]
+    hello: Hello
     clock_offset_s: float
     tunnel: subprocess.Popen[str] | None = None
     socket: str = ""
@@ -192,14 +203,16 @@ class RemoteSet:
         found = self.ssh.call(target.host, "check", "--target", target.path, *self._flags())
         after = time.time()
         said = found.get("hello")
-        hello: dict[str, Any] = said if isinstance(said, dict) else {}
-        if hello.get("protocol") != 1:
+        protocol = said.get("protocol") if isinstance(said, dict) else None
+        if protocol != PROTOCOL:
             raise HostError(f"host {target.host}: its ssdlab agent speaks protocol "
-                            f"{hello.get('protocol')!r}, this ssdlab speaks 1: install the "
+                            f"{protocol!r}, this ssdlab speaks {PROTOCOL}: install the "
                             "same ssdlab there")
+        checked = decode(target.host, "check", found, CheckAnswer)
+        hello = checked.hello
         # the agent read its clock between the two: the offset is known to +- half the wait
-        offset = float(hello.get("time", after)) - (before + after) / 2
-        host = RemoteHost(target, TargetInfo(**found["info"]), hello, offset)
+        offset = (after if hello.time is None else hello.time) - (before + after) / 2
+        host = RemoteHost(target, _target_info(target.host, checked.info), hello, offset)
         host.clock_uncertainty_s = (after - before) / 2
         return host
 
@@ -213,11 +226,11 @@ class RemoteSet:
         out: list[str] = []
         for host in self.hosts:
             theirs = host.hello
-            if theirs.get("ssdlab") != __version__:
-                out.append(f"host {host.name} runs ssdlab {theirs.get('ssdlab')}, the "
+            if theirs.ssdlab != __version__:
+                out.append(f"host {host.name} runs ssdlab {theirs.ssdlab}, the "
                            f"coordinator {__version__}")
-            if theirs.get("fio") != fio:
-                out.append(f"host {host.name} runs {theirs.get('fio')}, the coordinator {fio}")
+            if theirs.fio != fio:
+                out.append(f"host {host.name} runs {theirs.fio}, the coordinator {fio}")
             if abs(host.clock_offset_s) > CLOCK_TOLERANCE_S + host.clock_uncertainty_s:
                 out.append(f"host {host.name}'s clock is {host.clock_offset_s:+.1f} s off the "
                            "coordinator's: its times are recorded as it reports them")
@@ -227,11 +240,11 @@ class RemoteSet:
                        "bytes): every host runs on the smallest one's range")
         return out
 
-    def host_records(self) -> list[dict[str, Any]]:
-        return [{"host": h.name, "path": h.target.path, "hostname": h.hello.get("hostname"),
-                 "ssdlab": h.hello.get("ssdlab"), "fio": h.hello.get("fio"),
-                 "clock_offset_s": round(h.clock_offset_s, 3), "target": h.info.to_dict(),
-                 "host_info": h.hello.get("host")} for h in self.hosts]
+    def host_records(self) -> list[JsonObject]:
+        return [HostRecord(h.name, h.target.path, h.hello.hostname, h.hello.ssdlab,
+                           h.hello.fio, round(h.clock_offset_s, 3),
+                           cast(JsonObject, h.info.to_dict()), h.hello.host).to_json()
+                for h in self.hosts]
 
     def combined_info(self) -> TargetInfo:
         """The run's target as the suite sees it: every host's, the smallest size."""
@@ -295,16 +308,17 @@ class RemoteSet:
                               stop_check=self.dropped)
 
     def ask(self, host: RemoteHost, verb: str, timeout: float = CALL_TIMEOUT_S,
-            **args: str) -> dict[str, Any]:
+            **args: str) -> JsonObject:
         """A request to ``host``'s agent: through its serving connection while the run is
-        connected (no new ssh, no new process), else by a command of its own."""
+        connected (no new ssh, no new process), else by a command of its own; its answer
+        (:func:`decode` reads it as its record)."""
         if host.tunnel is None:
             flags = [a for k, v in args.items() for a in (f"--{k}", v)]
             extra = self._flags() if verb == "purge" else []
             return self.ssh.call(host.name, verb, "--target", host.target.path, *flags,
                                  *extra, timeout=timeout)
         with host.lock:
-            return _request(host, {"verb": verb, "target": host.target.path, **args}, timeout)
+            return _request(host, Request(verb, host.target.path, **args), timeout)
 
     def dropped(self) -> str | None:
         """The first host whose connection ended, said in one line; None while all hold."""
@@ -321,23 +335,27 @@ class RemoteSet:
             return dropped
         for host in self.hosts:
             try:
-                lost = self.ask(host, "probe", timeout=30).get("lost")
+                lost = decode(host.name, "probe", self.ask(host, "probe", timeout=30),
+                              ProbeAnswer).lost
             except HostError as err:
                 return str(err)
             if lost:
                 return f"host {host.name}: {lost}"
         return None
 
-    def purge(self, method: str, offset: int, size: int) -> list[dict[str, Any]]:
-        def one(host: RemoteHost) -> dict[str, Any]:
+    def purge(self, method: str, offset: int, size: int) -> list[tuple[str, PurgeStep]]:
+        """Every host's purge of the range at once: each host and its outcome."""
+        def one(host: RemoteHost) -> tuple[str, PurgeStep]:
             found = self.ask(host, "purge", 3600, method=method, offset=str(offset),
                              size=str(size))
-            return {"host": host.name, **found}
+            return host.name, decode(host.name, "purge", found, PurgeStep)
         return self._or_lost(lambda: parallel(self.hosts, one))
 
-    def truth(self) -> list[dict[str, Any]]:
-        def one(host: RemoteHost) -> dict[str, Any]:
-            return {"host": host.name, **self.ask(host, "truth")}
+    def truth(self) -> list[JsonObject]:
+        """Every host's ground truth, as the run stores it (:class:`HostTruth`)."""
+        def one(host: RemoteHost) -> JsonObject:
+            found = decode(host.name, "truth", self.ask(host, "truth"), TruthAnswer)
+            return HostTruth(host.name, found).to_json()
         return self._or_lost(lambda: parallel(self.hosts, one))
 
     def _or_lost(self, work: Callable[[], T]) -> T:
@@ -349,6 +367,15 @@ class RemoteSet:
 
 def _common(values: Sequence[str | None]) -> str | None:
     return values[0] if len(set(values)) == 1 else None
+
+
+def _target_info(host: str, facts: JsonObject) -> TargetInfo:
+    """The target as its host identified it (facts kept as they were read there)."""
+    try:
+        return TargetInfo(**cast(dict[str, Any], facts))
+    except TypeError as err:
+        raise HostError(f"host {host}: a malformed answer (check answer.info: {err}): is "
+                        "the same ssdlab installed there?") from None
 
 
 def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
@@ -377,14 +404,15 @@ def _await_ready(started: tuple[RemoteHost, list[str]]) -> None:
         _close_streams(tunnel)
         done = subprocess.CompletedProcess(argv, tunnel.returncode or 1, ready, err)
         raise _refusal(host.name, "serve", done, answer)
+    decode(host.name, "serve", answer, Ready)
 
 
-def _request(host: RemoteHost, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+def _request(host: RemoteHost, request: Request, timeout: float) -> JsonObject:
     """One request line to the host's serving agent and its answer line."""
     tunnel = host.tunnel
     assert tunnel is not None and tunnel.stdin is not None
     try:
-        tunnel.stdin.write(json.dumps(request) + "\n")
+        tunnel.stdin.write(json.dumps(request.to_json()) + "\n")
         tunnel.stdin.flush()
     except OSError:
         raise HostError(f"host {host.name} dropped: its ssh connection ended") from None
@@ -392,7 +420,7 @@ def _request(host: RemoteHost, request: dict[str, Any], timeout: float) -> dict[
     answer = _last_json(line) if line else None
     if answer is None:
         why = "its ssh connection ended" if tunnel.poll() is not None else (
-            f"no answer to {request['verb']!r} in {timeout:.0f} s")
+            f"no answer to {request.verb!r} in {timeout:.0f} s")
         raise HostError(f"host {host.name} dropped: {why}")
     if "error" in answer:
         raise HostError(f"host {host.name}: {answer['error']}")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, LogEntry, fio_log_path, read_log
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun, watchdog_seconds
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import replay as rp
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.replay import (
@@ -23,6 +23,7 @@ from ssdlab.plan.replay import (
     ReplayResult,
     TimelinePoint,
 )
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.specs import IOENGINES, CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, refuse_nbd
@@ -108,8 +109,8 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
 
     suite = TEST
 
-    def plan_dict(self) -> dict[str, Any]:
-        return rp.plan_dict(self.p.options, self.p.args, self.p.target.dir_dict())
+    def plan_dict(self) -> JsonObject:
+        return rp.plan_record(self.p.options, self.p.args, self.p.target.dir_dict()).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._replay)
@@ -144,7 +145,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
             raise TestFailed(error)
         result = self._result(run, cell, timeline(entries, o.log_interval_ms))
         self.store.set_test(self.run_id, TEST, status="complete", params=params,
-                            verdicts={"primary": {"message": result.message}},
+                            verdicts={"primary": Verdict(result.message or "")},
                             result=result.to_json())
         self.progress.line(f"{TEST}: {result.message}")
 

@@ -9,9 +9,8 @@ in the store and the report draws it from there.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ssdlab.analysis.cliff import rate_by_bytes
 from ssdlab.analysis.slc_probe import (
@@ -25,8 +24,10 @@ from ssdlab.analysis.slc_probe import (
 from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, completions, read_log
 from ssdlab.engine.runner import Executor, FioRun
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import slc_probe as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.slc_probe import (
     CELL,
     TEST,
@@ -35,8 +36,11 @@ from ssdlab.plan.slc_probe import (
     PassRecord,
     SlcProbeArgs,
     SlcProbeOptions,
+    SlcProbeParams,
     SlcProbeResult,
     SlcTruth,
+    SliceCell,
+    WriteStep,
     build_slc_options,
 )
 from ssdlab.run.prepare import (
@@ -114,8 +118,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.sleep = sleep
         self._round_no = 0
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.o, self.p.args)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.o, self.p.args).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self.run_test, check_target=False)
@@ -138,7 +142,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.progress.line(f"{TEST}: {why}: idle for {seconds:g} s")
         self.sleep(seconds)
 
-    def _probe(self, params: dict[str, Any]) -> None:
+    def _probe(self, params: SlcProbeParams) -> None:
         o = self.o
         purge = None
         if o.purge != "none":
@@ -154,14 +158,14 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             recovery = recovery_text(first, again, o.repeat_after_s, o.min_change)
         result = self._result(passes, recovery, truth, purge is None or purge.ok)
         self.store.set_test(self.run_id, TEST, status="complete", params=params,
-                            verdicts={"primary": {"message": result.message}},
+                            verdicts={"primary": Verdict(result.message)},
                             result=result.to_json())
         self.progress.line(f"{TEST}: {result.message}")
         if recovery:
             self.progress.line(f"{TEST}: {recovery}")
 
     def _result(self, passes: list[tuple[PassVerdict, float]], recovery: str | None,
-                truth: dict[str, Any] | None, purged: bool) -> SlcProbeResult:
+                truth: Mapping[str, object] | None, purged: bool) -> SlcProbeResult:
         first = passes[0][0]
         return SlcProbeResult(
             estimate_bytes=first.estimate_bytes,
@@ -178,7 +182,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         )
 
     # -- one write -------------------------------------------------------------------------
-    def _pass(self, pass_no: int) -> tuple[PassVerdict, dict[str, Any] | None]:
+    def _pass(self, pass_no: int) -> tuple[PassVerdict, Mapping[str, object] | None]:
         cell = self.o.cell(pass_no)
         with scratch.scratch_dir("slc") as logdir:
             prefix = str(logdir / "slc")
@@ -188,11 +192,10 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
                                f"sequentially (pass {pass_no})")
             run = self.session.run_fio(text, (cell,), json_plus=False)
             seconds = run.ended_at - run.started_at
-            self.store.add_step(self.run_id, TEST, "write", {
-                "pass": pass_no, "io_bytes": cell.io_bytes, "block_bytes": cell.block_bytes,
-                "iodepth": cell.iodepth, "log": self.o.describe_log(), "ok": run.ok,
-                "error": run.error, "seconds": seconds,
-            }, fio_record(run, f"write pass {pass_no}"))
+            self.store.add_step(self.run_id, TEST, "write", WriteStep(
+                pass_no, cell.io_bytes, cell.block_bytes, cell.iodepth,
+                self.o.describe_log(), run.ok, run.error, seconds,
+            ), fio_record(run, f"write pass {pass_no}"))
             truth = self.session.ground_truth(TEST, f"write pass {pass_no}")
             if not run.ok:
                 raise TestFailed(f"the sequential write (pass {pass_no}) failed: {run.error}")
@@ -226,11 +229,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         previous_bytes, previous_s = 0.0, 0.0
         for point in points:
             self._round_no += 1
-            cell = {
-                "cell": CELL, "pass": pass_no, "bytes_written": point.bytes_done,
-                "slice_bytes": point.bytes_done - previous_bytes, "bw_bytes_per_s": point.rate,
-                "write_bw_bytes_per_s": point.rate, "seconds": point.seconds,
-            }
+            cell = SliceCell(CELL, pass_no, point.bytes_done, point.bytes_done - previous_bytes,
+                             point.rate, point.rate, point.seconds)
             self.store.add_round(
                 self.run_id, TEST, self._round_no, status="ok", tracking={TRACKING: point.rate},
                 cells=[cell], fio=None, started_at=started + previous_s,
@@ -244,7 +244,8 @@ def _cliffs(verdict: PassVerdict) -> list[CliffRecord]:
             for c in verdict.cliffs]
 
 
-def _slc_truth(truth: dict[str, Any] | None, estimate: float | None) -> SlcTruth | None:
+def _slc_truth(truth: Mapping[str, object] | None, estimate: float | None
+               ) -> SlcTruth | None:
     """On the emulated SSD: its configured cache, and how far the estimate is from it."""
     if truth is None:
         return None

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ssdlab.engine.runner import FioRun
 from ssdlab.engine.verifylog import VerifyFailure, ranges, verify_failures
 from ssdlab.errors import TargetError, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import verify as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.verify import (
     MAX_LISTED,
     TEST,
     CorruptRange,
     FailureRecord,
     VerifyArgs,
+    VerifyCell,
     VerifyOptions,
     VerifyResult,
     build_options,
@@ -65,8 +66,8 @@ class VerifyRun(SessionRun[PreparedVerify]):
 
     suite = plan.SUITE
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.p.options, self.p.args, self.p.range)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.p.options, self.p.args, self.p.range).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._verify)
@@ -86,7 +87,8 @@ class VerifyRun(SessionRun[PreparedVerify]):
         job = run.output.jobs[0] if run.output is not None and run.output.jobs else None
         written, read = (job.write.io_bytes, job.read.io_bytes) if job else (0, 0)
         self.session.fio_round(TEST, 1, run, "verify", status="ok" if job else "failed",
-                               tracking={}, cells=[self._cell(written, read, len(failures))])
+                               tracking={},
+                               cells=[self._cell(written, read, len(failures)).to_json()])
         self.session.ground_truth(TEST, "verify")
         error = _error(run, job.error if job else None, job is not None, failures)
         if error is not None:
@@ -98,7 +100,7 @@ class VerifyRun(SessionRun[PreparedVerify]):
             "passed", f"no corruption: {format_bytes(read)} read back and checked, every "
             f"{format_bytes(o.interval_bytes)} ({o.checksum})")
         self.store.set_test(self.run_id, TEST, status=status, params=params,
-                            verdicts={"primary": {"message": message}},
+                            verdicts={"primary": Verdict(message)},
                             result=self._result(failures, written, read,
                                                 message=message).to_json())
         self.progress.line(f"{TEST}: {message}")
@@ -114,12 +116,10 @@ class VerifyRun(SessionRun[PreparedVerify]):
             checked_bytes=checked_bytes(self.p.options, self.p.range),
             error=error, message=message)
 
-    def _cell(self, written: int, read: int, failures: int) -> dict[str, object]:
+    def _cell(self, written: int, read: int, failures: int) -> VerifyCell:
         """The round's one cell: what was written and read, how many intervals failed."""
         o = self.p.options
-        return {"cell": "verify", "block_bytes": o.block_bytes, "read_pct": 0,
-                "pattern": o.pattern, "written_bytes": written, "read_bytes": read,
-                "failures": failures}
+        return VerifyCell(TEST, o.block_bytes, 0, o.pattern, written, read, failures)
 
 
 def _error(run: FioRun, job_error: int | None, has_job: bool,
