@@ -25,6 +25,7 @@ from typing import Any
 
 from ssdlab import presets
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.copysets import (
@@ -33,7 +34,14 @@ from ssdlab.plan.copysets import (
     frame_format,
     scaled_sets,
 )
-from ssdlab.plan.file_results import FilePresetResult
+from ssdlab.plan.file_results import (
+    FilePresetParams,
+    FilePresetPlan,
+    FilePresetResult,
+    PhaseCell,
+    PrepareStep,
+    WaitStep,
+)
 from ssdlab.plan.filejobs import DIRECTIONS, FileJob
 from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, parse_size
@@ -423,6 +431,8 @@ def _spec(name: str, help: str, description: str, args_type: type[Any], size_hel
         name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
         options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
         args_type=args_type, results={name: FilePresetResult},
+        plan_type=FilePresetPlan, params={name: FilePresetParams}, cells=PhaseCell,
+        details={"prepare": PrepareStep, "wait": WaitStep, "warning": None},
         quick_text="tiny sizes, for a try-out; not the preset's definition")
 
 
@@ -523,15 +533,18 @@ def _describe_phase(plan: FilePlan, phase: Phase, base: str, job_text: FileJobTe
     return [f"== {phase.label} (untimed)"]
 
 
-def plan_dict(plan: FilePlan, args: FilePresetArgs) -> dict[str, Any]:
+def plan_dict(plan: FilePlan, args: FilePresetArgs) -> FilePresetPlan:
     """The run's plan as stored."""
-    return {"suite": plan.preset, **plan.identity, "profile": plan.profile,
-            "args": dataclasses.asdict(args), "options": plan.options,
-            "summary": plan.summary, "tests": [plan.preset], "page_cache": PAGE_CACHE_POLICY}
+    ident = plan.identity
+    return FilePresetPlan(plan.preset, str(ident["preset"]), int(ident["preset_version"]),
+                          str(ident["preset_title"]), plan.profile, dataclasses.asdict(args),
+                          plan.options, plan.summary, (plan.preset,), PAGE_CACHE_POLICY)
 
 
-def test_params(plan: FilePlan, directory: dict[str, object]) -> dict[str, Any]:
+def test_params(plan: FilePlan, directory: JsonObject) -> FilePresetParams:
     """The parameters stored with the test (``directory``: where it ran)."""
-    return {"title": plan.identity["preset_title"], **plan.identity,
-            "profile": plan.profile, "options": plan.options, "summary": plan.summary,
-            "directory": directory, "page_cache": PAGE_CACHE_POLICY}
+    ident = plan.identity
+    return FilePresetParams(str(ident["preset_title"]), str(ident["preset"]),
+                            int(ident["preset_version"]), str(ident["preset_title"]),
+                            plan.profile, plan.options, plan.summary, directory,
+                            PAGE_CACHE_POLICY)

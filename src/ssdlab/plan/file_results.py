@@ -6,11 +6,12 @@ work directory. Read back by the report (report/file_presets_pages.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan.filejobs import Direction
+from ssdlab.plan.results import StoredPlan, TestParams
 
 #: how a write phase gets its data to the device, inside the time measured
 WRITE_FSYNC = "fsync_on_close + end_fsync, inside the timed job"
@@ -127,3 +128,84 @@ class FilePresetResult(Record):
     cleanup: Cleanup | None = None
     notes: list[str] | None = None
     message: str | None = None
+
+
+# -- what a run stores beside its result ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilePresetPlan(StoredPlan):
+    """A preset's stored plan: the preset's identity, the arguments and options, what it
+    does in words, its one test, the page-cache policy."""
+
+    preset: str = ""
+    preset_version: int = 0
+    preset_title: str = ""
+    profile: str = ""
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+    summary: str = ""
+    tests: tuple[str, ...] = ()
+    page_cache: str = ""
+
+
+@dataclass(frozen=True)
+class FilePresetParams(TestParams):
+    """The test's parameters: as the plan, and the directory it ran in."""
+
+    preset: str = ""
+    preset_version: int = 0
+    preset_title: str = ""
+    profile: str = ""
+    options: JsonObject = field(default_factory=dict)
+    summary: str = ""
+    directory: JsonObject = field(default_factory=dict)
+    page_cache: str = ""
+
+
+@dataclass(frozen=True)
+class PrepareStep(Record):
+    """A phase that is not measured (a copy set's source files made by fio)."""
+
+    phase: str
+    label: str
+    io_bytes: int
+    files: int
+
+
+@dataclass(frozen=True)
+class WaitStep(Record):
+    """A wait between phases: as planned, and as it took."""
+
+    seconds: float
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class PhaseCell(Record):
+    """A measured phase's cell as stored, a fio phase's or a copy's (each key where its
+    record has it: :func:`phase_of` reads a cell as its own record)."""
+
+    OMIT_NONE = frozenset({"repetition", "block_bytes", "iops", "lat_mean_us", "command",
+                           "frames", "frames_per_s"})
+
+    cell: str
+    label: str
+    group: str
+    direction: str
+    repetition: int | None = None  # a copy
+    io_bytes: int = 0
+    files: int = 0
+    file_bytes: int = 0
+    block_bytes: int | None = None  # a fio phase
+    seconds: float = 0.0
+    timing: str = ""
+    bw_bytes_per_s: float = 0.0
+    iops: float | None = None  # a fio phase
+    lat_mean_us: float | None = None  # a fio phase
+    direct: bool = False
+    cache: CacheRecord | None = None
+    command: str | None = None  # a copy
+    fsync: str | None = None
+    frames: int | None = None  # AJA
+    frames_per_s: float | None = None

@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NoReturn, TypeVar, cast
 
 from ssdlab.children import die_with_parent
 from ssdlab.engine.model import DirectionStats
 from ssdlab.engine.runner import Executor, FioRun, watchdog_seconds
 from ssdlab.errors import TargetError, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import file_presets as fp
 from ssdlab.plan.file_presets import (
     CopyPhase,
@@ -47,7 +48,9 @@ from ssdlab.plan.file_results import (
     FilePresetResult,
     FioPhaseRecord,
     PhaseRecord,
+    PrepareStep,
     SummaryRow,
+    WaitStep,
     group_name,
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
@@ -58,7 +61,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import Document, RunData
+from ssdlab.store.records import Document, RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 from ssdlab.units import format_bytes
@@ -308,9 +311,9 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         return Cleanup(str(work.path), removed)
 
     def _set_test(self, status: str, result: FilePresetResult) -> None:
-        self.store.set_test(self.run_id, self.test, status=status,
-                            params=fp.test_params(self.plan, self.p.dir.to_dict()),
-                            verdicts={}, result=result.to_json())
+        directory = cast(JsonObject, self.p.dir.to_dict())
+        self.store.set_test(self.run_id, self.test, TestState(
+            status, fp.test_params(self.plan, directory), {}, result))
 
     # -- phases -----------------------------------------------------------------------
     def _run_phases(self, work: WorkDir) -> None:
@@ -359,8 +362,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         stats = self._stats(run, job)
         if not phase.measured:
             self.store.add_step(self.run_id, self.test, "prepare",
-                                {"phase": phase.key, "label": phase.label,
-                                 "io_bytes": stats.io_bytes, "files": job.files},
+                                PrepareStep(phase.key, phase.label, stats.io_bytes, job.files),
                                 fio_record(run, phase.key))
             return
         seconds, timing = fio_seconds(stats)
@@ -470,8 +472,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(left, 0.5))
         self.store.add_step(self.run_id, self.test, "wait",
-                            {"seconds": phase.seconds, "waited_s": time.time() - started},
-                            None)
+                            WaitStep(phase.seconds, time.time() - started), None)
 
     def _remove(self, phase: RemovePhase, base: Path) -> None:
         for rel in phase.paths:
