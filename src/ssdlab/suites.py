@@ -42,7 +42,7 @@ from ssdlab.plan.suite import SuiteSpec
 from ssdlab.reference import published
 
 if TYPE_CHECKING:
-    from ssdlab.jsonrecord import Record
+    from ssdlab.jsonrecord import JsonObject, Record
     from ssdlab.report.suite import SuitePages
     from ssdlab.run.suite import Runner
     from ssdlab.store.records import RunData, TestData
@@ -61,13 +61,15 @@ class Suite:
         return self.spec.name
 
     def runner(self) -> Runner[Any, Any]:
+        """Its run module's ``RUNNER``, or what its ``make_runner`` makes given the
+        registry's lookup (a suite of suites: ``ssdlab.run.suite.SuiteLookup``)."""
         from ssdlab.run.suite import Runner
         if self.run_module is None:
             raise UserError(f"runs of the {self.name} suite are imported, not run")
         module = _module("ssdlab.run", self.run_module)
-        # a suite of suites gets the registry's lookup rather than importing it
-        runner = module.make_runner(find) if hasattr(module, "make_runner") else module.RUNNER
-        assert isinstance(runner, Runner), f"{self.run_module}.RUNNER is not a Runner"
+        make = getattr(module, "make_runner", None)
+        runner = make(find) if make is not None else module.RUNNER
+        assert isinstance(runner, Runner), f"{self.run_module}: not a Runner"
         return runner
 
     def pages(self) -> SuitePages:
@@ -131,7 +133,7 @@ def result_type(run: RunData, test: TestData) -> type[Record] | None:
     return suite.spec.result_type(test.name) if suite is not None else None
 
 
-def result_json(run: RunData, test: TestData) -> dict[str, Any]:
+def result_json(run: RunData, test: TestData) -> JsonObject:
     """A stored test's result through its typed record (StoredDataError when the stored
     document does not have its shape), as the export writes it."""
     record = result_type(run, test)

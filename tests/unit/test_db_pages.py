@@ -23,7 +23,7 @@ from ssdlab.reference.db_published import (
     parse_db_published,
     published_match,
 )
-from ssdlab.reference.published import COLUMNS, read_published
+from ssdlab.reference.published import COLUMNS, PublishedRows, read_published
 from ssdlab.report.build import render
 from ssdlab.report.db_pages import PAGES, db_overlay, downsample
 from ssdlab.store.db import Store
@@ -342,7 +342,8 @@ def test_import_published_accepts_the_packaged_file() -> None:
     assert run.device == "Micron 9400 PRO" and len(run.rows) == 5
     (test,) = run.tests
     assert test.name == "published"
-    assert [(r["test"], r["metric"], r["value"]) for r in test.result["rows"]][:3] == [
+    assert isinstance(test.result, PublishedRows)
+    assert [(r.test, r.metric, r.value) for r in test.result.rows][:3] == [
         ("sysbench_oltp", "tps", 11615), ("sysbench_oltp", "latency_avg_ms", 11.02),
         ("sysbench_oltp", "latency_p99_ms", 19.77)]
 

@@ -26,7 +26,30 @@ PTS_TITLE = "SNIA PTS report"
 #: expected as this instead, in its <title> and its cover's <h1> and nowhere else. Keys:
 #: a suite's name for the report of one run of it (report/RUN.html), "compare/NAME" for
 #: a report of several runs (compare/NAME.html). Empty: every title as recorded.
-EXPECTED_TITLES: dict[str, str] = {}
+EXPECTED_TITLES: dict[str, str] = {
+    # each suite's report says what it is (the spec's report_title); pts and db as before
+    "atto": "ATTO-like report",
+    "cdm": "CrystalDiskMark-like report",
+    "iometer": "IOmeter-like report",
+    "aja": "AJA System Test-like report",
+    "diskfill": "DiskFill-like report",
+    "smallfiles": "small files report",
+    "copy": "file copy report",
+    "curves": "latency curves report",
+    "latency-iops": "latency against IOPS report",
+    "op-sweep": "over-provisioning sweep report",
+    "peak": "peak IOPS report",
+    "replay": "trace replay report",
+    "saturation": "write saturation report",
+    "slc-probe": "SLC cache probe report",
+    "verify": "data integrity report",
+    "matrix": "RAID matrix report",
+    # a published reference run alone; compared with a PTS run it takes the PTS kind
+    "published": "published reference report",
+    # runs of suites with different kinds: a matrix with its PTS children, cdm + atto
+    "compare/matrix": "comparison report",
+    "compare/cdm-atto": "comparison report",
+}
 
 
 def _params() -> list[object]:

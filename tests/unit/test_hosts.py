@@ -241,9 +241,15 @@ def test_a_serving_agent_answers_only_for_its_targets(tmp_path: Path,
 
 
 def test_suites_that_cannot_run_on_other_hosts_say_so() -> None:
-    check_suite("pts", "h1:/dev/a,h2:/dev/b")
-    check_suite("saturation", "/dev/loop0")
-    check_suite("saturation", None)
-    with pytest.raises(UserError, match=r"^`ssdlab run saturation` runs on targets of this "
-                                        r"host only"):
-        check_suite("saturation", "h1:/dev/a")
+    from ssdlab.suites import SUITES
+    specs = {s.name: s.spec for s in SUITES}
+    remote = [name for name, spec in specs.items() if spec.remote]
+    assert remote == ["pts"]
+    check_suite(specs["pts"], "h1:/dev/a,h2:/dev/b", remote)
+    check_suite(specs["saturation"], "/dev/loop0", remote)
+    check_suite(specs["saturation"], None, remote)
+    with pytest.raises(UserError) as refused:
+        check_suite(specs["saturation"], "h1:/dev/a", remote)
+    assert str(refused.value) == (
+        "`ssdlab run saturation` runs on targets of this host only; targets on other hosts "
+        "(h1:/dev/a) are for: pts (docs/hosts.md)")

@@ -189,8 +189,8 @@ def test_the_registry_hands_the_matrix_its_lookup() -> None:
 def test_the_childs_options_are_checked_as_its_command_line_checks_them(
         words: list[str], error: str) -> None:
     with pytest.raises(UserError) as err:
-        _pts().spec.parse_options([*words, "--target", "/dev/null"], "--suite-options")
+        _pts().spec.option_values([*words, "--target", "/dev/null"], "--suite-options")
     assert str(err.value).startswith(error)
-    values = vars(_pts().spec.parse_options(["--target", "/dev/null", "--profile", "quick"],
-                                            "--suite-options"))
+    values = _pts().spec.option_values(["--target", "/dev/null", "--profile", "quick"],
+                                       "--suite-options")
     assert values["target"] == ["/dev/null"] and values["profile"] == "quick"

@@ -110,8 +110,8 @@ def test_one_fio_run_per_round_for_the_targets_still_running() -> None:
             assert [j.name for j in run.output.jobs] == [f"r{n}a", f"r{n}b"]
     shared = got["t3"][0]
     assert isinstance(shared, FioRun) and shared.output is not None
-    assert shared.output.documents[0][SET_KEY]["fio_run"] == 1
-    assert shared.output.documents[0][SET_KEY]["set"] == "set-x"
+    doc = shared.output.documents[0][SET_KEY]
+    assert isinstance(doc, dict) and doc["fio_run"] == 1 and doc["set"] == "set-x"
 
 
 def test_the_shared_run_takes_the_longest_watchdog_and_json_plus_if_any_asks() -> None:

@@ -40,7 +40,7 @@ from ssdlab.run.block_preset_run import auto_qd
 from ssdlab.run.peak_run import PeakRun, PreparedPeak, measured_of, pinning
 from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import Progress
-from ssdlab.run.pts_run import auto_load
+from ssdlab.run.pts_run import AutoLoad, auto_load
 from ssdlab.run.session import RunInterrupted
 from ssdlab.store import records
 from ssdlab.store.db import Store
@@ -339,8 +339,8 @@ def test_auto_load_comes_from_the_newest_peak_run_of_the_target(tmp_path: Path) 
     args, extra = auto_load(TargetRequest(target, store=path),
                             PtsArgs(tests="iops", threads="auto", iodepth="auto"))
     assert (args.threads, args.iodepth) == (peak["threads"], peak["iodepth"])
-    assert extra == {"load_source": f"threads/QD from peak run {run_id} (rnd4k_read: "
-                     f"{peak['engine']} {peak['threads']} x QD {peak['iodepth']})"}
+    assert extra == AutoLoad(load_source=f"threads/QD from peak run {run_id} (rnd4k_read: "
+                     f"{peak['engine']} {peak['threads']} x QD {peak['iodepth']})")
     with pytest.raises(UserError, match=r"--threads auto: no peak run for .* run "
                        r"`ssdlab run peak --target") as refused:
         auto_load(TargetRequest(target, store=path), PtsArgs(threads="auto"))  # throughput
@@ -356,7 +356,7 @@ def test_without_a_peak_run_auto_is_refused_and_given_values_are_kept(tmp_path: 
         auto_load(TargetRequest("/dev/x", store=missing), PtsArgs(iodepth="auto"))
     assert not Path(missing).exists()
     args = PtsArgs(threads=3, iodepth=4)
-    assert auto_load(TargetRequest("/dev/x", store=missing), args) == (args, {})
+    assert auto_load(TargetRequest("/dev/x", store=missing), args) == (args, AutoLoad())
     with pytest.raises(UserError, match="--threads auto: give a whole number"):
         pts_options(PtsArgs(threads="auto"), "file", 2)
     assert pts_options(PtsArgs(), "file", 2).load_source == ""

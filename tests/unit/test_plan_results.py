@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from ssdlab.analysis.hostbound import CpuPoint, HostBoundRule, host_bound
-from ssdlab.analysis.numa import numa_check
+from ssdlab.analysis.numa import NumaCheck, numa_check
 from ssdlab.analysis.steady import REVIEW_RULE, SNIA_RULE, evaluate, verdict_to_dict
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.results import (
     FioCell,
     HostBoundVerdict,
+    HostCpuPoint,
     LittleLaw,
-    NumaVerdict,
     SteadyVerdict,
     StoredPlan,
     TestParams,
@@ -53,7 +53,7 @@ def test_a_steady_verdict_is_stored_as_verdict_to_dict_wrote_it(
             _text(record.to_json())
 
 
-def test_a_host_bound_verdict_is_stored_as_to_dict_wrote_it() -> None:
+def test_a_host_bound_verdict_is_stored_with_its_keys_in_order() -> None:
     curves = {
         "4 KiB 100/0, 1 thread": [CpuPoint(1, 1, 1000.0, 40.0), CpuPoint(1, 2, 1900.0, 95.0),
                                   CpuPoint(1, 4, 1920.0, 97.0)],
@@ -61,9 +61,14 @@ def test_a_host_bound_verdict_is_stored_as_to_dict_wrote_it() -> None:
     }
     for verdict in (host_bound(curves), host_bound({}), host_bound(curves, HostBoundRule(99))):
         record = HostBoundVerdict.of(verdict)
-        assert _text(record.to_json()) == _text(verdict.to_dict())
+        assert list(record.to_json()) == ["host_bound", "rule", "findings", "peak", "message",
+                                          "curves_checked"]
         assert HostBoundVerdict.from_json(record.to_json()) == record
-    assert HostBoundVerdict.of(host_bound(curves)).findings[0].iodepth == 4
+    busy = HostBoundVerdict.of(host_bound(curves))
+    finding = busy.findings[0]
+    assert (finding.curve, finding.threads, finding.iodepth, finding.host_cpu_pct) == (
+        "4 KiB 100/0, 1 thread", 1, 4, 97.0)
+    assert busy.peak == HostCpuPoint("4 KiB 100/0, 1 thread", 1, 4, 97.0)
 
 
 @pytest.mark.parametrize(("node", "nodes"), [
@@ -71,12 +76,13 @@ def test_a_host_bound_verdict_is_stored_as_to_dict_wrote_it() -> None:
     (1, {0: frozenset({0, 1}), 1: frozenset({2, 3})}),
     (None, {}),
 ])
-def test_a_numa_verdict_is_stored_as_to_dict_wrote_it(
+def test_a_numa_verdict_is_its_own_record(
         node: int | None, nodes: dict[int, frozenset[int]]) -> None:
     check = numa_check(node, [0, 1], nodes)
-    record = NumaVerdict.of(check)
-    assert _text(record.to_json()) == _text(check.to_dict())
-    assert NumaVerdict.from_json(record.to_json()) == record
+    stored = json.loads(_text(check.to_json()))
+    assert list(stored) == ["device_node", "fio_cpus", "fio_nodes", "mismatch", "message"]
+    assert stored["fio_nodes"] == list(check.fio_nodes)
+    assert NumaCheck.from_json(stored) == check
 
 
 def _cell(fixture: str) -> dict[str, object]:

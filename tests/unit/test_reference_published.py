@@ -34,7 +34,7 @@ def _runs() -> dict[str, ReferenceRun]:
 def _test(run: ReferenceRun, name: str) -> dict[str, Any]:
     for test in run.tests:
         if test.name == name:
-            return {"params": test.params, "result": test.result}
+            return {"params": test.params.to_json(), "result": test.result.to_json()}
     raise KeyError(name)
 
 
@@ -164,10 +164,10 @@ def test_target_and_plan_of_a_reference_run() -> None:
         "device_class": "reference",
     }
     plan = run.plan("published-results.csv")
-    assert plan["source_file"] == "published-results.csv"
-    assert plan["source_document"] == "001_7e2a2261cc4b3893.txt"
-    assert plan["imported_rows"] == 49
-    assert len(plan["content_sha256"]) == 64
+    assert plan.source_file == "published-results.csv"
+    assert plan.source_document == "001_7e2a2261cc4b3893.txt"
+    assert plan.imported_rows == 49
+    assert len(plan.content_sha256) == 64
 
 
 # -- validation ----------------------------------------------------------------------

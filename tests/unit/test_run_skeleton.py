@@ -2,7 +2,7 @@
 :class:`~ssdlab.run.session.SessionRun` subclass that says what differs through the
 skeleton's hooks, never by a ``execute`` or ``resume`` of its own; nothing in run/ is
 left to raise NotImplementedError; no ArgumentParser is subclassed to parse a suite's
-options (the matrix reads its child suite's with ``SuiteSpec.parse_options``)."""
+options (the matrix reads its child suite's with ``SuiteSpec.option_values``)."""
 
 from __future__ import annotations
 

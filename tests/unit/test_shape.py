@@ -6,10 +6,9 @@ checker that breaks fails at once instead of passing for an expected failure.
 
 * at most 60 lines in src/ name ``dict[str, Any]`` (228 on 84b2068);
 * no module in src/ is longer than 600 lines (9 were);
-* plan/pts.py is imported only by the PTS suite's own modules and the registry;
-* no suite is named in shared code: a suite's name compared with, looked up in the
-  registry, or held in a constant that is compared, outside that suite's own modules
-  (:func:`suite_names`; one listed exception);
+* plan/pts.py is imported only by the PTS suite's own modules and the registry (reached:
+  WP1b and WP2);
+* no suite is named in shared code: reached (WP2), tests/unit/test_suite_names.py;
 * none of the dead code the issue names is there.
 
 The checkers themselves are tested here too (without a mark): each finds what it must.
@@ -18,22 +17,18 @@ The checkers themselves are tested here too (without a mark): each finds what it
 from __future__ import annotations
 
 import ast
-import functools
-import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.suite_names import module_constants, own_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "ssdlab"
 MAX_DICT_ANY = 60
 MAX_LINES = 600
 PTS_MODULE = "ssdlab.plan.pts"
-#: a suite named outside its own modules on purpose: the matrix's default child suite
-#: (changing it changes `ssdlab run matrix --help`)
-EXCEPTIONS = {("ssdlab.plan.matrix", "DEFAULT_CHILD")}
 #: the dead code of the issue: module -> names it must not define
 DEAD = {
     "ssdlab.targets.array_status": (
@@ -93,103 +88,6 @@ def importers_of(target: str, sources: Mapping[str, ast.AST]) -> set[str]:
             and target in set(imported(tree))}
 
 
-@dataclass(frozen=True)
-class Named:
-    """A suite's name in shared code: where, the name, and how it is used."""
-
-    module: str
-    line: int
-    suite: str
-    how: str
-
-    def __str__(self) -> str:
-        return f"{self.module}:{self.line} {self.suite!r} ({self.how})"
-
-
-def _names_in(node: ast.AST, suites: set[str]) -> list[str]:
-    """Suite names a constant, or a tuple/list/set literal of constants, holds."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return [node.value] if node.value in suites else []
-    if isinstance(node, ast.Tuple | ast.List | ast.Set):
-        return [n for element in node.elts for n in _names_in(element, suites)]
-    if (isinstance(node, ast.Call) and ast.unparse(node.func) in ("frozenset", "set", "tuple")
-            and node.args):
-        return _names_in(node.args[0], suites)
-    return []
-
-
-def _module_constants(tree: ast.Module) -> Iterator[tuple[str, ast.AST, int]]:
-    for stmt in tree.body:
-        targets: list[ast.expr] = []
-        if isinstance(stmt, ast.Assign):
-            targets, value = stmt.targets, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            targets, value = [stmt.target], stmt.value
-        for target in targets:
-            if isinstance(target, ast.Name):
-                yield target.id, value, stmt.lineno
-
-
-def _compared(sources: Iterable[ast.Module]) -> set[str]:
-    """The names (variables, attributes) that some comparison uses."""
-    out: set[str] = set()
-    for tree in sources:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Compare):
-                for operand in (node.left, *node.comparators):
-                    out.update(sub.id for sub in ast.walk(operand) if isinstance(sub, ast.Name))
-                    out.update(sub.attr for sub in ast.walk(operand)
-                               if isinstance(sub, ast.Attribute))
-    return out
-
-
-def _uses(tree: ast.Module, suites: set[str]) -> Iterator[tuple[str, int, str]]:
-    """(suite, line, how) of names compared or looked up in the registry."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            for operand in (node.left, *node.comparators):
-                yield from ((suite, node.lineno, "compared")
-                            for suite in _names_in(operand, suites))
-        elif (isinstance(node, ast.Call) and node.args
-              and ast.unparse(node.func) in ("find", "suites.find", "registry.find")):
-            yield from ((suite, node.lineno, "looked up")
-                        for suite in _names_in(node.args[0], suites))
-
-
-def _held(module: str, tree: ast.Module, suites: set[str], compared: set[str]
-          ) -> Iterator[tuple[str, int, str]]:
-    """(suite, line, how) of names held in module constants that are compared, or that
-    are a default suite (``DEFAULT_*``, ``*_SUITE*``)."""
-    for name, value, line in _module_constants(tree):
-        held = _names_in(value, suites)
-        if (module, name) in EXCEPTIONS or not held:
-            continue
-        if name in compared:
-            yield from ((suite, line, f"{name}, compared") for suite in held)
-        elif name.startswith("DEFAULT_") or "_SUITE" in name:
-            yield from ((suite, line, name) for suite in held)
-
-
-def suite_names(sources: dict[str, ast.Module], suites: set[str],
-                own: dict[str, set[str]]) -> list[Named]:
-    """A suite named outside its own modules (``own``: suite -> its modules):
-
-    (a) a name compared (``==``, ``!=``, ``in``, ``not in``), directly or in a tuple,
-        list or set literal operand;
-    (b) a module-level constant holding a name that some comparison in the package uses
-        (``suite in REMOTE_SUITES``);
-    (c) a registry lookup of a name (``find("pts")``, ``suites.find("pts")``);
-    (d) a module constant ``DEFAULT_*`` or ``*_SUITE*`` whose value is a name.
-
-    Data keys, messages, paths and command names are not flagged: they are not compared.
-    """
-    compared = _compared(sources.values())
-    return [Named(module, line, suite, how) for module, tree in sources.items()
-            for suite, line, how in (*_uses(tree, suites),
-                                     *_held(module, tree, suites, compared))
-            if module not in own.get(suite, set())]
-
-
 def defined(tree: ast.Module) -> set[str]:
     """Names a module defines: top-level functions, classes and assignments (imported
     names too), and ``Class.method``."""
@@ -203,7 +101,7 @@ def defined(tree: ast.Module) -> set[str]:
         elif isinstance(stmt, ast.Import | ast.ImportFrom):
             out.update((alias.asname or alias.name).split(".")[0] for alias in stmt.names)
         else:
-            out.update(name for name, _, _ in _module_constants(ast.Module([stmt], [])))
+            out.update(name for name, _, _ in module_constants(ast.Module([stmt], [])))
     return out
 
 
@@ -215,32 +113,6 @@ def sources() -> dict[str, ast.Module]:
     return {name: ast.parse(path.read_text(encoding="utf-8")) for name, path in modules()}
 
 
-def _dotted(package: str, name: str) -> str:
-    return name if "." in name else f"{package}.{name}"
-
-
-@functools.cache
-def own_modules() -> dict[str, set[str]]:
-    """Each registered suite's own modules: the one that makes its spec (assigns it to a
-    module-level name), its run module and its pages module (the registry's line)."""
-    from ssdlab import suites as registry
-    out: dict[str, set[str]] = {}
-    for suite in registry.SUITES:
-        mods = {_dotted("ssdlab.report", suite.pages_module)}
-        if suite.run_module is not None:
-            mods.add(_dotted("ssdlab.run", suite.run_module))
-        for module in list(sys.modules.values()):
-            name = getattr(module, "__name__", "")
-            source = getattr(module, "__file__", None)
-            holds = {k for k, v in vars(module).items() if v is suite.spec}
-            if name.startswith("ssdlab.") and name != "ssdlab.suites" and holds and source:
-                tree = ast.parse(Path(source).read_text(encoding="utf-8"))
-                if holds & {k for k, _, _ in _module_constants(tree)}:
-                    mods.add(name)
-        out[suite.name] = mods
-    return out
-
-
 def pts_suite_modules() -> set[str]:
     return own_modules()["pts"] | {"ssdlab.suites"}
 
@@ -248,7 +120,6 @@ def pts_suite_modules() -> set[str]:
 # -- the goals ---------------------------------------------------------------------------------
 
 
-@GOAL
 def test_dict_str_any_is_named_on_at_most_60_lines() -> None:
     lines = dict_any_lines(path for _, path in modules())
     assert len(lines) <= MAX_DICT_ANY, f"{len(lines)} lines name dict[str, Any]"
@@ -258,18 +129,9 @@ def test_no_module_is_longer_than_600_lines() -> None:
     assert long_modules(path for _, path in modules()) == {}
 
 
-@GOAL
 def test_plan_pts_is_imported_by_the_pts_suite_and_the_registry_only(
         sources: dict[str, ast.Module]) -> None:
     assert importers_of(PTS_MODULE, sources) - pts_suite_modules() == set()
-
-
-@GOAL
-def test_no_suite_is_named_in_shared_code(sources: dict[str, ast.Module]) -> None:
-    from ssdlab.suites import SUITES
-    shared = {name: tree for name, tree in sources.items() if name != "ssdlab.suites"}
-    found = suite_names(shared, {s.name for s in SUITES}, own_modules())
-    assert found == [], "\n".join(map(str, found))
 
 
 def test_the_dead_code_is_gone(sources: dict[str, ast.Module]) -> None:
@@ -303,34 +165,6 @@ def test_the_import_checker_sees_every_kind_of_import() -> None:
         "e": "from ssdlab.plan.ptsx import y\nfrom ssdlab.plan import options\n",
     })
     assert importers_of(PTS_MODULE, sources) == {"a", "b", "c", "d"}
-
-
-def test_the_names_checker_finds_the_five_patterns_of_84b2068() -> None:
-    suites = {"pts", "db", "published", "replay", "matrix"}
-    own = {"pts": {"ssdlab.plan.pts"}, "matrix": {"ssdlab.plan.matrix"}}
-    found = suite_names(_parsed({
-        # report/build.py: the title by the suite's name
-        "ssdlab.report.build": 'kind = "x" if all(r.suite == "db" for r in runs) else "y"\n',
-        # run/remote.py: the suites that run on other hosts
-        "ssdlab.run.remote": 'REMOTE_SUITES = ("pts",)\n'
-                             'def check(suite):\n    return suite in REMOTE_SUITES\n',
-        # report/run_pages.py: the title page's table by a suite's word
-        "ssdlab.report.run_pages": 'def t(kind):\n    if kind == "pts":\n        return 1\n',
-        # cli/demo_cmd.py: the demo's suite looked up by name
-        "ssdlab.cli.demo_cmd": 'from ssdlab.suites import find\nSUITE = find("pts")\n',
-        # plan/matrix.py: the default child (the listed exception) and another default
-        "ssdlab.plan.matrix": 'DEFAULT_CHILD = "pts"\nDEFAULT_OTHER = "db"\n',
-        # the suite's own module may name itself; data keys and messages are not names
-        "ssdlab.plan.pts": 'def f(s):\n    return s == "pts"\n',
-        "ssdlab.report.figures": 'STATE = {"published": 1}\nprint("db")\n',
-    }), suites, own)
-    assert sorted((n.module, n.suite, n.how) for n in found) == sorted([
-        ("ssdlab.report.build", "db", "compared"),
-        ("ssdlab.run.remote", "pts", "REMOTE_SUITES, compared"),
-        ("ssdlab.report.run_pages", "pts", "compared"),
-        ("ssdlab.cli.demo_cmd", "pts", "looked up"),
-        ("ssdlab.plan.matrix", "db", "DEFAULT_OTHER"),
-    ])
 
 
 def test_the_dead_code_checker_sees_functions_classes_methods_and_names() -> None:

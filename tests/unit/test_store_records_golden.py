@@ -32,16 +32,17 @@ from typing import Any
 import pytest
 
 from ssdlab import suites
+from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, is_json
+from ssdlab.plan.op_sweep import OpSweepParams
+from ssdlab.plan.pts import PtsParams
 from ssdlab.plan.results import (
     EVENT_DETAILS,
     STEP_DETAILS,
     FioCell,
     HostBoundVerdict,
-    NumaVerdict,
     ProcessEvent,
     RoundParams,
-    SkippedCell,
     SteadyVerdict,
     StoredPlan,
     TestParams,
@@ -60,9 +61,7 @@ from tests.support.records import ExampleCell, ExampleParams, ExamplePlan, fresh
 #: the registered suites that do not declare their records yet (issue 31: WP3 the PTS
 #: family and published, WP4 the other device suites, WP5 file presets, db and matrix).
 #: It may only shrink: take a suite out when its SuiteSpec declares its records.
-PENDING = frozenset({
-    "latency-iops", "op-sweep", "pts", "published", "saturation",
-})
+PENDING: frozenset[str] = frozenset()  # every registered suite declares them now
 
 
 @pytest.fixture(scope="module")
@@ -263,28 +262,10 @@ def test_the_check_finds_a_document_that_is_not_its_declared_record(
 # -- the shared records (plan/results.py) against the golden documents --------------------
 
 
-@dataclass(frozen=True)
-class _PtsParams(RoundParams):
-    """PTS's parameters as stored (the shared keys, then its own): the shape plan/pts.py
-    declares for itself."""
-
-    skipped: list[SkippedCell] = field(default_factory=list)
-    quick: bool = False
-
-
-@dataclass(frozen=True)
-class _OpSweepParams(RoundParams):
-    ops: list[float] = field(default_factory=list)
-    min_gain_pct: float = 0.0
-    definition: str = ""
-    capacity_bytes: int = 0
-    quick: bool = False
-
-
 #: the verdicts of each suite that are the shared ones, by name ("*": any other name)
 SHARED_VERDICTS: dict[str, dict[str, type[Record] | None]] = {
     "pts": {"*": SteadyVerdict},
-    "latency-iops": {"host_bound": HostBoundVerdict, "numa": NumaVerdict},
+    "latency-iops": {"host_bound": HostBoundVerdict, "numa": NumaCheck},
     "peak": {"primary": Verdict, "host_bound": HostBoundVerdict},
     "curves": {"*": Verdict},
     **{name: {"primary": Verdict} for name in (
@@ -293,7 +274,7 @@ SHARED_VERDICTS: dict[str, dict[str, type[Record] | None]] = {
 
 
 def test_every_test_params_reads_as_the_shared_params(golden_runs: list[RunData]) -> None:
-    shared = {"pts": _PtsParams, "op-sweep": _OpSweepParams}
+    shared: dict[str, type[RoundParams]] = {"pts": PtsParams, "op-sweep": OpSweepParams}
     seen = set()
     for run in golden_runs:
         for test in run.tests:

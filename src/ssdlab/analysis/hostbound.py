@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+
+from ssdlab.jsonrecord import Record
 
 DEFAULT_CPU_PCT = 90.0
 DEFAULT_MAX_RISE_PCT = 5.0
@@ -56,14 +57,6 @@ class HostBoundVerdict:
     message: str
     curves_checked: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["findings"] = [asdict(f) for f in self.findings]
-        data["peak"] = None if self.peak is None else {
-            "curve": self.peak[0], "threads": self.peak[1], "iodepth": self.peak[2],
-            "host_cpu_pct": self.peak[3],
-        }
-        return data
 
 
 def curve_findings(
@@ -133,7 +126,7 @@ class SharedRun:
 
 
 @dataclass(frozen=True)
-class SetHostVerdict:
+class SetHostVerdict(Record):
     """Did the host, not the drives, limit a set? Its CPUs' busy share over all the set's
     shared fio runs (weighted by their time) against ``cpu_pct``."""
 
@@ -147,9 +140,6 @@ class SetHostVerdict:
     seconds: float
     cpus: int
     message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def set_host_bound(runs: Sequence[SharedRun], cpus: int,

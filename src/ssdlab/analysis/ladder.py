@@ -12,8 +12,9 @@ Pure functions; the decision says why, in words, with the numbers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from ssdlab.jsonrecord import Record
 
 #: a StopDecision's kind
 CONTINUE = "continue"
@@ -40,16 +41,13 @@ class LadderRule:
 
 
 @dataclass(frozen=True)
-class StopDecision:
+class StopDecision(Record):
     kind: str  # CONTINUE, TARGET, SATURATED or MAX_QD
     reason: str
 
     @property
     def stop(self) -> bool:
         return self.kind != CONTINUE
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def rise_pct(previous_iops: float, iops: float) -> float | None:

@@ -8,8 +8,9 @@ NUMA node with the nodes of the CPUs fio was allowed to run on. Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from ssdlab.jsonrecord import Record
 
 
 def format_cpulist(cpus: Iterable[int]) -> str:
@@ -30,17 +31,14 @@ def format_cpulist(cpus: Iterable[int]) -> str:
 
 
 @dataclass(frozen=True)
-class NumaCheck:
+class NumaCheck(Record):
+    """Where fio ran against the device's NUMA node (stored as the ``numa`` verdict)."""
+
     device_node: int | None  # None: the device reports none
     fio_cpus: str  # cpulist notation
     fio_nodes: tuple[int, ...]  # nodes of those CPUs (empty: the host reports no nodes)
     mismatch: bool  # fio may run on CPUs of another node than the device's
     message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["fio_nodes"] = list(self.fio_nodes)
-        return data
 
 
 def numa_check(

@@ -16,8 +16,7 @@ from typing import Any
 from ssdlab.cli.common import add_command, add_store_option, open_store
 from ssdlab.cli.suite_cmd import execute
 from ssdlab.errors import EnvironmentProblem, ExitCode, UserError, command
-from ssdlab.plan.pts import PtsArgs
-from ssdlab.suites import find
+from ssdlab.suites import Suite, all_suites
 from ssdlab.targets import emulator
 from ssdlab.targets.filetarget import remove_file_target
 from ssdlab.units import parse_size
@@ -25,8 +24,18 @@ from ssdlab.units import parse_size
 DEFAULT_DIR = "/dev/shm"
 DEFAULT_NAME = "ssdlab-demo.img"
 DEMO_EMULATOR = "demo"
-#: what the demo runs: the quick PTS suite (tests shorten it further)
-DEMO_ARGS = PtsArgs(profile="quick")
+
+
+def _demo_suite() -> Suite:
+    """The one registered suite with ``demo_args`` (the quick PTS suite)."""
+    found = [s for s in all_suites() if s.spec.demo_args is not None]
+    assert len(found) == 1, f"suites with demo_args: {[s.name for s in found]}"
+    return found[0]
+
+
+#: what the demo runs: its suite and the arguments (tests shorten them further)
+DEMO_SUITE = _demo_suite()
+DEMO_ARGS: object = DEMO_SUITE.spec.demo_args
 
 
 def register(sub: Any) -> None:
@@ -64,10 +73,8 @@ def _run(target: str, size: int | None, destroy_data: bool, args: argparse.Names
     """The quick PTS suite on ``target``: the run id. ``argv``: the command line as typed
     (``demo ...``), which the run records."""
     from ssdlab.run.prepare import TargetRequest
-    suite = find("pts")
-    assert suite is not None
-    ran = execute(suite, TargetRequest(target, None, size, destroy_data, args.fio), DEMO_ARGS,
-                  args, argv)
+    ran = execute(DEMO_SUITE, TargetRequest(target, None, size, destroy_data, args.fio),
+                  DEMO_ARGS, args, argv)
     assert ran is not None  # the demo never dry-runs
     return ran[0].run_id
 

@@ -14,7 +14,7 @@ from ssdlab.plan.optionsets import LABEL_HELP, labels_arg
 from ssdlab.plan.suite import Opt
 from ssdlab.store.location import StoreLocation
 from ssdlab.store.records import RunData
-from ssdlab.suites import Suite
+from ssdlab.suites import Suite, all_suites
 
 if TYPE_CHECKING:
     from ssdlab.run.prepare import TargetRequest
@@ -83,7 +83,7 @@ def execute(suite: Suite, request: TargetRequest, suite_args: object, args: argp
     """Prepare (every check) and run ``suite`` into the store of ``args``: the stored run
     and the store's path; with ``--dry-run``, print the plan instead (None)."""
     from ssdlab.run.remote import check_suite
-    check_suite(suite.spec.name, request.target)
+    check_suite(suite.spec, request.target, [s.name for s in all_suites() if s.spec.remote])
     runner = suite.runner()
     prepared = runner.prepare(request, suite_args)
     if getattr(args, "dry_run", False):

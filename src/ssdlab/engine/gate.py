@@ -83,7 +83,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdlab.engine import scratch
-from ssdlab.engine.jobtext import Job, parse_job_file, positions
+from ssdlab.engine.jobtext import Job, job_file_of, positions
 from ssdlab.units import parse_size
 
 #: options whose value is a path (fio reads or writes it relative to its working
@@ -186,7 +186,7 @@ def gate_job(job_text: str, gate_dir: Path, memory: int | None = None) -> GatedJ
     documentation), or None when the gate cannot or need not be used (``memory``: the
     bytes available; the buffers may take :data:`MEMORY_SHARE` of it)."""
     try:
-        parsed = parse_job_file(job_text)
+        parsed = job_file_of(job_text)
     except ValueError:
         return None
     cut = positions(parsed.jobs)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ssdlab.engine.jobtext import Job, JobFile, JobText, comment, option
 from ssdlab.plan.specs import NBD_ENGINE, CellSpec, FioJob, JobSection, Pattern, is_nbd_uri
 from ssdlab.units import fio_time
 
@@ -90,14 +93,24 @@ def section_lines(section: JobSection) -> list[str]:
     return [f"[{section.name}]", *(f"{key}={value}" for key, value in section.options)]
 
 
-def render(job: FioJob, header: str = "") -> str:
-    """The complete job file. ``header`` becomes leading ``;`` comment lines."""
-    lines = [f"; {line}" for line in header.splitlines()]
-    lines += global_section(job)
-    for cell in job.cells:
-        lines.append("")
-        lines += cell_section(cell)
-    for section in job.sections:
-        lines.append("")
-        lines += section_lines(section)
-    return "\n".join(lines) + "\n"
+def render(job: FioJob, header: str = "") -> JobText:
+    """The complete job file, carrying its jobs (a :class:`JobText`: who runs it need not
+    read it back). ``header`` becomes leading ``;`` comment lines."""
+    head = [f"; {line}" for line in header.splitlines()]
+    glob, *sections = [global_section(job), *map(cell_section, job.cells),
+                       *map(section_lines, job.sections)]
+    lines = [*head, *glob]
+    for section in sections:
+        lines += ["", *section]
+    return JobText("\n".join(lines) + "\n", _job_file(head, glob, sections))
+
+
+def _job_file(head: Sequence[str], glob: Sequence[str], sections: Sequence[Sequence[str]]
+              ) -> JobFile:
+    """What fio (and :func:`~ssdlab.engine.jobtext.parse_job_file`) reads from the lines
+    :func:`render` writes: the header, then each job with the global options first."""
+    shared = tuple(option(line) for line in glob[1:])
+    return JobFile(tuple(comment(line) for line in head),
+                   tuple(Job(section[0].strip()[1:-1].strip(),
+                             (*shared, *(option(line) for line in section[1:])))
+                         for section in sections))

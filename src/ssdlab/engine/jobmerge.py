@@ -30,12 +30,25 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ssdlab.engine.jobtext import SECTION, STONEWALL, Job, JobFile, parse_job_file, positions
+from ssdlab.engine.jobtext import (
+    SECTION,
+    STONEWALL,
+    Job,
+    JobFile,
+    JobText,
+    comment,
+    job_file_of,
+    option,
+    positions,
+)
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 from ssdlab.engine.runner import FioRun
+
+if TYPE_CHECKING:
+    from ssdlab.jsonrecord import JsonObject, JsonValue
 
 #: the key of each target's part of the output that says which shared run it came from
 SET_KEY = "ssdlab set"
@@ -77,7 +90,7 @@ class Member:
 class MergedJob:
     text: str  # the merged job file
     members: tuple[Member, ...]
-    note: dict[str, Any] = field(default_factory=dict)  # what each part names the run by
+    note: JsonObject = field(default_factory=dict)  # what each part names the run by
 
 
 @dataclass
@@ -96,10 +109,10 @@ def merge_jobs(jobs: Sequence[tuple[str, str]], title: str = "") -> MergedJob:
     tags = [tag for tag, _ in jobs]
     if len(set(tags)) != len(tags) or not all(re.fullmatch(r"[A-Za-z0-9]+", t) for t in tags):
         raise ValueError(f"tags must be unique words: {tags}")
-    parsed = [parse_job_file(text) for _, text in jobs]
+    parsed = [job_file_of(text) for _, text in jobs]
     cut = [positions(p.jobs) for p in parsed]
     build = _Builder()
-    sections: list[str] = []
+    sections: list[list[str]] = []
     for k in range(max((len(c) for c in cut), default=0)):
         first = True
         for tag, member in zip(tags, cut, strict=True):
@@ -112,7 +125,10 @@ def merge_jobs(jobs: Sequence[tuple[str, str]], title: str = "") -> MergedJob:
         head += [f"; {tag}: {line}" for line in p.comments]
     members = tuple(_member(tag, text, p, build) for (tag, text), p in zip(jobs, parsed,
                                                                          strict=True))
-    return MergedJob("\n".join([*head, *sections]) + "\n", members)
+    text = "\n".join([*head, *("\n" + "\n".join(s) for s in sections)]) + "\n"
+    read = JobFile(tuple(map(comment, head)),
+                   tuple(Job(s[0][1:-1], tuple(map(option, s[1:]))) for s in sections))
+    return MergedJob(JobText(text, read), members)
 
 
 def _member(tag: str, text: str, parsed: JobFile, build: _Builder) -> Member:
@@ -123,7 +139,7 @@ def _member(tag: str, text: str, parsed: JobFile, build: _Builder) -> Member:
     return Member(tag, text, tuple(j.name for j in parsed.jobs), tuple(files), logs)
 
 
-def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) -> str:
+def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) -> list[str]:
     """A job's section in the merged file; ``lead``: the first of its target's position,
     ``first``: of the position's first target."""
     options = [o for o in job.options if o[0] not in STONEWALL]
@@ -144,7 +160,7 @@ def _section(tag: str, job: Job, build: _Builder, *, lead: bool, first: bool) ->
             build.logs.setdefault((tag, prefix), (merged, []))[1].extend(numbers)
             value = merged
         lines.append(key if value is None else f"{key}={value}")
-    return "\n" + "\n".join(lines)
+    return lines
 
 
 def log_moves(log: LogMove, names: Iterable[str]) -> list[tuple[str, str]]:
@@ -226,10 +242,10 @@ def _member_error(run: FioRun, jobs: Sequence[JobResult], failed: set[str]) -> s
     return None
 
 
-def _member_document(document: Mapping[str, Any], merged: MergedJob, member: Member
-                     ) -> dict[str, Any]:
+def _member_document(document: Mapping[str, JsonValue], merged: MergedJob, member: Member
+                     ) -> JsonObject:
     """fio's document with only ``member``'s jobs, under their own names."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for key, value in document.items():
         if key == "jobs" and isinstance(value, list):
             value = [_renamed(job, member) for job in value if isinstance(job, dict)
@@ -243,7 +259,7 @@ def _member_document(document: Mapping[str, Any], merged: MergedJob, member: Mem
     return out
 
 
-def _renamed(job: dict[str, Any], member: Member) -> dict[str, Any]:
+def _renamed(job: JsonObject, member: Member) -> JsonObject:
     return {**job, "jobname": str(job["jobname"])[len(member.prefix):]}
 
 

@@ -2,6 +2,10 @@
 each with the ``[global]`` options before it flattened in, and the jobs cut into
 *positions* at every ``stonewall``. Pure: the gate (``gate.py``), the merge of a set's job
 files (``jobmerge.py``) and the member sampler read job files through it.
+
+A job file ssdlab writes (``jobfile.render``, ``jobmerge.merge_jobs``) is a
+:class:`JobText`: its text, carrying the jobs it holds, so that whoever runs it reads
+them without parsing the text back (:func:`job_file_of`).
 """
 
 from __future__ import annotations
@@ -53,6 +57,39 @@ class JobFile:
     jobs: tuple[Job, ...]
 
 
+class JobText(str):
+    """A job file's text that carries what :func:`parse_job_file` reads from it
+    (:attr:`jobfile`), made when the text was written. It is the text in every other way:
+    stored, printed, compared and run as it is."""
+
+    jobfile: JobFile
+
+    def __new__(cls, text: str, jobfile: JobFile) -> JobText:
+        made = super().__new__(cls, text)
+        made.jobfile = jobfile
+        return made
+
+    def __reduce__(self) -> tuple[type[JobText], tuple[str, JobFile]]:
+        return JobText, (str(self), self.jobfile)
+
+
+def job_file_of(text: str) -> JobFile:
+    """The jobs of a job file: those a :class:`JobText` carries, else read from the text
+    (JobFileError: an option outside any section)."""
+    return text.jobfile if isinstance(text, JobText) else parse_job_file(text)
+
+
+def option(line: str) -> Option:
+    """An option line as fio reads it: ``key=value``, or a flag."""
+    key, sep, value = line.partition("=")
+    return key.strip(), value.strip() if sep else None
+
+
+def comment(line: str) -> str:
+    """A comment line's text as fio reads it (without its ``;`` or ``#``)."""
+    return line.strip()[1:].strip()
+
+
 def parse_job_file(text: str) -> JobFile:
     """A job file as fio reads it: header comments, then the jobs, each with the global
     options before it and then its own."""
@@ -66,7 +103,7 @@ def parse_job_file(text: str) -> JobFile:
             continue
         if line.startswith((";", "#")):
             if current is None and not jobs:
-                comments.append(line[1:].strip())
+                comments.append(comment(line))
             continue
         head = SECTION.match(line)
         if head is not None:
@@ -78,8 +115,7 @@ def parse_job_file(text: str) -> JobFile:
             continue
         if current is None:
             raise JobFileError(f"job file line {number}: {line!r} is outside any section")
-        key, sep, value = line.partition("=")
-        current.append((key.strip(), value.strip() if sep else None))
+        current.append(option(line))
     return JobFile(tuple(comments), tuple(Job(n, tuple(o)) for n, o in jobs))
 
 

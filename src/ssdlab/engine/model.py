@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from ssdlab.jsonrecord import JsonObject
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class FioOutput:
     fio_version: str
     jobs: tuple[JobResult, ...]
     #: every JSON document found, verbatim (normally one)
-    documents: tuple[dict[str, Any], ...]
+    documents: tuple[JsonObject, ...]
     #: text outside the JSON documents (warnings fio printed to stdout)
     stray_text: str = ""
 

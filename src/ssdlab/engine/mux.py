@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ssdlab.engine.jobmerge import MergedJob, log_moves, merge_jobs, split_run
-from ssdlab.engine.jobtext import JobFileError, parse_job_file
+from ssdlab.engine.jobtext import JobFileError, job_file_of
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun, TickFn
 
 #: how often the serving thread looks up while it waits (Ctrl-C is seen at once anyway)
@@ -225,7 +225,7 @@ class _MemberExecutor:
 
 def _parses(text: str) -> bool:
     try:
-        parse_job_file(text)
+        job_file_of(text)
     except JobFileError:
         return False
     return True

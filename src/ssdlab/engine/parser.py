@@ -22,6 +22,7 @@ from typing import Any
 
 from ssdlab.engine.model import DirectionStats, FioOutput, JobResult
 from ssdlab.errors import ExitCode, UserError
+from ssdlab.jsonrecord import JsonObject
 
 __all__ = ["FioOutputError", "merged_percentile_ns", "parse_fio_output"]
 
@@ -62,10 +63,10 @@ def parse_fio_output(stdout: str) -> FioOutput:
     )
 
 
-def _split_documents(text: str) -> tuple[list[dict[str, Any]], str]:
+def _split_documents(text: str) -> tuple[list[JsonObject], str]:
     """Every fio-looking top-level JSON object in ``text``, and the text around them."""
     decoder = json.JSONDecoder()
-    documents: list[dict[str, Any]] = []
+    documents: list[JsonObject] = []
     stray: list[str] = []
     first_error: str | None = None
     copied = pos = 0
@@ -108,7 +109,7 @@ def _describe_decode_error(exc: ValueError) -> str:
     return str(exc)
 
 
-def _check_found(documents: list[dict[str, Any]], stray: str, error: str | None) -> None:
+def _check_found(documents: list[JsonObject], stray: str, error: str | None) -> None:
     if '"fio version"' in stray:
         raise FioOutputError(
             f"fio's JSON output is truncated or malformed ({_one_line(error or 'unparsable')})"
@@ -196,11 +197,12 @@ def _host(job: Mapping[str, Any], path: str) -> str:
 def _options(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
     if key not in obj:
         return {}
-    options = _object(obj, key, path)
-    for name, value in options.items():
+    options: dict[str, str] = {}
+    for name, value in _object(obj, key, path).items():
         if not isinstance(value, str):
             raise _type_error(_join(_join(path, key), name), "text", value)
-    return dict(options)
+        options[name] = value
+    return options
 
 
 def _parse_direction(direction: Mapping[str, Any], path: str) -> DirectionStats:
@@ -227,7 +229,7 @@ def _parse_direction(direction: Mapping[str, Any], path: str) -> DirectionStats:
     )
 
 
-def _latency(direction: Mapping[str, Any], name: str, path: str) -> tuple[dict[str, Any], int]:
+def _latency(direction: Mapping[str, Any], name: str, path: str) -> tuple[JsonObject, int]:
     """The ``<name>_ns`` object and scale 1, or fio 2.x's ``<name>`` (usec) and 1000."""
     if f"{name}_ns" in direction or name not in direction:
         return _object(direction, f"{name}_ns", path), 1
@@ -302,7 +304,7 @@ def _get(obj: Mapping[str, Any], key: str, path: str) -> Any:
     return obj[key]
 
 
-def _object(obj: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+def _object(obj: Mapping[str, Any], key: str, path: str) -> JsonObject:
     value = _get(obj, key, path)
     if not isinstance(value, dict):
         raise _type_error(_join(path, key), "an object", value)

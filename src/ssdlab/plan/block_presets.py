@@ -48,7 +48,7 @@ def _measure_seconds(group: str, help: str) -> Opt:
 
 
 def _spec(name: str, help: str, description: str, size_help: str, args_type: type[_A],
-          own: tuple[Opt, ...]) -> SuiteSpec[_A]:
+          own: tuple[Opt, ...], *, report_title: str) -> SuiteSpec[_A]:
     """A preset's suite: the target, --profile and --ioengine, then its own options (its
     config keys, as ``--print-config`` lists them, end with --ioengine)."""
     options = (
@@ -60,7 +60,7 @@ def _spec(name: str, help: str, description: str, size_help: str, args_type: typ
     )
     return SuiteSpec(name=name, help=help, description=description,
                      target=TargetKind.DEVICE_OR_DIR, options=options, args_type=args_type,
-                     results={name: PresetResult},
+                     results={name: PresetResult}, report_title=report_title,
                      params={name: PresetParams}, plan_type=PresetStoredPlan,
                      cells=PresetCell, verdicts={"primary": Verdict},
                      details={"prefill": PrefillStep, "drop-caches": CachesDropped,
@@ -211,6 +211,7 @@ CDM = _spec(
     size_help="test file size, 16 MiB to 64 GiB (default 1GiB; quick 16MiB); on a device, "
     "its first SIZE bytes",
     args_type=CdmArgs,
+    report_title="CrystalDiskMark-like report",
     own=(
         _set("cdm", "the tests: default (SEQ1M Q8T1, SEQ1M Q1T1, RND4K Q32T1, RND4K Q1T1) "
              "or nvme (SEQ1M Q8T1, SEQ128K Q32T1, RND4K Q32T16, RND4K Q1T1); default: "
@@ -239,6 +240,7 @@ ATTO = _spec(
     size_help="test file size, at least 16 MiB and the largest transfer (default 256MiB; "
     "quick 16MiB); on a device, its first SIZE bytes",
     args_type=AttoArgs,
+    report_title="ATTO-like report",
     own=(
         opt("--min-size", group="atto", config=Kind.SIZE, metavar="SIZE",
             help="smallest transfer size, bytes unless a unit is given (default 512; "
@@ -270,6 +272,7 @@ IOMETER = _spec(
     size_help="test file (or device region) size, at least 16 MiB (default 1GiB; quick "
     "16MiB)",
     args_type=IometerArgs,
+    report_title="IOmeter-like report",
     own=(
         _set("iometer", "access specs: default or controller (default: default)"),
         opt("--block-sizes", group="iometer", config=Kind.LIST, metavar="LIST",

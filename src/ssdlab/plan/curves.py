@@ -433,6 +433,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=CurvesArgs,
     results={TEST: CurvesResult},
+    report_title="latency curves report",
     params={TEST: CurvesParams}, plan_type=CurvesPlan, cells=CurvesCell,
     verdicts={"*": Verdict},
 )

@@ -414,6 +414,7 @@ SPEC: SuiteSpec[DbArgs] = SuiteSpec(
     results={t: DbResult for t in
              [test_name(SYSBENCH, m) for m in SYSBENCH_MODES]
              + [test_name(PGBENCH, m) for m in PGBENCH_MODES]},
+    report_title="database benchmark report",
     config_first=("store",),
     many_targets=False,
     plan_type=DbPlan,

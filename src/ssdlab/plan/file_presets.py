@@ -35,10 +35,13 @@ from ssdlab.plan.copysets import (
     scaled_sets,
 )
 from ssdlab.plan.file_results import (
+    CopyPhaseRecord,
     FilePresetParams,
     FilePresetPlan,
     FilePresetResult,
+    FioPhaseRecord,
     PhaseCell,
+    PhaseRecord,
     PrepareStep,
     WaitStep,
 )
@@ -424,13 +427,18 @@ _AJA = presets.load("aja")
 _COPY = presets.load("copy")
 
 
+#: what each preset's report is (its title)
+_TITLES = {"aja": "AJA System Test-like report", "diskfill": "DiskFill-like report",
+           "smallfiles": "small files report", "copy": "file copy report"}
+
+
 def _spec(name: str, help: str, description: str, args_type: type[Any], size_help: str,
           *own: Opt, sized: bool = True) -> SuiteSpec[Any]:
     """A file-system preset as a suite: the directory options, then its own."""
     return SuiteSpec(
         name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
         options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
-        args_type=args_type, results={name: FilePresetResult},
+        args_type=args_type, results={name: FilePresetResult}, report_title=_TITLES[name],
         plan_type=FilePresetPlan, params={name: FilePresetParams}, cells=PhaseCell,
         details={"prepare": PrepareStep, "wait": WaitStep, "warning": None},
         quick_text="tiny sizes, for a try-out; not the preset's definition")
@@ -531,6 +539,13 @@ def _describe_phase(plan: FilePlan, phase: Phase, base: str, job_text: FileJobTe
     if isinstance(phase, WaitPhase):
         return [f"== {phase.label}"]
     return [f"== {phase.label} (untimed)"]
+
+
+def phase_of(cell: dict[str, Any], where: str = "phase") -> PhaseRecord:
+    """A stored round's cell read as its phase record."""
+    record: type[PhaseRecord] = (CopyPhaseRecord if cell.get("direction") == "copy"
+                                 else FioPhaseRecord)
+    return record.from_json(cell, where)
 
 
 def plan_dict(plan: FilePlan, args: FilePresetArgs) -> FilePresetPlan:

@@ -7,7 +7,7 @@ work directory. Read back by the report (report/file_presets_pages.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan.filejobs import Direction
@@ -85,13 +85,6 @@ class CopyPhaseRecord(Record):
 
 
 PhaseRecord = FioPhaseRecord | CopyPhaseRecord
-
-
-def phase_of(cell: dict[str, Any], where: str = "phase") -> PhaseRecord:
-    """A stored round's cell read as its phase record."""
-    record: type[PhaseRecord] = (CopyPhaseRecord if cell.get("direction") == "copy"
-                                 else FioPhaseRecord)
-    return record.from_json(cell, where)
 
 
 @dataclass(frozen=True)
@@ -184,7 +177,7 @@ class WaitStep(Record):
 @dataclass(frozen=True)
 class PhaseCell(Record):
     """A measured phase's cell as stored, a fio phase's or a copy's (each key where its
-    record has it: :func:`phase_of` reads a cell as its own record)."""
+    record has it: plan/file_presets.py's ``phase_of`` reads it as its own record)."""
 
     OMIT_NONE = frozenset({"repetition", "block_bytes", "iops", "lat_mean_us", "command",
                            "frames", "frames_per_s"})

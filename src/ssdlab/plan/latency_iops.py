@@ -18,14 +18,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from ssdlab.analysis.numa import NumaCheck
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.results import HostBoundRule, HostBoundVerdict, NumaVerdict, SkippedCell
+from ssdlab.plan.latency_records import (
+    LatencyCell,
+    LatencyIopsParams,
+    LatencyIopsResult,
+    LatencyIopsStoredPlan,
+)
+from ssdlab.plan.results import (
+    HostBoundRule,
+    HostBoundVerdict,
+    RangeRecord,
+    SkippedCell,
+    plan_head,
+)
 from ssdlab.plan.rounds import wipc_cell
 from ssdlab.plan.specs import (
     IOENGINES,
@@ -41,7 +52,7 @@ from ssdlab.plan.specs import (
     cell_dict,
     cell_label,
 )
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
 from ssdlab.units import format_bytes, format_duration
 
@@ -373,91 +384,6 @@ OPTIONS = (
 )
 
 
-# -- results ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LadderStop(Record):
-    """Why a curve stopped (analysis.ladder's decision, or "interrupted"/"failed")."""
-
-    kind: str = ""
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class PointRecord(Record):
-    """One point of a curve: one queue depth, its round, what fio and the host measured,
-    and whether it was host-bound."""
-
-    round_no: int = key("round", default=0)
-    iodepth: int = 0
-    outstanding: int = 0
-    iops: float = 0.0
-    lat_mean_us: float | None = None
-    lat_p99_us: float | None = None
-    lat_p99_9_us: float | None = None
-    lat_p99_99_us: float | None = None
-    lat_max_us: float | None = None
-    read_lat_mean_us: float | None = None
-    write_lat_mean_us: float | None = None
-    bw_bytes_per_s: float = 0.0
-    usr_cpu_pct: float = 0.0
-    sys_cpu_pct: float = 0.0
-    host_cpu_pct: float | None = None
-    host_usr_pct: float | None = None
-    host_sys_pct: float | None = None
-    host_cpu_busiest_pct: float | None = None
-    iops_rise_pct: float | None = None
-    host_bound: bool = False
-    host_bound_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class CurveRecord(Record):
-    """One curve (a block size and mix at one thread count): its points, why it stopped,
-    and its peak."""
-
-    label: str = ""
-    workload: str = ""
-    block_bytes: int = 0
-    read_pct: int = 0
-    threads: int = 0
-    points: list[PointRecord] = field(default_factory=list)
-    stop: LadderStop | None = None
-    max_iops: float | None = None
-    max_iops_qd: int | None = None
-    max_iops_lat_mean_us: float | None = None
-
-
-@dataclass(frozen=True)
-class PcieLink(Record):
-    """The PCI function a block device hangs off, and its link."""
-
-    address: str = ""
-    link_speed: str | None = None
-    link_width: str | None = None
-    max_link_speed: str | None = None
-    max_link_width: str | None = None
-
-
-@dataclass(frozen=True)
-class LatencyIopsResult(Record):
-    """The test's result, stored again after every point: the curves so far, the
-    host-bound verdict, where fio ran."""
-
-    OMIT_NONE = frozenset({"error"})
-
-    curves: list[CurveRecord] = field(default_factory=list)
-    points_run: int = 0
-    target_latency_us: float = 0.0
-    host_bound: HostBoundVerdict | None = None
-    numa: NumaVerdict | None = None
-    pcie: PcieLink | None = None
-    fio_cpus: str = ""
-    skipped: list[SkippedCell] = field(default_factory=list)
-    error: str | None = None
-
-
 SPEC = SuiteSpec(
     name=TEST,
     quick_text=("0.5 s warm-up and 2 s measured per "
@@ -472,12 +398,15 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=LatencyIopsArgs,
     results={TEST: LatencyIopsResult},
+    report_title="latency against IOPS report",
     resumable=True,
     # --print-config lists the settings in this order (as before the suite contract)
     config_first=("size", "store", "fio", "profile", "block-sizes", "mixes", "threads", "qd",
                   "max-qd", "max-threads", "target-latency-us", "min-iops-rise",
                   "full-ladder", "warmup-seconds", "measure-seconds", "host-bound-cpu",
                   "host-bound-rise", "active-range", "purge", "ioengine"),
+    params={TEST: LatencyIopsParams}, plan_type=LatencyIopsStoredPlan, cells=LatencyCell,
+    verdicts={"host_bound": HostBoundVerdict, "numa": NumaCheck},
 )
 
 
@@ -534,47 +463,27 @@ def point_job(plan: LatencyIopsPlan, key: CurveKey, iodepth: int, round_no: int 
     return job_text((plan.point(key, iodepth),), f"{what}{key.label}, QD {iodepth}")
 
 
-def _skipped(plan: LatencyIopsPlan) -> list[JsonObject]:
-    return [SkippedCell(c, r).to_json() for c, r in plan.skipped]
+def _skipped(plan: LatencyIopsPlan) -> list[SkippedCell]:
+    return [SkippedCell(c, r) for c, r in plan.skipped]
 
 
-def plan_dict(opts: LatencyIopsOptions, plan: LatencyIopsPlan, args: LatencyIopsArgs
-              ) -> dict[str, Any]:
+def plan_record(opts: LatencyIopsOptions, plan: LatencyIopsPlan, args: LatencyIopsArgs
+                ) -> LatencyIopsStoredPlan:
     # args: what ``ssdlab resume`` validates again (thread extension as resolved here)
-    return stored_plan(
-        TEST, dataclasses.replace(args, max_threads=opts.max_threads), opts,
-        qd_ladder=list(opts.qd_ladder),
-        extra_threads=list(opts.extra_threads),
-        workloads=[cell_label(b, m) for b, m in plan.workloads],
-        skipped=_skipped(plan),
-        ioengine=opts.ioengine,
-        direct=True,
-        data_pattern="fio default (random, scrambled per I/O)",
-        latency="fio completion latency (clat); mixed-point percentiles from merged json+ "
-        "histograms",
-        host_cpu="/proc/stat busy share of all CPUs over each point's measured period",
-    )
+    return LatencyIopsStoredPlan(
+        TEST, *plan_head(dataclasses.replace(args, max_threads=opts.max_threads), opts),
+        list(opts.qd_ladder), list(opts.extra_threads),
+        [cell_label(b, m) for b, m in plan.workloads], _skipped(plan), opts.ioengine, True,
+        "fio default (random, scrambled per I/O)",
+        "fio completion latency (clat); mixed-point percentiles from merged json+ histograms",
+        "/proc/stat busy share of all CPUs over each point's measured period")
 
 
-def test_params(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> dict[str, Any]:
-    return {
-        "title": "Latency vs IOPS",
-        "target_latency_us": opts.target_latency_us,
-        "min_iops_rise_pct": opts.min_iops_rise_pct,
-        "full_ladder": opts.full_ladder,
-        "threads": list(opts.threads),
-        "extra_threads": list(opts.extra_threads),
-        "qd_ladder": list(opts.qd_ladder),
-        "base_qds": list(opts.qds),
-        "warmup_s": opts.warmup_s,
-        "measure_s": opts.measure_s,
-        "cell_seconds": opts.point_seconds,
-        "host_bound_rule": HostBoundRule(opts.host_bound_cpu_pct,
-                                   opts.host_bound_rise_pct).to_json(),
-        "active_range": {"offset_bytes": plan.range.offset_bytes,
-                         "size_bytes": plan.range.size_bytes},
-        "purge": opts.purge,
-        "precondition": None if plan.wipc is None else cell_dict(plan.wipc),
-        "skipped": _skipped(plan),
-        "quick": opts.quick,
-    }
+def test_params(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> LatencyIopsParams:
+    return LatencyIopsParams(
+        "Latency vs IOPS", opts.target_latency_us, opts.min_iops_rise_pct, opts.full_ladder,
+        list(opts.threads), list(opts.extra_threads), list(opts.qd_ladder), list(opts.qds),
+        opts.warmup_s, opts.measure_s, opts.point_seconds,
+        HostBoundRule(opts.host_bound_cpu_pct, opts.host_bound_rise_pct),
+        RangeRecord.of(plan.range), opts.purge,
+        None if plan.wipc is None else cell_dict(plan.wipc), _skipped(plan), opts.quick)

@@ -295,6 +295,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=MatrixArgs,
     results={MEMBER_CHECK: MemberCheckResult, **{lv: LevelResult for lv in LEVELS}},
+    report_title="RAID matrix report",
     plan_type=MatrixPlan,
     params={MEMBER_CHECK: MemberCheckParams, "*": LevelParams},
     verdicts={"outliers": None},  # the member check's outliers: a list of members

@@ -20,10 +20,9 @@ range, which gives the same spare to the drive once the rest is trimmed.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ssdlab.analysis.steady import RULES, rule_by_name
 from ssdlab.errors import UserError
@@ -31,6 +30,15 @@ from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan import specs
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import (
+    ArgsPlan,
+    FioCell,
+    RoundParams,
+    SteadyVerdict,
+    TrackedVariable,
+    Verdict,
+    plan_head,
+)
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
@@ -330,8 +338,7 @@ class MeasuredSetting(_Setting):
     lat_p99_9_us: float | None = None
     lat_max_us: float | None = None
     bw_bytes_per_s: float | None = None
-    #: the steady-state verdict as analysis.steady.verdict_to_dict writes it
-    verdict: dict[str, Any] = field(default_factory=dict)
+    verdict: SteadyVerdict | None = None  # the setting's steady-state verdict
     message: str = ""
     emulator_wa: float | None = None  # over the window, on the emulated SSD
     purge: PurgeRecord | None = None
@@ -393,6 +400,51 @@ class OpSweepResult(Record):
     error: str | None = None  # "every OP setting failed"; stored as null otherwise
 
 
+@dataclass(frozen=True)
+class OpSettingRecord(Record):
+    """An OP setting as planned: in the stored plan, and the detail of its ``op-setting``
+    event when it starts."""
+
+    op_pct: float = 0.0
+    usable_bytes: int = 0
+    actual_op_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class OpSweepStoredPlan(ArgsPlan):
+    """The sweep's stored plan: what OP means here and the settings it runs."""
+
+    tests: tuple[str, ...] = ()
+    definition: str = ""
+    op_method: str = ""
+    namespaces: str = ""
+    settings: list[OpSettingRecord] = field(default_factory=list)
+    ioengine: str = ""
+    direct: bool = True
+
+
+@dataclass(frozen=True)
+class OpSweepParams(RoundParams):
+    """The sweep's parameters: the round tests' shared keys, then its own."""
+
+    ops: list[float] = field(default_factory=list)
+    min_gain_pct: float = 0.0
+    definition: str = ""
+    capacity_bytes: int = 0
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class OpSweepCell(FioCell):
+    """A round's cell: fio's, then its setting, its round in the setting and the emulated
+    SSD's write counters after it (None off the emulator)."""
+
+    op_pct: float = 0.0
+    setting_round: int = 0
+    emu_host_write_bytes: int | None = None
+    emu_nand_write_bytes: int | None = None
+
+
 SPEC = SuiteSpec(
     name=SUITE,
     quick_text=("1-second rounds at OP 0, 20 and 40 % "
@@ -407,7 +459,9 @@ SPEC = SuiteSpec(
     target=TargetKind.DEVICE,
     options=OPTIONS,
     args_type=OpSweepArgs,
-    results={TEST: OpSweepResult},
+    results={TEST: OpSweepResult}, report_title="over-provisioning sweep report",
+    params={TEST: OpSweepParams}, plan_type=OpSweepStoredPlan, cells=OpSweepCell,
+    verdicts={"primary": Verdict}, details={"op-setting": OpSettingRecord},
 )
 
 
@@ -467,45 +521,25 @@ def describe_settings(plan: OpSweepPlan, job_text: JobText) -> list[str]:
     return lines
 
 
-def plan_dict(plan: OpSweepPlan, args: OpSweepArgs) -> dict[str, Any]:
-    opts = dataclasses.asdict(plan.options)
-    opts["quick"] = plan.options.quick
-    return {
-        "suite": SUITE,
-        "args": dataclasses.asdict(args),
-        "options": opts,
-        "tests": [TEST],
-        "definition": DEFINITION,
-        "op_method": "active range",
-        "namespaces": plan.namespace_note,
-        "settings": [{"op_pct": s.op_pct, "usable_bytes": s.range.size_bytes,
-                      "actual_op_pct": s.actual_op_pct} for s in plan.settings],
-        "ioengine": plan.options.ioengine,
-        "direct": True,
-    }
+def plan_record(plan: OpSweepPlan, args: OpSweepArgs) -> OpSweepStoredPlan:
+    return OpSweepStoredPlan(
+        SUITE, *plan_head(args, plan.options), (TEST,), DEFINITION, "active range",
+        plan.namespace_note, [setting_record(s) for s in plan.settings],
+        plan.options.ioengine, True)
 
 
-def test_params(plan: OpSweepPlan) -> dict[str, Any]:
+def setting_record(s: OpSetting) -> OpSettingRecord:
+    return OpSettingRecord(s.op_pct, s.range.size_bytes, s.actual_op_pct)
+
+
+def test_params(plan: OpSweepPlan) -> OpSweepParams:
     o = plan.options
     first = plan.round_cell(plan.settings[0])
-    return {
-        "title": "Over-provisioning sweep",
-        "rule": o.rule,
-        "window": rule_by_name(o.rule).window,
-        "max_rounds": o.max_rounds,
-        "tracking_set": TRACKING_NAME,
-        "tracking": {TRACKING_NAME: [{"name": TRACKING_NAME, "cell": "op_sweep_*",
-                                      "metric": "iops"}]},
-        "cell_seconds": o.round_seconds,
-        "round_seconds": o.round_seconds,
-        "cells": [{"cell": first.name, "block_bytes": first.block_bytes, "read_pct": 0,
-                   "pattern": str(first.pattern), "threads": first.threads,
-                   "iodepth": first.iodepth}],
-        "precondition": {"block_bytes": 128 * 1024, "factor": 2},
-        "purge": o.purge,
-        "ops": list(o.ops),
-        "min_gain_pct": o.min_gain_pct,
-        "definition": DEFINITION,
-        "capacity_bytes": plan.capacity_bytes,
-        "quick": o.quick,
-    }
+    return OpSweepParams(
+        "Over-provisioning sweep", o.rule, rule_by_name(o.rule).window, o.max_rounds,
+        TRACKING_NAME, {TRACKING_NAME: [TrackedVariable(TRACKING_NAME, "op_sweep_*", "iops")]},
+        o.round_seconds, o.round_seconds,
+        [{"cell": first.name, "block_bytes": first.block_bytes, "read_pct": 0,
+          "pattern": str(first.pattern), "threads": first.threads, "iodepth": first.iodepth}],
+        {"block_bytes": 128 * 1024, "factor": 2}, o.purge, list(o.ops), o.min_gain_pct,
+        DEFINITION, plan.capacity_bytes, o.quick)

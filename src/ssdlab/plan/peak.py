@@ -430,6 +430,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=PeakArgs,
     results={w.name: PeakResult for w in WORKLOADS},
+    report_title="peak IOPS report",
     params={"*": PeakParams}, plan_type=PeakPlan, cells=PeakCell,
     verdicts={"primary": Verdict, "host_bound": HostBoundVerdict},
     resumable=True,

@@ -9,16 +9,23 @@ the steady-state tracking variables. Pure: nothing here touches a device.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ssdlab.analysis.steady import RULES, rule_by_name
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.results import CellData
+from ssdlab.plan.results import (
+    CellData,
+    FioCell,
+    RoundParams,
+    SkippedCell,
+    SteadyVerdict,
+    StoredPlan,
+    TrackedVariable,
+    options_json,
+)
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import (
     IOENGINES,
@@ -239,12 +246,6 @@ def build_pts_tests(
 # -- results --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class SkippedCell(Record):
-    cell: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class PredictedVariable(Record):
     """One tracking variable's prediction (``--predict``; analysis/predict.py)."""
 
@@ -328,37 +329,42 @@ def describe_tests(opts: PtsOptions, tests: tuple[RoundTest, ...], file_target: 
     return out
 
 
-def test_params(test: RoundTest, opts: PtsOptions) -> dict[str, Any]:
-    return {
-        "title": test.title,
-        "rule": opts.rule,
-        "window": rule_by_name(opts.rule).window,
-        "max_rounds": opts.max_rounds,
-        "tracking_set": test.primary_set,
-        "tracking": {name: [dataclasses.asdict(v) for v in vs] for name, vs in test.tracking_sets},
-        "cell_seconds": opts.cell_seconds,
-        "round_seconds": test.round_seconds,
-        "cells": [cell_dict(c) for c in test.round_cells],
-        "precondition": None if test.wipc is None else cell_dict(test.wipc),
-        "purge": opts.purge if test.purge else "none",
-        "skipped": [{"cell": c, "reason": r} for c, r in test.skipped],
-        "quick": opts.quick,
-    }
+@dataclass(frozen=True)
+class PtsParams(RoundParams):
+    """A PTS test's parameters as stored: the round tests' shared keys, then its own."""
+
+    skipped: list[SkippedCell] = field(default_factory=list)
+    quick: bool = False
 
 
-def plan_dict(opts: PtsOptions, tests: tuple[RoundTest, ...]) -> dict[str, Any]:
-    options = dataclasses.asdict(opts)
-    options["quick"] = opts.quick
-    return {
-        "suite": "pts",
-        "options": options,
-        "tests": [t.name for t in tests],
-        "ioengine": opts.ioengine,
-        "direct": True,
-        "data_pattern": "fio default (random, scrambled per I/O)",
-        "latency": "fio completion latency (clat); mixed-cell percentiles from merged "
-        "json+ histograms",
-    }
+@dataclass(frozen=True)
+class PtsPlan(StoredPlan):
+    """A PTS run's stored plan (it has no ``args``: resume rebuilds them from options)."""
+
+    options: JsonObject = field(default_factory=dict)
+    tests: tuple[str, ...] = ()
+    ioengine: str = ""
+    direct: bool = True
+    data_pattern: str = ""
+    latency: str = ""
+
+
+def test_params(test: RoundTest, opts: PtsOptions) -> PtsParams:
+    return PtsParams(
+        test.title, opts.rule, rule_by_name(opts.rule).window, opts.max_rounds,
+        test.primary_set,
+        {name: [TrackedVariable(v.name, v.cell, v.metric) for v in vs]
+         for name, vs in test.tracking_sets},
+        opts.cell_seconds, test.round_seconds, [cell_dict(c) for c in test.round_cells],
+        None if test.wipc is None else cell_dict(test.wipc),
+        opts.purge if test.purge else "none", skipped_records(test), opts.quick)
+
+
+def plan_record(opts: PtsOptions, tests: tuple[RoundTest, ...]) -> PtsPlan:
+    return PtsPlan("pts", options_json(opts), tuple(t.name for t in tests), opts.ioengine, True,
+                   "fio default (random, scrambled per I/O)",
+                   "fio completion latency (clat); mixed-cell percentiles from merged "
+                   "json+ histograms")
 
 
 # -- the options as given, validated ----------------------------------------------------
@@ -579,10 +585,14 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=PtsArgs,
     results={name: PtsResult for name in TEST_NAMES},
+    report_title="SNIA PTS report",
+    remote=True,
+    demo_args=PtsArgs(profile="quick"),
     resumable=True,
     # --print-config lists the settings in this order (as before the suite contract)
     config_first=("size", "store", "fio", "profile", "variant", "tests", "rule", "tracking",
                   "round-seconds", "max-rounds", "threads", "qd", "active-range",
                   "block-sizes", "mixes", "latency-block-sizes", "latency-mixes", "purge",
                   "ioengine"),
+    params={"*": PtsParams}, plan_type=PtsPlan, cells=FioCell, verdicts={"*": SteadyVerdict},
 )

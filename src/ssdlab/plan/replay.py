@@ -447,6 +447,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=ReplayArgs,
     results={TEST: ReplayResult},
+    report_title="trace replay report",
     params={TEST: ReplayParams}, plan_type=ReplayPlan, cells=ReplayCell,
     verdicts={"primary": Verdict},
 )

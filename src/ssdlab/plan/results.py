@@ -17,13 +17,15 @@ need not derive from it, since reading keeps the keys a type does not know.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
-from ssdlab.analysis import hostbound, numa, steady
+from ssdlab.analysis import hostbound, steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import consistency, device_rounds, member_rounds
+from ssdlab.plan.specs import ActiveRange
 
 # -- a test's parameters ----------------------------------------------------------------
 
@@ -36,6 +38,23 @@ class TestParams(Record):
     __test__ = False  # not a pytest test class
 
     title: str = ""
+
+
+@dataclass(frozen=True)
+class ProgressParams(TestParams):
+    """What the readers of a running test's progress use (serve, the ETA): for a test of
+    rounds, its steady-state rule, tracking variables, most rounds and round time; None
+    (empty) where a suite's parameters have none of them."""
+
+    rule: str | None = None
+    tracking_set: str | None = None
+    tracking: dict[str, list[TrackedVariable]] = field(default_factory=dict)
+    max_rounds: int | None = None
+    round_seconds: float | None = None
+
+    def tracked(self) -> list[TrackedVariable]:
+        """The variables of the test's own tracking set (none: not a test of rounds)."""
+        return self.tracking.get(self.tracking_set or "", [])
 
 
 @dataclass(frozen=True)
@@ -173,22 +192,6 @@ class HostBoundVerdict(Record):
                    tuple(v.curves_checked))
 
 
-@dataclass(frozen=True)
-class NumaVerdict(Record):
-    """Where fio ran against the device's NUMA node (analysis.numa)."""
-
-    device_node: int | None = None
-    fio_cpus: str = ""
-    fio_nodes: tuple[int, ...] = ()
-    mismatch: bool = False
-    message: str = ""
-
-    @classmethod
-    def of(cls, check: numa.NumaCheck) -> NumaVerdict:
-        return cls(check.device_node, check.fio_cpus, check.fio_nodes, check.mismatch,
-                   check.message)
-
-
 # -- cells ------------------------------------------------------------------------------
 
 
@@ -287,6 +290,48 @@ class ByteRange(Record):
 
     offset_bytes: int = 0
     size_bytes: int = 0
+
+    @classmethod
+    def of(cls, rng: ActiveRange) -> ByteRange:
+        """The active range a test ran on (plan/specs.py ``ActiveRange``)."""
+        return cls(rng.offset_bytes, rng.size_bytes)
+
+
+#: the active range a test ran on, as its parameters store it
+RangeRecord = ByteRange
+
+
+@dataclass(frozen=True)
+class ArgsPlan(StoredPlan):
+    """The head of most suites' stored plans: the suite, its arguments as given (what
+    ``ssdlab resume`` prepares again) and its validated options with ``quick``
+    (:func:`plan_head`); a suite's plan record derives from it and adds its own keys."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+
+
+class Dataclass(Protocol):
+    """A dataclass instance (a suite's arguments as given)."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+class Settings(Dataclass, Protocol):
+    """A suite's validated options: a dataclass that knows whether the run is quick."""
+
+    @property
+    def quick(self) -> bool: ...
+
+
+def options_json(options: Settings) -> JsonObject:
+    """Validated options as a stored plan keeps them: every field in order, then quick."""
+    return {**dataclasses.asdict(options), "quick": options.quick}
+
+
+def plan_head(args: Dataclass, options: Settings) -> tuple[JsonObject, JsonObject]:
+    """The ``args`` and ``options`` of an :class:`ArgsPlan`."""
+    return dataclasses.asdict(args), options_json(options)
 
 
 # -- steps and events the shared run code records ---------------------------------------

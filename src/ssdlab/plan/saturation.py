@@ -20,17 +20,24 @@ Pure: nothing here touches a device.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Self
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, flat
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import (
+    ArgsPlan,
+    CellData,
+    FioCell,
+    RangeRecord,
+    TestParams,
+    plan_head,
+)
 from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, format_duration
 
 SUITE = "saturation"
@@ -262,12 +269,6 @@ OPTIONS = (
 
 # -- results ---------------------------------------------------------------------------------
 
-#: one cell of a stored result: its identity (cell, block_bytes, read_pct, pattern, load)
-#: and every metric fio gave for it: the CSV export reads the metrics by name, so a cell
-#: stays a mapping
-CellData = dict[str, Any]
-
-
 @dataclass(frozen=True)
 class TransitionRecord(Record):
     """Where IOPS fell from fresh-out-of-box to saturated (analysis.saturation)."""
@@ -283,12 +284,27 @@ class TransitionRecord(Record):
 
 
 @dataclass(frozen=True)
-class SaturatedVerdict(Record):
+class SaturatedWindow(Record):
     """Steady state (SNIA's rule) of the last window of rounds."""
 
     rule: str = "snia"
     attained: bool = False
     window_rounds: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class SaturatedVerdict(SaturatedWindow):
+    """WSAT's verdict: steady state of the last window of rounds, in a sentence."""
+
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SaturationVerdict(Record):
+    """A test's verdict as stored: WSAT's has its window's steady state before the
+    message (:class:`SaturatedVerdict`), Host Idle Recovery's only the message."""
+
+    window: SaturatedWindow | None = flat(default=None)
     message: str = ""
 
 
@@ -339,6 +355,110 @@ class HirResult(Record):
     baseline_iops: float = 0.0
 
 
+@dataclass(frozen=True)
+class SaturationPlan(ArgsPlan):
+    tests: tuple[str, ...] = ()
+    active_range: RangeRecord = field(default_factory=RangeRecord)
+    latency: str = ""
+
+
+@dataclass(frozen=True)
+class WsatParams(TestParams):
+    round_seconds: float = 0.0
+    max_rounds: int = 0
+    max_written: float = 0.0
+    max_hours: float = 0.0
+    threads: int = 0
+    iodepth: int = 0
+    block_bytes: int = 0
+    active_range: RangeRecord = field(default_factory=RangeRecord)
+    purge: str = ""
+    log_msec: int = 0
+    quick: bool = False
+    cells: list[JsonObject] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HirParams(TestParams):
+    waits_s: list[float] = field(default_factory=list)
+    burst_seconds: float = 0.0
+    bursts: int = 0
+    baseline_rounds: int = 0
+    recovery_ratio: float = 0.0
+    threads: int = 0
+    iodepth: int = 0
+    block_bytes: int = 0
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class HirStep(Record):
+    """The fio run back to the baseline after a wait state (an ``fio`` step)."""
+
+    ok: bool = False
+    error: str | None = None
+    baseline_after_wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SaturationCell(Record):
+    """A round's cell: WSAT's (:class:`WsatCell`), a Host Idle Recovery burst's
+    (:class:`HirBurstCell`) or a point of its way back to the baseline
+    (:class:`HirBaselineCell`); reading one gives the record of its shape."""
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "") -> Self:
+        if cls is not SaturationCell:
+            return super().from_json(data, where)
+        if not isinstance(data, dict):
+            raise StoredDataError(f"{where or cls.__name__}: expected a JSON object")
+        shape: type[SaturationCell] = WsatCell if "series" in data else (
+            HirBaselineCell if data.get("kind") == "baseline" else HirBurstCell)
+        return shape.from_json(data, where)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class WsatCell(FioCell, SaturationCell):
+    """A WSAT round's cell: fio's, then where the run was after it and the round's
+    (seconds, bytes written, IOPS) points."""
+
+    elapsed_s: float = 0.0
+    written_bytes: float = 0.0
+    gap_s: float = 0.0
+    resumed: bool = False
+    series: list[list[float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HirPoint(Record):
+    """Which Host Idle Recovery point a cell is: its wait state, burst or baseline, index."""
+
+    group: int = 0
+    kind: str = ""  # "burst" | "baseline"
+    index: int = 0
+    wait_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class HirBurstCell(FioCell, SaturationCell):
+    point: HirPoint = flat(default_factory=HirPoint)
+
+
+@dataclass(frozen=True)
+class HirBaselineCell(SaturationCell):
+    """A point of the way back to the baseline, from fio's IOPS log."""
+
+    cell: str = ""
+    point: HirPoint = flat(default_factory=HirPoint)
+    iops: float = 0.0
+    lat_mean_us: float = 0.0
+    block_bytes: int = 0
+    read_pct: int = 0
+    pattern: str = ""
+    threads: int = 0
+    iodepth: int = 0
+
+
 SPEC = SuiteSpec(
     name=SUITE,
     quick_text=("1-second rounds and a short Host Idle Recovery, "
@@ -354,7 +474,10 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=SaturationArgs,
     results={WSAT: WsatResult, HIR: HirResult},
+    report_title="write saturation report",
     resumable=True,
+    params={WSAT: WsatParams, HIR: HirParams}, plan_type=SaturationPlan, cells=SaturationCell,
+    verdicts={"primary": SaturationVerdict}, details={"fio": HirStep},
 )
 
 
@@ -392,30 +515,22 @@ def describe(o: SaturationOptions, rng: ActiveRange, job_text: JobText) -> list[
     return lines
 
 
-def plan_dict(o: SaturationOptions, args: SaturationArgs, rng: ActiveRange) -> dict[str, Any]:
-    return stored_plan(
-        SUITE, args, o, tests=[WSAT, HIR] if o.hir else [WSAT],
-        active_range=dataclasses.asdict(rng),
-        latency="fio completion latency (clat), per round from that round's json+ histogram")
+def plan_record(o: SaturationOptions, args: SaturationArgs, rng: ActiveRange
+                ) -> SaturationPlan:
+    return SaturationPlan(
+        SUITE, *plan_head(args, o), (WSAT, HIR) if o.hir else (WSAT,), RangeRecord.of(rng),
+        "fio completion latency (clat), per round from that round's json+ histogram")
 
 
-def wsat_params(o: SaturationOptions, rng: ActiveRange) -> dict[str, Any]:
-    return {
-        "title": "Write Saturation", "round_seconds": o.round_seconds,
-        "max_rounds": o.max_rounds, "max_written": o.max_written,
-        "max_hours": o.max_hours, "threads": o.threads, "iodepth": o.iodepth,
-        "block_bytes": o.block_bytes, "active_range": dataclasses.asdict(rng),
-        "purge": o.purge, "log_msec": o.log_msec, "quick": o.quick,
-        "cells": [{"name": WSAT_CELL, "threads": o.threads, "iodepth": o.iodepth,
-                   "block_bytes": o.block_bytes, "read_pct": 0, "pattern": "random"}],
-    }
+def wsat_params(o: SaturationOptions, rng: ActiveRange) -> WsatParams:
+    return WsatParams(
+        "Write Saturation", o.round_seconds, o.max_rounds, o.max_written, o.max_hours,
+        o.threads, o.iodepth, o.block_bytes, RangeRecord.of(rng), o.purge, o.log_msec,
+        o.quick, [{"name": WSAT_CELL, "threads": o.threads, "iodepth": o.iodepth,
+                   "block_bytes": o.block_bytes, "read_pct": 0, "pattern": "random"}])
 
 
-def hir_params(o: SaturationOptions) -> dict[str, Any]:
-    return {
-        "title": "Host Idle Recovery", "waits_s": list(o.waits_s),
-        "burst_seconds": o.burst_seconds, "bursts": o.bursts,
-        "baseline_rounds": o.baseline_rounds, "recovery_ratio": o.recovery_ratio,
-        "threads": o.threads, "iodepth": o.iodepth, "block_bytes": o.block_bytes,
-        "quick": o.quick,
-    }
+def hir_params(o: SaturationOptions) -> HirParams:
+    return HirParams(
+        "Host Idle Recovery", list(o.waits_s), o.burst_seconds, o.bursts, o.baseline_rounds,
+        o.recovery_ratio, o.threads, o.iodepth, o.block_bytes, o.quick)

@@ -430,6 +430,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=SlcProbeArgs,
     results={TEST: SlcProbeResult},
+    report_title="SLC cache probe report",
     params={TEST: SlcProbeParams}, plan_type=SlcProbePlan, cells=SliceCell,
     verdicts={"primary": Verdict}, details={"write": WriteStep},
 )

@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ssdlab.jsonrecord import JsonObject
+
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
@@ -197,9 +199,9 @@ class FioJob:
         return total
 
 
-def cell_dict(cell: CellSpec) -> dict[str, object]:
+def cell_dict(cell: CellSpec) -> JsonObject:
     """A cell's spec as stored with a test's parameters (pattern and mix as plain values)."""
-    data = dataclasses.asdict(cell)
+    data: JsonObject = dataclasses.asdict(cell)
     data["pattern"] = str(cell.pattern)
     data["read_pct"] = cell.mix.read_pct
     del data["mix"]

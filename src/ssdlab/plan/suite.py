@@ -18,13 +18,11 @@ as written here.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import enum
-import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
 
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
@@ -91,6 +89,9 @@ class SuiteSpec(Generic[A]):
     #: the tests a run records (names; "throughput" stands for every "throughput-*") and
     #: the record type of each one's stored result
     results: Mapping[str, type[Record]]
+    #: what its report is, after "LABEL: " in the report's title ("SNIA PTS report");
+    #: a report of runs of several suites is a "comparison report"
+    report_title: str
     resumable: bool = False  # ``ssdlab resume`` continues its stopped runs
     runnable: bool = True  # False: runs are only imported (published reference runs)
     #: config keys listed first (the options every suite shares), then the others in order
@@ -100,6 +101,11 @@ class SuiteSpec(Generic[A]):
     #: what a run of its quick profile is, after "QUICK PROFILE: " wherever the run shows
     #: (its banner): what the profile shortens and what the result is not
     quick_text: str = QUICK_TEXT
+    #: it runs on targets of several hosts at once (docs/hosts.md): ``--target
+    #: HOST:PATH,...``; the other suites refuse targets of other hosts
+    remote: bool = False
+    #: the arguments ``ssdlab demo`` runs it with (one suite has them: the demo's)
+    demo_args: A | None = None
     #: the records of what its runs store beside the results, which
     #: tests/unit/test_store_records_golden.py reads every stored document as: each
     #: test's parameters by test name ("*": any other test), the plan, a round's cells,
@@ -117,21 +123,22 @@ class SuiteSpec(Generic[A]):
         return self.args_type(**{f: values[o.dest] for o in self.options
                                  if (f := o.args_field) is not None})
 
-    def parse_options(self, argv: Sequence[str], what: str) -> argparse.Namespace:
-        """``argv`` read as ``ssdlab run NAME`` reads the suite's options (``--help``
-        aside); a mistake is a one-line UserError: ``what`` was given, then argparse's
-        message."""
+    def option_values(self, argv: Sequence[str], where: str) -> Mapping[str, Any]:
+        """``argv`` parsed as ``ssdlab run NAME`` parses it (without ``--help``, the
+        label and config options): option values by ``dest``. A UserError, after
+        ``where: ``, when argparse refuses it."""
         parser = argparse.ArgumentParser(prog=f"ssdlab run {self.name}", add_help=False)
+        # not a subclass: argparse calls error() for unknown, ambiguous and missing
+        # options even with exit_on_error=False; it would print usage and exit
+        parser.error = _refusal(where)  # type: ignore[method-assign, assignment]
         for o in self.options:
             parser.add_argument(*o.flags, **o.kwargs)
-        said = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(said):
-                return parser.parse_args(list(argv))
-        except SystemExit:
-            last = (said.getvalue().strip().splitlines() or [""])[-1]
-            raise UserError(f"{what}: {last.removeprefix(f'{parser.prog}: error: ')}"
-                            ) from None
+        return vars(parser.parse_args(list(argv)))
+
+    def parse_argv(self, argv: Sequence[str], where: str) -> A:
+        """The suite's arguments from a command line of its options (see
+        :meth:`option_values`)."""
+        return self.args(self.option_values(argv, where))
 
     def config_schema(self) -> dict[str, Kind]:
         """Config-file key -> its kind (every option that is a setting)."""
@@ -144,6 +151,11 @@ class SuiteSpec(Generic[A]):
         kind = "throughput" if test.startswith("throughput") else test
         return self.results.get(kind)
 
+
+def _refusal(where: str) -> Callable[[str], NoReturn]:
+    def refuse(message: str) -> NoReturn:
+        raise UserError(f"{where}: {message}")
+    return refuse
 
 
 class Profiled:
@@ -170,7 +182,7 @@ class Unprofiled:
 
 
 class _Dataclass(Protocol):
-    __dataclass_fields__: ClassVar[dict[str, Any]]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
 
 class _Settings(_Dataclass, Protocol):

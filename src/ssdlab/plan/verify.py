@@ -230,6 +230,7 @@ SPEC = SuiteSpec(
     options=OPTIONS,
     args_type=VerifyArgs,
     results={TEST: VerifyResult},
+    report_title="data integrity report",
     params={TEST: VerifyParams}, plan_type=VerifyPlan, cells=VerifyCell,
     verdicts={"primary": Verdict},
 )

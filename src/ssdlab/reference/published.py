@@ -23,8 +23,8 @@ from typing import Any
 
 from ssdlab import __version__
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
-from ssdlab.plan.results import CellData
+from ssdlab.jsonrecord import JsonObject, Record
+from ssdlab.plan.results import CellData, TestParams
 from ssdlab.plan.specs import KIB, block_label, cell_name
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.store.db import Store
@@ -113,7 +113,33 @@ class PublishedRows(Record):
     published: bool = True
 
 
-SPEC: SuiteSpec[dict[str, Any]] = SuiteSpec(
+@dataclass(frozen=True)
+class PublishedPlan(Record):
+    """A reference run's stored plan: where its figures come from (it has no suite)."""
+
+    source_file: str = ""
+    source_document: str = ""
+    imported_rows: int = 0
+    content_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class PublishedParams(TestParams):
+    """A PTS-shaped test's parameters: the load its rows share (None: they differ)."""
+
+    threads: int | None = None
+    iodepth: int | None = None
+    active_range_pct: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PublishedSaturationParams(PublishedParams):
+    block_bytes: int | None = None
+    read_pct: int | None = None
+
+
+SPEC: SuiteSpec[JsonObject] = SuiteSpec(
     name=SUITE,
     help="published review results, imported as read-only reference runs",
     description="Figures published by reviews (ssdlab import published FILE): PTS tests "
@@ -123,7 +149,10 @@ SPEC: SuiteSpec[dict[str, Any]] = SuiteSpec(
     args_type=dict,
     results={"iops": PublishedCells, "throughput": PublishedCells,
              "write-saturation": PublishedSaturation, "published": PublishedRows},
+    report_title="published reference report",
     runnable=False,
+    params={"write-saturation": PublishedSaturationParams, "published": TestParams,
+            "*": PublishedParams}, plan_type=PublishedPlan,
 )
 
 
@@ -132,8 +161,8 @@ class ReferenceTest:
     """A test of a reference run, shaped like an ssdlab test (see docs/reference-data.md)."""
 
     name: str
-    params: dict[str, Any]
-    result: dict[str, Any]
+    params: TestParams
+    result: Record
 
 
 @dataclass(frozen=True)
@@ -147,7 +176,7 @@ class ReferenceRun:
     tests: tuple[ReferenceTest, ...]
     content_sha256: str  # of the rows' values: the same figures give the same hash
 
-    def target(self) -> dict[str, Any]:
+    def target(self) -> JsonObject:
         return {
             "path": f"published:{self.source}",
             "kind": "reference",
@@ -156,13 +185,8 @@ class ReferenceRun:
             "device_class": "reference",
         }
 
-    def plan(self, source_file: str) -> dict[str, Any]:
-        return {
-            "source_file": source_file,
-            "source_document": self.source,
-            "imported_rows": len(self.rows),
-            "content_sha256": self.content_sha256,
-        }
+    def plan(self, source_file: str) -> PublishedPlan:
+        return PublishedPlan(source_file, self.source, len(self.rows), self.content_sha256)
 
 
 # -- parsing and validation ----------------------------------------------------------
@@ -371,17 +395,13 @@ def _notes(rows: Sequence[PublishedRow]) -> list[str]:
     return list(dict.fromkeys(r.notes for r in rows if r.notes))
 
 
-def _params(title: str, rows: Sequence[PublishedRow]) -> dict[str, Any]:
-    return {
-        "title": title,
-        "threads": _common([r.threads for r in rows]),
-        "iodepth": _common([r.queue_depth for r in rows]),
-        "active_range_pct": _common([r.active_range_pct for r in rows]),
-        "notes": _notes(rows),
-    }
+def _params(title: str, rows: Sequence[PublishedRow]) -> PublishedParams:
+    return PublishedParams(title, _common([r.threads for r in rows]),
+                           _common([r.queue_depth for r in rows]),
+                           _common([r.active_range_pct for r in rows]), _notes(rows))
 
 
-def _cell(test: str, row: PublishedRow, pattern: str) -> dict[str, Any]:
+def _cell(test: str, row: PublishedRow, pattern: str) -> CellData:
     assert row.block_bytes is not None and row.read_pct is not None
     return {
         "cell": cell_name(test, row.block_bytes, row.read_pct),
@@ -408,7 +428,7 @@ def _unique_cells(rows: Sequence[PublishedRow], name: str) -> None:
 def _iops_test(rows: Sequence[PublishedRow], name: str) -> ReferenceTest:
     _unique_cells(rows, name)
     cells = [{**_cell("iops", r, "random"), "iops": r.value} for r in rows]
-    return ReferenceTest("iops", _params("IOPS", rows), PublishedCells(cells).to_json())
+    return ReferenceTest("iops", _params("IOPS", rows), PublishedCells(cells))
 
 
 def _throughput_tests(rows: Sequence[PublishedRow], name: str) -> list[ReferenceTest]:
@@ -419,24 +439,24 @@ def _throughput_tests(rows: Sequence[PublishedRow], name: str) -> list[Reference
         test = f"throughput-{kib}k"
         cells = [{**_cell(test, r, "sequential"), "bw_bytes_per_s": r.value * MIB} for r in mine]
         tests.append(ReferenceTest(test, _params(f"Throughput {kib} KiB", mine),
-                                   PublishedCells(cells).to_json()))
+                                   PublishedCells(cells)))
     return tests
 
 
 def _saturation_test(rows: Sequence[PublishedRow], name: str) -> ReferenceTest:
-    result: dict[str, Any] = {"published": True}
+    result: JsonObject = {"published": True}
     for row in rows:
         if row.metric in result:
             raise UserError(
                 f"{name} line {row.line}: {row.metric} for {row.device!r} is given twice"
             )
         result[row.metric] = row.value
-    params = _params("Write saturation", rows)
-    params["block_bytes"] = _common([r.block_bytes for r in rows])
-    params["read_pct"] = _common([r.read_pct for r in rows])
+    common = _params("Write saturation", rows)
+    params = PublishedSaturationParams(
+        common.title, common.threads, common.iodepth, common.active_range_pct, common.notes,
+        _common([r.block_bytes for r in rows]), _common([r.read_pct for r in rows]))
     # checked as its record; the metrics stay in the order the file gives them
-    return ReferenceTest("write-saturation", params,
-                         PublishedSaturation.from_json(result).to_json())
+    return ReferenceTest("write-saturation", params, PublishedSaturation.from_json(result))
 
 
 def _figure(row: PublishedRow) -> PublishedFigure:
@@ -445,9 +465,8 @@ def _figure(row: PublishedRow) -> PublishedFigure:
 
 
 def _other_test(rows: Sequence[PublishedRow]) -> ReferenceTest:
-    params = {"title": "Other published figures"}
     result = PublishedRows([_figure(r) for r in rows])
-    return ReferenceTest("published", params, result.to_json())
+    return ReferenceTest("published", TestParams("Other published figures"), result)
 
 
 def _map_tests(rows: Sequence[PublishedRow], name: str) -> tuple[ReferenceTest, ...]:

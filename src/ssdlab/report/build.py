@@ -25,7 +25,7 @@ from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
 from ssdlab.report.html import Page, PrintPart, document, esc, print_parts, table
 from ssdlab.report.pdf import htmls_to_pdf, print_jobs
-from ssdlab.report.registry import quick_banner
+from ssdlab.report.registry import quick_banner, report_title
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
@@ -127,8 +127,7 @@ def _render_pages(
         pages += compare_pages.ratio_pages(compared)
         pages.append(compare_pages.leaderboard_page(compared))
         pages += compare_pages.label_pages(compared)
-    kind = ("database benchmark report" if all(r.suite == "db" for r in runs)
-            else "SNIA PTS report")
+    kind = report_title(runs)
     name = title or (
         f"{compared.labels[0]}: {kind}" if len(runs) == 1
         else f"{len(runs)} runs compared: {kind}"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.significance import compare
+from ssdlab.plan.results import RoundParams
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.reference.published import TEST_STATUS
 from ssdlab.reference.specs import VendorSpec
@@ -56,8 +57,7 @@ def _test_signature(run: RunData, kind: str) -> str | None:
     for test in run.tests:
         if test_kind(test.name) != kind:
             continue
-        cells = result_cells(test) or [c for c in test.params.get("cells", [])
-                                       if isinstance(c, dict)]
+        cells = result_cells(test) or test.params_as(RoundParams).cells
         if not cells:
             return None
         first = cells[0]

@@ -19,6 +19,7 @@ from ssdlab.plan.consistency import (
     memory_lines,
 )
 from ssdlab.plan.consistency import cell_labels as plan_cell_labels
+from ssdlab.report.figures import test_title
 from ssdlab.report.html import Page, banner, esc, table
 from ssdlab.store.records import RunData, TestData
 
@@ -105,7 +106,7 @@ def title_section(run: RunData) -> str:
     checks = run_checks(run)
     if not checks:
         return ""
-    rows = [[esc(t.params.get("title", t.name)), esc(c.message)]
+    rows = [[esc(test_title(t)), esc(c.message)]
             for t in run.tests if (c := checks.get(t.name)) is not None]
     return ("<h3>Consistency checks</h3>"
             + table(("test", "Little's law and cache-bound checks"), rows))

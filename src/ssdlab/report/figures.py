@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
 from ssdlab.jsonrecord import Record
-from ssdlab.plan.results import CellData
+from ssdlab.plan.results import CellData, ProgressParams, TestParams
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.reference.published import TEST_STATUS
 from ssdlab.store.records import RunData, TestData
@@ -106,6 +106,16 @@ class _Window(Record):
 
     cells: list[CellData] = field(default_factory=list)
     window_rounds: list[int] | None = None
+
+
+def test_title(test: TestData) -> str:
+    """A test's title as reports show it: its parameters' title, else its name."""
+    return test.params_as(TestParams).title or test.name
+
+
+def progress_params(test: TestData) -> ProgressParams:
+    """A test's parameters as the readers of its progress see them."""
+    return test.params_as(ProgressParams)
 
 
 def result_cells(test: TestData) -> list[CellData]:

@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ssdlab.errors import command
-from ssdlab.plan.latency_iops import TEST, CurveRecord, LatencyIopsResult, PointRecord
+from ssdlab.plan.latency_iops import TEST
+from ssdlab.plan.latency_records import (
+    CurveRecord,
+    LatencyIopsParams,
+    LatencyIopsResult,
+    PointRecord,
+)
 from ssdlab.plan.specs import cell_label
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table
@@ -29,6 +35,11 @@ SMALL = ch.Frame(width=470, height=270, left=58, right=110, top=28, bottom=40)
 #: host-bound points are overdrawn with black markers
 HOST_BOUND_COLOUR = 6
 METRICS = (("lat_mean_us", "mean"), ("lat_p99_us", "p99"), ("lat_p99_9_us", "p99.9"))
+
+
+
+def _params(test: TestData) -> LatencyIopsParams:
+    return test.params_as(LatencyIopsParams)
 
 
 def _result(test: TestData) -> LatencyIopsResult:
@@ -149,24 +160,22 @@ def numa_html(result: LatencyIopsResult) -> str:
     return "".join(parts)
 
 
-def _params(test: TestData) -> list[tuple[str, object]]:
-    p = test.params
-    found = p.get("host_bound_rule")
-    rule: dict[str, object] = found if isinstance(found, dict) else {}
-    ladder = ", ".join(str(q) for q in p.get("qd_ladder", []))
-    extra = ", ".join(str(t) for t in p.get("extra_threads", []))
+def _params_rows(test: TestData) -> list[tuple[str, object]]:
+    p = _params(test)
+    rule = p.host_bound_rule
+    ladder = ", ".join(str(q) for q in p.qd_ladder)
+    extra = ", ".join(str(t) for t in p.extra_threads)
     return [
-        ("threads", ", ".join(str(t) for t in p.get("threads", []))
+        ("threads", ", ".join(str(t) for t in p.threads)
          + (f" (then {extra} while below the target)" if extra else "")),
-        ("queue depth per thread", ladder + (" (full base ladder)" if p.get("full_ladder")
-                                             else "")),
-        ("per point", f"{p.get('warmup_s')} s warm-up + {p.get('measure_s')} s measured"),
-        ("stop a curve at", f"mean latency >= {_g(p.get('target_latency_us'))} us, or IOPS "
-         f"rise < {_g(p.get('min_iops_rise_pct'))} % over the previous queue depth"),
-        ("host-bound rule", f"host CPU >= {_g(rule.get('cpu_pct'))} % and IOPS rise < "
-         f"{_g(rule.get('max_rise_pct'))} %"),
-        ("purge / preconditioning", f"{p.get('purge')} / "
-         f"{'2x the active range, 128 KiB sequential' if p.get('precondition') else 'none'}"),
+        ("queue depth per thread", ladder + (" (full base ladder)" if p.full_ladder else "")),
+        ("per point", f"{p.warmup_s} s warm-up + {p.measure_s} s measured"),
+        ("stop a curve at", f"mean latency >= {_g(p.target_latency_us)} us, or IOPS "
+         f"rise < {_g(p.min_iops_rise_pct)} % over the previous queue depth"),
+        ("host-bound rule", f"host CPU >= {_g(rule and rule.cpu_pct)} % and IOPS rise < "
+         f"{_g(rule and rule.max_rise_pct)} %"),
+        ("purge / preconditioning", f"{p.purge} / "
+         f"{'2x the active range, 128 KiB sequential' if p.precondition else 'none'}"),
     ]
 
 
@@ -200,7 +209,7 @@ def summary_page(run: RunData, test: TestData, anchor: str) -> Page:
     rows, classes = _summary_rows(result.curves)
     body = (
         _status_banner(test, result) + host_bound_banner(result) + numa_html(result)
-        + kv_table(_params(test))
+        + kv_table(_params_rows(test))
         + "<h3>Curves</h3>"
         + table(("workload", "threads", "points", "QD", "peak IOPS", "at QD",
                  "mean us at peak", "host-bound points", "stopped because"),
@@ -210,7 +219,7 @@ def summary_page(run: RunData, test: TestData, anchor: str) -> Page:
                "CPUs over each point's measured period (/proc/stat); on an emulated SSD it "
                "includes the emulator's own CPU.")
     )
-    return Page(anchor, f"{test.params.get('title', 'Latency vs IOPS')}: summary", body,
+    return Page(anchor, f"{_params(test).title or 'Latency vs IOPS'}: summary", body,
                 head_left(run), run.quick)
 
 
@@ -235,9 +244,7 @@ def workload_page(run: RunData, test: TestData, anchor: str, block: int, read_pc
     label = cell_label(block, read_pct)
     result = _result(test)
     curves = [c for c in result.curves if c.block_bytes == block and c.read_pct == read_pct]
-    found = test.params.get("target_latency_us")
-    target = float(found) if isinstance(found, int | float) and not isinstance(
-        found, bool) else None
+    target = _params(test).target_latency_us
     cid = f"{anchor}-w{index}"
     mean = latency_chart(f"{cid}-mean", f"{label}: mean latency against IOPS", curves,
                          "lat_mean_us", "mean", target_us=target, frame=WIDE)

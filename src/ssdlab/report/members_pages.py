@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from ssdlab.plan.member_rounds import MemberRound, MemberStat, member_rounds, summarise
 from ssdlab.report import charts as ch
+from ssdlab.report.figures import test_title
 from ssdlab.report.html import Page, charts, esc, kv_table, note, table
 from ssdlab.report.scales import fmt_value
 from ssdlab.store.records import RunData, TestData
@@ -139,8 +140,7 @@ def members_page(run: RunData, test: TestData, rounds: Sequence[MemberRound], an
         ("round", "phase", "host reads", "host writes", "member I/Os", "I/Os per host write",
          "bytes per host byte", "textbook", "imbalance", "slow member"),
         _penalty_rows(rounds))
-    title = str(test.params.get("title", test.name))
-    return Page(anchor, f"Members: {title}", body, head, run.quick)
+    return Page(anchor, f"Members: {test_title(test)}", body, head, run.quick)
 
 
 def show_line(rounds: Sequence[MemberRound]) -> str:

@@ -17,6 +17,7 @@ from ssdlab.plan.op_sweep import (
     TEST,
     FailedSetting,
     MeasuredSetting,
+    OpSweepParams,
     OpSweepResult,
     RecommendationRecord,
     SettingRecord,
@@ -184,7 +185,7 @@ def _convergence_body(test: TestData, anchor: str) -> str:
               for i, (op, pts) in enumerate(sorted(by_op.items()))]
     chart = ch.line_chart(f"{anchor}-conv", "IOPS per round, one line per OP setting", series,
                           x_label="round of the setting", y_label="IOPS", y_unit="IOPS")
-    rule = test.params.get("rule")
+    rule = test.params_as(OpSweepParams).rule
     return note(f"4 KiB random writes on the active range after purge and preconditioning; "
                 f"steady state by the {rule} rule.") + charts(chart)
 

@@ -16,7 +16,7 @@ from ssdlab.plan.specs import Mix, block_label
 from ssdlab.report import charts as ch
 from ssdlab.report import consistency
 from ssdlab.report.consistency import memory_cells
-from ssdlab.report.figures import result_cells, test_kind
+from ssdlab.report.figures import result_cells, test_kind, test_title
 from ssdlab.report.html import esc, table
 from ssdlab.report.text import num, text_table
 from ssdlab.store.records import RunData, TestData
@@ -134,7 +134,7 @@ def tests_table(run: RunData, tests: Sequence[TestData]) -> str:
         return ""
     return "<h3>Tests</h3>" + table(
         ("test", "status", "rounds", "outcome"),
-        [[esc(t.params.get("title", t.name)), esc(t.status), str(len(t.rounds)),
+        [[esc(test_title(t)), esc(t.status), str(len(t.rounds)),
           esc(_outcome(t))] for t in tests],
     )
 

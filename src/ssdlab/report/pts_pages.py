@@ -15,15 +15,22 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
-from ssdlab.analysis.steady import WindowCheck, check_window, rule_by_name
+from ssdlab.analysis.steady import SteadyRule, WindowCheck, check_window, rule_by_name
 from ssdlab.errors import command
-from ssdlab.plan.pts import PtsResult
+from ssdlab.plan.pts import PtsParams, PtsResult
 from ssdlab.plan.specs import Mix, block_label
 from ssdlab.reference.published import TEST_STATUS
 from ssdlab.report import charts as ch
 from ssdlab.report.bars3d import bars_3d
 from ssdlab.report.consistency import cell_mark, memory_cells
-from ssdlab.report.figures import MIB, result_cells, round_matrix, test_kind, window_rounds
+from ssdlab.report.figures import (
+    MIB,
+    result_cells,
+    round_matrix,
+    test_kind,
+    test_title,
+    window_rounds,
+)
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, figure, note, table
 from ssdlab.report.parts import SMALL, head_left, is_reference, result_table
 from ssdlab.report.scales import fmt_value
@@ -40,11 +47,12 @@ from ssdlab.store.records import RunData, TestData
 from ssdlab.units import format_bytes
 
 
-def _tracking_vars(test: TestData) -> list[dict[str, str]]:
-    tracking = test.params.get("tracking", {})
-    chosen = tracking.get(test.params.get("tracking_set", ""), []) if isinstance(
-        tracking, dict) else []
-    return [v for v in chosen if isinstance(v, dict) and "name" in v]
+def _params(test: TestData) -> PtsParams:
+    return test.params_as(PtsParams)
+
+
+def _rule(test: TestData) -> SteadyRule:
+    return rule_by_name(_params(test).rule or "snia")
 
 
 def _unit(metric: str) -> tuple[str, float]:
@@ -121,7 +129,7 @@ def convergence_body(test: TestData, cid: str) -> str:
     )
     title = "bandwidth per round" if kind == "throughput" else "mean latency per round"
     svgs.append(ch.line_chart(
-        f"{cid}-conv", f"{test.params.get('title', test.name)}: {title}",
+        f"{cid}-conv", f"{test_title(test)}: {title}",
         series_for(cells, name_of), x_label="round",
         y_label=f"{'bandwidth' if kind == 'throughput' else 'mean latency'} ({unit})",
         y_unit=unit,
@@ -130,7 +138,7 @@ def convergence_body(test: TestData, cid: str) -> str:
 
 
 def _window_check(test: TestData, name: str, window: tuple[int, int]) -> WindowCheck | None:
-    rule = rule_by_name(str(test.params.get("rule", "snia")))
+    rule = _rule(test)
     by_round = {r.round_no: r.tracking.get(name) for r in test.rounds if r.status == "ok"}
     values = [by_round.get(r) for r in range(window[0], window[1] + 1)]
     if len(values) != rule.window or any(not isinstance(v, int | float) for v in values):
@@ -140,23 +148,24 @@ def _window_check(test: TestData, name: str, window: tuple[int, int]) -> WindowC
 
 def verification_body(test: TestData, cid: str) -> str:
     window = window_rounds(test)
-    variables = _tracking_vars(test)
+    params = _params(test)
+    variables = params.tracking.get(params.tracking_set, [])
     if window is None or not variables:
         return note("No measurement window: the test did not complete enough rounds.")
-    rule = rule_by_name(str(test.params.get("rule", "snia")))
+    rule = _rule(test)
     svgs, rows, classes = [], [], []
     for i, var in enumerate(variables):
-        check = _window_check(test, var["name"], window)
+        check = _window_check(test, var.name, window)
         if check is None:
             continue
-        unit, scale = _unit(str(var.get("metric", "")))
+        unit, scale = _unit(var.metric)
         avg = check.average / scale
         rounds = tuple(float(r) for r in range(check.first_round, check.last_round + 1))
         fitted = tuple(
             (check.intercept + check.slope * k) / scale for k in range(len(check.values))
         )
         svgs.append(ch.line_chart(
-            f"{cid}-ver-{i}", var["name"],
+            f"{cid}-ver-{i}", var.name,
             [
                 # the chart's title names the variable; the legend column is narrow
                 ch.Series("measured", rounds, tuple(v / scale for v in check.values),
@@ -290,7 +299,7 @@ def latency_results_body(test: TestData, cid: str, memory: Collection[str] = ())
          *[esc(fmt_value(c.get(key), 1)) for key, _ in LATENCY_COLUMNS]]
         for label, c in zip(labels, cells, strict=True)
     ]
-    first = (test.params.get("cells") or [{}])[0]
+    first = (_params(test).cells or [{}])[0]
     header = [f"cell ({first.get('threads', 1)} thread, QD {first.get('iodepth', 1)})",
               *[f"{name} (us)" for _, name in LATENCY_COLUMNS]]
     series = [
@@ -318,7 +327,7 @@ RESULT_BODIES = {
 
 def test_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     kind = test_kind(test.name)
-    title = str(test.params.get("title", test.name))
+    title = test_title(test)
     body_of = RESULT_BODIES.get(kind)
     if body_of is None or not result_cells(test):
         if not test.rounds:
@@ -383,9 +392,9 @@ def title_table(run: RunData, tests: Sequence[TestData]) -> str:
 
 
 def _test_params(test: TestData) -> list[str]:
-    p = test.params
-    cells = p.get("cells") or [{}]
-    first = cells[0] if isinstance(cells[0], dict) else {}
+    p = _params(test)
+    cells = p.cells or [{}]
+    first = cells[0]
     purge = next((s.detail for s in test.steps if s.kind == "purge"), None)
     precondition = next((s.detail for s in test.steps if s.kind == "precondition"), None)
     purge_text = (
@@ -397,11 +406,11 @@ def _test_params(test: TestData) -> list[str]:
         if precondition else "none"
     )
     return [
-        esc(p.get("title", test.name)),
-        esc(f"{p.get('rule')} ({p.get('window')} rounds)"),
-        esc(p.get("tracking_set", "-")),
+        esc(test_title(test)),
+        esc(f"{p.rule} ({p.window} rounds)"),
+        esc(p.tracking_set or "-"),
         esc(f"{first.get('threads', '-')} x QD {first.get('iodepth', '-')}"),
-        esc(f"{p.get('cell_seconds', '-')} s x {len(cells)} cells"),
+        esc(f"{p.cell_seconds} s x {len(cells)} cells"),
         esc(purge_text),
         esc(pre_text),
         esc(_status_text(test)),

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssdlab.reference.published import PublishedRows, PublishedSaturation
+from ssdlab.reference.published import (
+    PublishedFigure,
+    PublishedParams,
+    PublishedRows,
+    PublishedSaturation,
+)
+from ssdlab.report.figures import test_title
 from ssdlab.report.html import Page, esc, kv_table, table
 from ssdlab.report.parts import head_left, result_table
 from ssdlab.report.pts_pages import test_pages
@@ -18,19 +24,19 @@ from ssdlab.store.records import RunData, TestData
 
 def _published_lines(test: TestData) -> list[str]:
     """Load and notes of a test imported from published results, and figures no table shows."""
-    p = test.params
+    p = test.params_as(PublishedParams)
     load = []
-    if p.get("threads") or p.get("iodepth"):
-        load.append(f"threads {p.get('threads') or '-'} x QD {p.get('iodepth') or '-'}")
-    if p.get("active_range_pct"):
-        load.append(f"active range {num(p.get('active_range_pct'))} %")
+    if p.threads or p.iodepth:
+        load.append(f"threads {p.threads or '-'} x QD {p.iodepth or '-'}")
+    if p.active_range_pct:
+        load.append(f"active range {num(p.active_range_pct)} %")
     lines = [f"  as published: {', '.join(load)}"] if load else []
-    lines += [f"  note: {note}" for note in p.get("notes", [])]
+    lines += [f"  note: {note}" for note in p.notes]
     if test.name == "write-saturation":
         r = result_of(test, PublishedSaturation)
         lines.append(f"  IOPS fresh out of box {num(r.iops_fob)}, saturated {num(r.iops_steady)}")
     if test.name == "published":
-        rows = [f.to_json() for f in result_of(test, PublishedRows).rows]
+        rows = result_of(test, PublishedRows).rows
         if rows:
             lines += _published_rows_table(rows)
     return lines
@@ -44,16 +50,16 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
-def _published_rows_table(rows: list[dict[str, Any]]) -> list[str]:
+def _published_rows_table(rows: list[PublishedFigure]) -> list[str]:
     """Published figures no ssdlab test holds, one per row, notes at the end of the line."""
-    keys = ("value", "block_kib", "read_pct", "threads", "queue_depth")
     header = ["test: metric", "value", "block KiB", "read %", "threads", "QD"]
     body = [
-        [f"{row.get('test')}: {row.get('metric')}", *[_plain(row.get(k)) for k in keys]]
+        [f"{row.test}: {row.metric}", *[_plain(v) for v in (
+            row.value, row.block_kib, row.read_pct, row.threads, row.queue_depth)]]
         for row in rows
     ]
     table = text_table(header, body)
-    notes = ["notes", "-----", *[str(row.get("notes") or "") for row in rows]]
+    notes = ["notes", "-----", *[row.notes or "" for row in rows]]
     return [f"{line}  {note}".rstrip() for line, note in zip(table, notes, strict=True)]
 
 
@@ -74,7 +80,7 @@ def other_results_page(run: RunData, test: TestData, anchor: str) -> Page | None
             return None
         body = kv_table((k.replace("_", " "), fmt_value(v) if isinstance(
             v, int | float) and not isinstance(v, bool) else v) for k, v in scalars)
-    return Page(anchor, f"{test.params.get('title', test.name)} (published)", body,
+    return Page(anchor, f"{test_title(test)} (published)", body,
                 head_left(run), run.quick, toc=False)
 
 

@@ -1,17 +1,23 @@
 """The report's one way into the suite registry (:mod:`ssdlab.suites`): a stored run's
-registered pages, the comparison overlays of every suite, and what a quick run of a suite
-is in its own words. Only the dispatchers import this (the run's pages and title page,
-``show``, the report, comparisons, ``serve`` and the CLI); a suite's pages module never
-does, so that no pages module looks another suite up.
+registered pages, the comparison overlays of every suite, what a quick run of a suite
+is in its own words, and what a report of runs is (its title). Only the dispatchers
+import this (the run's pages and title page, ``show``, the report, comparisons,
+``serve`` and the CLI); a suite's pages module never does, so that no pages module
+looks another suite up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ssdlab.plan.suite import QUICK_TEXT
 from ssdlab.report.suite import Overlay, SuitePages
 from ssdlab.store.records import RunData
+
+#: the kind of a report of runs whose suites give different ones
+COMPARISON_TITLE = "comparison report"
+#: the kind of a report of runs of a suite this ssdlab does not know
+UNKNOWN_TITLE = "ssdlab report"
 
 
 def pages_of(run: RunData) -> SuitePages | None:
@@ -51,3 +57,14 @@ def quick_summary(suites: Iterable[str]) -> str:
 def quick_banner(suites: Iterable[str]) -> str:
     """``QUICK PROFILE: ...``, the banner of quick runs of ``suites``."""
     return f"QUICK PROFILE: {quick_summary(suites)}"
+
+
+def report_title(runs: Sequence[RunData]) -> str:
+    """What the report is, after "LABEL: " in its title: the ``report_title`` of the runs'
+    suites, one kind or else a "comparison report". Reference runs (imported read-only)
+    take the kind of the runs they are compared with; alone, their own."""
+    from ssdlab.suites import find
+    measured = [r for r in runs if not r.read_only] or runs
+    kinds = {suite.spec.report_title if (suite := find(r.suite)) is not None
+             else UNKNOWN_TITLE for r in measured}
+    return kinds.pop() if len(kinds) == 1 else COMPARISON_TITLE

@@ -10,9 +10,8 @@ and baseline round in order, and a table per wait state with its verdict.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from ssdlab.plan.saturation import HIR, WSAT, HirResult, WsatResult
+from ssdlab.plan.saturation import HIR, WSAT, HirParams, HirResult, WsatParams, WsatResult
 from ssdlab.report import charts as ch
 from ssdlab.report.html import NOT_STEADY_TEXT, Page, banner, charts, esc, kv_table, note, table
 from ssdlab.report.parts import head_left
@@ -57,7 +56,7 @@ def gc_start_bytes(run: RunData) -> float | None:
 
 def _capacity(test: TestData) -> float:
     """The tested range in bytes (the x axis against capacity written is in multiples)."""
-    return float(test.params.get("active_range", {}).get("size_bytes") or 1)
+    return float(test.params_as(WsatParams).active_range.size_bytes or 1)
 
 
 def _summary(run: RunData, test: TestData, r: WsatResult) -> str:
@@ -239,26 +238,25 @@ def saturation_overlay(runs: Sequence[RunData], labels: Sequence[str]) -> str:
 # -- ssdlab show, and what ssdlab run prints -------------------------------------------------
 
 
-def _load(p: dict[str, Any]) -> str:
-    return f"threads {p.get('threads')}, iodepth {p.get('iodepth')}, block bytes " \
-           f"{p.get('block_bytes')}"
+def _load(p: WsatParams | HirParams) -> str:
+    return f"threads {p.threads}, iodepth {p.iodepth}, block bytes {p.block_bytes}"
 
 
 def wsat_show(run: RunData, test: TestData) -> list[str]:
-    p, r = test.params, result_of(test, WsatResult)
+    p, r = test.params_as(WsatParams), result_of(test, WsatResult)
     verdict = r.transition.message
     if verdict and r.verdict.message:
         verdict += f"; {r.verdict.message}"
-    return [f"  round seconds {p.get('round_seconds')}, max rounds {p.get('max_rounds')}, "
-            f"{_load(p)}, purge {p.get('purge')}",
+    return [f"  round seconds {p.round_seconds}, max rounds {p.max_rounds}, "
+            f"{_load(p)}, purge {p.purge}",
             f"  verdict: {verdict or r.error or test.status}"]
 
 
 def hir_show(run: RunData, test: TestData) -> list[str]:
-    p, r = test.params, result_of(test, HirResult)
-    waits = ", ".join(f"{w:g}" for w in p.get("waits_s", []))
-    return [f"  {_load(p)}, waits {waits} s, bursts {p.get('bursts')}, burst seconds "
-            f"{p.get('burst_seconds')}",
+    p, r = test.params_as(HirParams), result_of(test, HirResult)
+    waits = ", ".join(f"{w:g}" for w in p.waits_s)
+    return [f"  {_load(p)}, waits {waits} s, bursts {p.bursts}, burst seconds "
+            f"{p.burst_seconds}",
             f"  verdict: {r.message or test.status}"]
 
 

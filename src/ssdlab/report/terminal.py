@@ -5,11 +5,12 @@ the run's head, then each test's lines from its suite's registered pages (found 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Mapping
 
 from ssdlab.errors import command
 from ssdlab.plan.transport import transport_text
 from ssdlab.report import consistency
+from ssdlab.report.figures import test_title
 from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
@@ -36,7 +37,7 @@ def _reference_lines(run: RunData) -> list[str]:
     ]
 
 
-def _target_line(t: dict[str, Any]) -> str:
+def _target_line(t: Mapping[str, object]) -> str:
     """What the run ran on: a device or test file, or a directory (the file presets)."""
     head = f"target {t.get('path')} ({t.get('device_class')}): "
     if t.get("kind") == "directory" and "logical_sector_bytes" not in t:
@@ -44,8 +45,9 @@ def _target_line(t: dict[str, Any]) -> str:
         return (head + f"mounted at {t.get('mount_point') or '-'} from {t.get('source') or '-'}"
                 f", {format_bytes(free) if isinstance(free, int) else '-'} free at the start")
     if t.get("kind") == "set":
-        members = t.get("members") if isinstance(t.get("members"), list) else []
-        return (f"target {len(members or [])} member devices {t.get('path')}: model "
+        members = t.get("members")
+        count = len(members) if isinstance(members, list) else 0
+        return (f"target {count} member devices {t.get('path')}: model "
                 f"{t.get('model') or '-'}, {num(t.get('capacity_bytes'))} bytes in all")
     return (head + f"model {t.get('model') or '-'}, serial {t.get('serial') or '-'}, "
             f"firmware {t.get('firmware') or '-'}, {num(t.get('capacity_bytes'))} bytes, "
@@ -95,7 +97,7 @@ def render_run(run: RunData) -> str:
     members = member_rounds(run.events)
     checks = consistency.run_checks(run)
     for test in run.tests:
-        lines += ["", f"== {test.params.get('title', test.name)} [{state_text(test.status)}]"]
+        lines += ["", f"== {test_title(test)} [{state_text(test.status)}]"]
         show = pages.show_of(test.name) if pages is not None else None
         if show is not None:
             lines += show(run, test)
@@ -143,12 +145,12 @@ def render_set(data: SetData, runs: dict[str, RunData]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _listed(d: dict[str, Any], key: str) -> list[Any]:
+def _listed(d: Mapping[str, object], key: str) -> list[object]:
     value = d.get(key)
     return value if isinstance(value, list) else []
 
 
-def _mapping(d: dict[str, Any], key: str) -> dict[str, Any]:
+def _mapping(d: Mapping[str, object], key: str) -> Mapping[str, object]:
     value = d.get(key)
     return value if isinstance(value, dict) else {}
 
@@ -161,6 +163,6 @@ def _set_block(place: int, name: str, target: str, run: RunData | None, error: o
     quick = " (QUICK)" if run.quick else ""
     lines = [f"{head}: run {run.run_id} {run.status_text}{quick}"]
     for test in run.tests:
-        lines.append(f"  {test.params.get('title', test.name)} [{state_text(test.status)}]: "
+        lines.append(f"  {test_title(test)} [{state_text(test.status)}]: "
                      f"{verdict_line(test)}")
     return lines

@@ -6,7 +6,7 @@ lines ``ssdlab run`` prints when a run ends. Reads stored runs only; no registry
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ssdlab.analysis.predict import LABEL as PREDICTED_LABEL
@@ -75,7 +75,7 @@ SUITE_PARAMS = ("round_seconds", "max_rounds", "threads", "iodepth", "block_byte
                 "amount_bytes", "purge")
 
 
-def _preset_name(p: dict[str, Any]) -> str | None:
+def _preset_name(p: Mapping[str, object]) -> str | None:
     preset = p.get("preset")
     if isinstance(preset, dict):  # recorded as the preset's identity
         p = preset

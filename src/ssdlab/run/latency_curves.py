@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from ssdlab.analysis.hostbound import CpuPoint
 from ssdlab.analysis.ladder import LadderPoint, StopDecision
-from ssdlab.plan.latency_iops import (
-    CurveKey,
+from ssdlab.plan.latency_iops import CurveKey
+from ssdlab.plan.latency_records import (
     CurveRecord,
     LadderStop,
     LatencyIopsResult,

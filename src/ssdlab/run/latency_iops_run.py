@@ -15,27 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ssdlab.analysis.hostbound import HostBoundRule, HostBoundVerdict, host_bound
 from ssdlab.analysis.ladder import MAX_QD, LadderRule, decide, rise_pct
 from ssdlab.analysis.numa import NumaCheck, format_cpulist, numa_check
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import latency_iops as plan
 from ssdlab.plan import results
 from ssdlab.plan.latency_iops import (
     POINT_OVERHEAD_S,
     TEST,
     CurveKey,
-    LadderStop,
     LatencyIopsArgs,
     LatencyIopsOptions,
     LatencyIopsPlan,
-    LatencyIopsResult,
-    PcieLink,
     build_options,
     build_plan,
 )
+from ssdlab.plan.latency_records import LadderStop, LatencyIopsResult, PcieLink
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import CellSpec
 from ssdlab.run.cells import Cell, cell_from_job
@@ -137,8 +135,8 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
         self.pcie: PcieLink | None = pcie_record(
             pci_attachment(info.name) if info.kind == "block" else None)
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.opts, self.p.plan, self.p.args)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.opts, self.p.plan, self.p.args).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Run the test, or continue a stopped one: finished curves stay, the others go
@@ -197,7 +195,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             return
         if self.numa.mismatch:
             self.store.add_event(self.run_id, TEST, "warning", f"NUMA: {self.numa.message}",
-                                 self.numa.to_dict())
+                                 self.numa)
         for label, reason in self.p.plan.skipped:
             self.store.add_event(self.run_id, TEST, "skipped", f"skipped {label}: {reason}")
         self._set_left()
@@ -311,7 +309,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     def _store_result(self, status: str, error: str | None = None) -> HostBoundVerdict:
         verdict = self.verdict()
         flagged = {(f.curve, f.iodepth): f.reason for f in verdict.findings}
-        hb, numa = results.HostBoundVerdict.of(verdict), results.NumaVerdict.of(self.numa)
+        hb, numa = results.HostBoundVerdict.of(verdict), self.numa
         result = LatencyIopsResult(
             curves=[c.record(flagged) for c in self.curves],
             points_run=sum(len(c.points) for c in self.curves),
@@ -325,8 +323,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
         )
         self.store.set_test(
             self.run_id, TEST, status=status, params=plan.test_params(self.opts, self.p.plan),
-            verdicts={"host_bound": hb.to_json(), "numa": numa.to_json()},
-            result=result.to_json(),
+            verdicts={"host_bound": hb, "numa": numa}, result=result,
         )
         return verdict
 

@@ -110,7 +110,7 @@ def prepare(request: TargetRequest, args: MatrixArgs, lookup: SuiteLookup) -> Pr
     checked again once it is torn down), each level's plan."""
     o = validate(args)
     child = _child_suite(o.suite, lookup)
-    child.spec.parse_options([*o.suite_argv, *_placeholder_target(child.spec)],
+    child.spec.option_values([*o.suite_argv, *_placeholder_target(child.spec)],
                              "--suite-options")
     versions = checked_versions(request.fio)
     paths = [m if is_nbd_target(m) else os.path.abspath(m) for m in o.members]
@@ -201,7 +201,7 @@ def _has(words: list[str], flag: str) -> bool:
 
 
 def _child_request(p: PreparedMatrix, argv: list[str]) -> tuple[TargetRequest, object]:
-    values = vars(p.child.spec.parse_options(argv[3:], "--suite-options"))
+    values = p.child.spec.option_values(argv[3:], "--suite-options")
     size = values.get("size")
     targets = values.get("target") or [None]  # --target may be repeated; here it is once
     request = TargetRequest(targets[-1], values.get("dir"),

@@ -44,7 +44,7 @@ from typing import TypeVar
 from ssdlab.analysis.member_rounds import periods_between, textbook_penalty
 from ssdlab.analysis.members import MemberPeriod
 from ssdlab.engine.gate import watching
-from ssdlab.engine.jobtext import JobFileError, parse_job_file, positions
+from ssdlab.engine.jobtext import JobFileError, job_file_of, positions
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import TickFn
 from ssdlab.errors import TargetError
@@ -275,7 +275,7 @@ def _cell_stretches(sample: Sample, output: FioOutput, job_text: str) -> list[De
     one before the next (the last: to the end of the fio run), with the bytes fio moved in
     its jobs ([]: the readings do not cover every position, or the jobs cannot be told)."""
     try:
-        cut = positions(parse_job_file(job_text).jobs)
+        cut = positions(job_file_of(job_text).jobs)
     except (JobFileError, ValueError):
         return []
     if len(cut) < 2 or [n for n, _ in sample.opened] != list(range(len(cut))):

@@ -10,23 +10,19 @@ amplification over each measurement window (the ground truth) is computed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from ssdlab.analysis import steady
 from ssdlab.analysis.op_sweep import (
     SettingOutcome,
     order_agrees,
     recommend,
     window_write_amplification,
 )
-from ssdlab.analysis.steady import (
-    SteadyRule,
-    Verdict,
-    evaluate,
-    rule_by_name,
-    verdict_to_dict,
-)
+from ssdlab.analysis.steady import SteadyRule, evaluate, rule_by_name
 from ssdlab.errors import UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import op_sweep as plan
 from ssdlab.plan.op_sweep import (
     DEFINITION,
@@ -37,6 +33,7 @@ from ssdlab.plan.op_sweep import (
     OpSetting,
     OpSweepArgs,
     OpSweepOptions,
+    OpSweepParams,
     OpSweepPlan,
     OpSweepResult,
     PurgeRecord,
@@ -50,6 +47,7 @@ from ssdlab.plan.op_sweep import (
 )
 from ssdlab.plan.optionsets import default_load
 from ssdlab.plan.planned import PlannedTime
+from ssdlab.plan.results import SteadyVerdict, Verdict
 from ssdlab.plan.rounds import RoundTest
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
 from ssdlab.run.prepare import (
@@ -106,9 +104,9 @@ def progress_of(p: PreparedOpSweep) -> Progress:
     return Progress(quick=o.quick, window=rule_by_name(o.rule).window, max_rounds=o.max_rounds)
 
 
-def _counters(truth: dict[str, Any] | None) -> tuple[int, int] | None:
-    counters = truth.get("counters") if isinstance(truth, dict) else None
-    if not isinstance(counters, dict):
+def _counters(truth: Mapping[str, object] | None) -> tuple[int, int] | None:
+    counters = truth.get("counters") if truth is not None else None
+    if not isinstance(counters, Mapping):
         return None
     host, nand = counters.get("host_write_bytes"), counters.get("nand_write_bytes")
     return (host, nand) if isinstance(host, int) and isinstance(nand, int) else None
@@ -128,8 +126,8 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
     def rule(self) -> SteadyRule:
         return rule_by_name(self.o.rule)
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.p.plan, self.p.args)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.p.plan, self.p.args).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Every setting in increasing OP; the names of failed settings."""
@@ -162,8 +160,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
             self.run_id, TEST, "op-setting",
             f"{s.label}: active range {format_bytes(s.range.size_bytes)} of "
             f"{format_bytes(info.capacity_bytes)} ({s.actual_op_pct:.1f} % unused)",
-            {"op_pct": s.op_pct, "usable_bytes": s.range.size_bytes,
-             "actual_op_pct": s.actual_op_pct},
+            plan.setting_record(s),
         )
         purge = self.session.purge(TEST, self.o.purge, 0, info.capacity_bytes)
         self.session.precondition(TEST, self.p.plan.precondition_cell(s))
@@ -171,7 +168,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         first_round = self._round_no + 1
         series: list[float] = []
         all_cells: list[list[Cell]] = []
-        verdict: Verdict | None = None
+        verdict: steady.Verdict | None = None
         for r in range(1, self.o.max_rounds + 1):
             cells, counter = self._round(s, r)
             counters.append(counter)
@@ -214,7 +211,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
             raise TestFailed(f"round {r}: {run.error or 'fio reported no result'}")
         return cells, counter
 
-    def _summary(self, s: OpSetting, verdict: Verdict, all_cells: list[list[Cell]],
+    def _summary(self, s: OpSetting, verdict: steady.Verdict, all_cells: list[list[Cell]],
                  counters: list[tuple[int, int] | None], rounds: tuple[int, int],
                  purge: PurgeOutcome) -> MeasuredSetting:
         window = verdict.window_rounds if verdict.attained else None
@@ -232,7 +229,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
             lat_p99_us=metric(cell, "lat_p99_us"),
             lat_p99_9_us=metric(cell, "lat_p99_9_us"),
             lat_max_us=metric(cell, "lat_max_us"),
-            bw_bytes_per_s=metric(cell, "bw_bytes_per_s"), verdict=verdict_to_dict(verdict),
+            bw_bytes_per_s=metric(cell, "bw_bytes_per_s"), verdict=SteadyVerdict.of(verdict),
             message=verdict.message,
             emulator_wa=window_write_amplification(counters, window[0], window[1]),
             purge=PurgeRecord(purge.method, purge.ok, purge.seconds,
@@ -240,7 +237,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
                               purge.detail),
         )
 
-    def _finish(self, params: dict[str, Any], settings: list[SettingRecord]) -> None:
+    def _finish(self, params: OpSweepParams, settings: list[SettingRecord]) -> None:
         outcomes = [SettingOutcome(x.op_pct, x.usable_fraction, x.iops, x.steady)
                     for x in settings]
         rec = recommend(outcomes, self.o.min_gain_pct)
@@ -265,8 +262,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         else:
             status = "steady" if all(x.steady for x in measured) else "not_steady"
         self.store.set_test(self.run_id, TEST, status=status, params=params,
-                            verdicts={"primary": {"message": rec.message}},
-                            result=result.to_json())
+                            verdicts={"primary": Verdict(rec.message)}, result=result)
         self.progress.line(f"{TEST}: {rec.message}")
         if agrees is not None:
             self.progress.line(

@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.predict import LABEL, RunPrediction, predict_run
-from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name, verdict_to_dict
+from ssdlab.analysis.steady import Verdict, evaluate, rule_by_name
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError, command
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import pts as plan
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import (
     PredictedVariable,
     PtsArgs,
     PtsOptions,
+    PtsParams,
     PtsPrediction,
     PtsResult,
     build_options,
@@ -31,6 +33,7 @@ from ssdlab.plan.pts import (
     parse_tests,
     skipped_records,
 )
+from ssdlab.plan.results import SteadyVerdict
 from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
@@ -97,25 +100,33 @@ def _check_slices(tests: tuple[RoundTest, ...]) -> None:
                 )
 
 
-def auto_load(request: TargetRequest, args: PtsArgs) -> tuple[PtsArgs, dict[str, Any]]:
+@dataclass(frozen=True)
+class AutoLoad:
+    """The options ``--threads auto``/``--qd auto`` set beyond the arguments: the
+    throughput tests' load and where the loads came from (None, "": not set)."""
+
+    throughput_threads: int | None = None
+    throughput_iodepth: int | None = None
+    load_source: str = ""
+
+
+def auto_load(request: TargetRequest, args: PtsArgs) -> tuple[PtsArgs, AutoLoad]:
     """``--threads auto``/``--qd auto``: the arguments with the IOPS load of the target's
     most recent peak run, and the options it sets beyond them (the throughput tests' load
     and where it came from); UserError (exit 2) without such a run."""
     auto_t, auto_q = args.threads == AUTO, args.iodepth == AUTO
     if not (auto_t or auto_q):
-        return args, {}
+        return args, AutoLoad()
     option = "--threads" if auto_t else "--qd"
     target, tests = request.device(), parse_tests(args.tests)
     iops = peak_load(target, request.store, "iops", option)
     args = dataclasses.replace(args, threads=iops.threads if auto_t else args.threads,
                                iodepth=iops.iodepth if auto_q else args.iodepth)
-    sources, extra = [iops.text], {}
-    if "throughput" in tests:
-        tp = peak_load(target, request.store, "throughput", option)
-        sources.append(tp.text)
-        extra = {"throughput_threads": tp.threads if auto_t else None,
-                 "throughput_iodepth": tp.iodepth if auto_q else None}
-    return args, {**extra, "load_source": "; ".join(sources)}
+    if "throughput" not in tests:
+        return args, AutoLoad(load_source=iops.text)
+    tp = peak_load(target, request.store, "throughput", option)
+    return args, AutoLoad(tp.threads if auto_t else None, tp.iodepth if auto_q else None,
+                          f"{iops.text}; {tp.text}")
 
 
 def prepare_pts(request: TargetRequest, args: PtsArgs) -> PreparedPts:
@@ -124,7 +135,9 @@ def prepare_pts(request: TargetRequest, args: PtsArgs) -> PreparedPts:
     base = prepare_device(request, read_only=args.read_only)
     info = base.info
     options = dataclasses.replace(
-        engine_for(info, build_options(args, info.device_class, base.cpus)), **auto)
+        engine_for(info, build_options(args, info.device_class, base.cpus)),
+        throughput_threads=auto.throughput_threads, throughput_iodepth=auto.throughput_iodepth,
+        load_source=auto.load_source)
     check_file_purge(info, options.purge)
     checked_range(info, options.active_range_pct)
     tests = build_pts_tests(options, info.capacity_bytes, info.logical_sector_bytes)
@@ -224,13 +237,13 @@ class PtsRun(SessionRun[PreparedPts]):
     ) -> None:
         super().__init__(prepared, store, executor, progress)
         #: on several hosts: each test's host-round events (stored ones too, on resume)
-        self.host_rounds: dict[str, list[dict[str, Any]]] = {}
+        self.host_rounds: dict[str, list[Mapping[str, object]]] = {}
         #: tests --predict stopped, resumed: they go on to the SNIA rule, not predicted
         #: again; their prediction stays in their result beside the SNIA verdict
         self.to_snia: dict[str, PtsPrediction | None] = {}
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.p.options, self.p.tests)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.p.options, self.p.tests).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         for event in previous.events if previous is not None else ():  # resumed
@@ -292,17 +305,17 @@ class PtsRun(SessionRun[PreparedPts]):
             self._failed(test, params, exc)
             raise
 
-    def _failed(self, test: RoundTest, params: dict[str, Any], exc: TestFailed) -> None:
+    def _failed(self, test: RoundTest, params: PtsParams, exc: TestFailed) -> None:
         self.store.set_test(
             self.run_id, test.name, status="failed", params=params, verdicts={},
             result=self._partial(test.name, error=str(exc)),
         )
 
-    def _partial(self, test: str, **fields: Any) -> dict[str, Any]:
+    def _partial(self, test: str, **fields: Any) -> PtsResult:
         """A running or failed test's partial result, with its earlier prediction if any."""
         earlier = self.to_snia.get(test)
         extra = {"prediction": earlier} if earlier is not None else {}
-        return PtsResult.partial(**fields, **extra).to_json()
+        return PtsResult.partial(**fields, **extra)
 
     def _round(self, test: RoundTest, round_no: int) -> tuple[FioRun, list[Cell]]:
         text = self.p.job_text(test.round_cells, f"{test.name} round {round_no}")
@@ -312,18 +325,18 @@ class PtsRun(SessionRun[PreparedPts]):
         return run, cells
 
     def _host_parts(self, test: RoundTest, run: FioRun, variables: list[TrackingVar]
-                    ) -> dict[str, dict[str, Any]] | None:
+                    ) -> dict[str, dict[str, object]] | None:
         """On several hosts: each host's cells and tracking variables of the round."""
         if not run.per_host:
             return None
-        parts: dict[str, dict[str, Any]] = {}
+        parts: dict[str, dict[str, object]] = {}
         for host, jobs in by_host(run.per_host).items():
             cells = _cells(test, jobs)
             parts[host] = {"tracking": _tracking(variables, cells), "cells": cells}
         return parts
 
     def _rounds(
-        self, test: RoundTest, params: dict[str, Any], previous: list[RoundData] | None = None
+        self, test: RoundTest, params: PtsParams, previous: list[RoundData] | None = None
     ) -> None:
         variables = list({v.name: v for _, vs in test.tracking_sets for v in vs}.values())
         done = sorted((r for r in previous or [] if r.status == "ok"), key=lambda r: r.round_no)
@@ -371,7 +384,7 @@ class PtsRun(SessionRun[PreparedPts]):
     def _finish_test(
         self,
         test: RoundTest,
-        params: dict[str, Any],
+        params: PtsParams,
         verdicts: dict[str, Verdict],
         all_cells: list[list[Cell]],
         predicted: RunPrediction | None = None,
@@ -396,15 +409,15 @@ class PtsRun(SessionRun[PreparedPts]):
         status = "steady" if primary.attained else "not_steady"
         if predicted is not None and not primary.attained:
             status = PREDICTED
-        stored = {"primary": verdict_to_dict(primary)}
-        stored.update({name: verdict_to_dict(v) for name, v in verdicts.items()})
+        stored = {"primary": SteadyVerdict.of(primary)}
+        stored.update({name: SteadyVerdict.of(v) for name, v in verdicts.items()})
         self.store.set_test(
             self.run_id,
             test.name,
             status=status,
             params=params,
             verdicts=stored,
-            result=result.to_json(),
+            result=result,
         )
         self.progress.line(f"{test.name}: {primary.message}")
         if predicted is not None:
@@ -419,10 +432,10 @@ class PtsRun(SessionRun[PreparedPts]):
         if not events:
             return
         names = [v.name for _, vs in test.tracking_sets for v in vs]
-        verdicts: dict[str, Any] = {}
+        verdicts: dict[str, JsonObject] = {}
         for host, rounds in sorted(host_series(events, names).items()):
             verdict = _verdicts(test, rounds, self.p.options.rule)[test.primary_set]
-            verdicts[host] = verdict_to_dict(verdict)
+            verdicts[host] = SteadyVerdict.of(verdict).to_json()
             self.progress.line(f"{test.name} on {host}: {verdict.message}")
         self.store.add_event(self.run_id, test.name, HOST_VERDICT_KIND,
                              f"{test.name}: each host's own steady state",

@@ -37,6 +37,7 @@ from ssdlab.engine.client import ClientExecutor, ClientHost
 from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan.results import HostRecord, PurgeStep
+from ssdlab.plan.suite import SuiteSpec
 from ssdlab.run.agent_wire import (
     PROTOCOL,
     CheckAnswer,
@@ -53,8 +54,6 @@ from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.remote_spec import RemoteTarget, is_remote, parse_remote_set
 from ssdlab.targets.safety import DestroyData
 
-#: the suites that run on targets of several hosts
-REMOTE_SUITES = ("pts",)
 SSH_CONFIG_ENV = "SSDLAB_SSH_CONFIG"
 AGENT_ENV = "SSDLAB_AGENT_COMMAND"
 #: the agent's socket directory on every host (run/agent.py SOCKET_ROOT)
@@ -455,12 +454,13 @@ def _close_streams(tunnel: subprocess.Popen[str]) -> None:
                 stream.close()
 
 
-def check_suite(suite: str, target: str | None) -> None:
-    """A suite that cannot run on targets of other hosts refuses them (one line)."""
-    if target is None or suite in REMOTE_SUITES or not is_remote(target.split(",")[0]):
+def check_suite(spec: SuiteSpec[Any], target: str | None, remote: Sequence[str]) -> None:
+    """A suite that cannot run on targets of other hosts (its spec is not ``remote``)
+    refuses them (one line, naming ``remote``: the suites that can)."""
+    if target is None or spec.remote or not is_remote(target.split(",")[0]):
         return
-    raise UserError(f"`ssdlab run {suite}` runs on targets of this host only; targets on "
-                    f"other hosts ({target}) are for: {', '.join(REMOTE_SUITES)} "
+    raise UserError(f"`ssdlab run {spec.name}` runs on targets of this host only; targets on "
+                    f"other hosts ({target}) are for: {', '.join(remote)} "
                     "(docs/hosts.md)")
 
 

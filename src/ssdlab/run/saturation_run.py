@@ -35,9 +35,11 @@ from ssdlab.analysis.steady import SNIA_RULE, check_window
 from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.optionsets import DEFAULT_LOADS
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.saturation import (
     HIR,
     WSAT,
@@ -118,8 +120,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         super().__init__(prepared, store, executor, progress)
         self.o = prepared.options
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.plan_dict(self.o, self.p.args, self.p.range)
+    def plan_dict(self) -> JsonObject:
+        return plan.plan_record(self.o, self.p.args, self.p.range).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         done = {t.name: t for t in previous.tests} if previous else {}
@@ -194,7 +196,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             f"{state.written / max(self.p.range.size_bytes, 1):.2f}x the range written"
         )
 
-    def _wsat_finish(self, params: dict[str, Any]) -> None:
+    def _wsat_finish(self, params: plan.WsatParams) -> None:
         test = self.store.load(self.run_id).test(WSAT)
         rounds = [r for r in test.rounds if r.status == "ok"]
         if not rounds:
@@ -202,8 +204,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         result = wsat_result(rounds, self.o, self.p.range.size_bytes)
         self.store.set_test(self.run_id, WSAT,
                             status="steady" if result.steady else "not_steady",
-                            params=params, verdicts={"primary": result.verdict.to_json()},
-                            result=result.to_json())
+                            params=params, verdicts={"primary": result.verdict}, result=result)
         self.progress.line(f"{WSAT}: {result.transition.message}")
 
     # -- Host Idle Recovery --------------------------------------------------------------
@@ -274,9 +275,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             self.progress.phase(f"baseline after {wait_label(wait_s)}")
             run = self.session.run_fio(text, (cell,), json_plus=True)
             points = _rate_points(prefix, o.threads, burst_ms, o.block_bytes) if run.ok else []
-        self.store.add_step(self.run_id, HIR, "fio", {
-            "ok": run.ok, "error": run.error, "baseline_after_wait_s": wait_s,
-        }, fio_record(run, "hir-baseline"))
+        self.store.add_step(self.run_id, HIR, "fio", plan.HirStep(run.ok, run.error, wait_s),
+                            fio_record(run, "hir-baseline"))
         if not run.ok:
             raise TestFailed(f"baseline after wait {wait_label(wait_s)}: {run.error}")
         index, previous_end = first, 0.0
@@ -305,13 +305,13 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                            f"{index - first} rounds")
         return round_no
 
-    def _hir_finish(self, params: dict[str, Any]) -> None:
+    def _hir_finish(self, params: plan.HirParams) -> None:
         run = self.store.load(self.run_id)
         result = hir_result(run.test(WSAT), run.test(HIR), self.o)
         self.store.set_test(self.run_id, HIR,
                             status="recovered" if result.recovered else "no_recovery",
-                            params=params, verdicts={"primary": {"message": result.message}},
-                            result=result.to_json())
+                            params=params, verdicts={"primary": Verdict(result.message)},
+                            result=result)
         self.progress.line(f"{HIR}: {result.message}")
 
 

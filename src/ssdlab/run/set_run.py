@@ -367,8 +367,8 @@ class SetRun:
                 **before,
                 "fio_runs": fio_runs + (earlier if isinstance(earlier, int) else 0),
                 "interrupted": interrupted,
-                "host": verdict.to_dict(),
-                "numa": {name: check.to_dict() for name, check in numa},
+                "host": verdict.to_json(),
+                "numa": {name: check.to_json() for name, check in numa},
                 "errors": {o.member.name: _one_line(o.error) for o in outcomes
                            if o.error is not None},
             }
@@ -421,8 +421,8 @@ def _warning(verdict: SetHostVerdict, numa: Sequence[tuple[str, NumaCheck]]) -> 
 def _host_events(store: Store, run_id: str, set_id: str, verdict: SetHostVerdict,
                  numa: Sequence[tuple[str, NumaCheck]], warning: str | None) -> None:
     """Each run of the set keeps the set's host check, and its warning when there is one."""
-    detail = {"set": set_id, "host": verdict.to_dict(),
-              "numa": {name: check.to_dict() for name, check in numa}}
+    detail = {"set": set_id, "host": verdict.to_json(),
+              "numa": {name: check.to_json() for name, check in numa}}
     store.add_event(run_id, None, SET_HOST_KIND, f"set {set_id}: {verdict.message}", detail)
     if warning is not None:
         store.add_event(run_id, None, "warning", f"set {set_id}: {warning}", detail)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ssdlab.engine.jobfile import render
+from ssdlab.engine.jobtext import JobText
 from ssdlab.engine.runner import Executor, watchdog_seconds
 from ssdlab.errors import UserError
 from ssdlab.plan.planned import PlannedTime
@@ -50,7 +51,7 @@ class FioSetup:
 
     def job_text(
         self, cells: tuple[CellSpec, ...], what: str, extra: tuple[tuple[str, str], ...] = ()
-    ) -> str:
+    ) -> JobText:
         header = (
             f"ssdlab {self.ssdlab_version}: {what}\n"
             f"target {self.target_path} ({self.device_class}), profile {self.profile}"
@@ -138,16 +139,6 @@ class Runner(Generic[A, P]):
         return started.resume(run, argv)
 
 
-def resume_with(prepare: Callable[[PreparedTarget, A], P], args_type: Callable[..., A]
-                ) -> Callable[[RunData, TargetRequest], P]:
-    """A :class:`Runner`'s ``prepare_resume`` for a suite whose stored plan keeps the
-    arguments it was started with: ``prepare`` them again on the stopped run's target,
-    which must be the same one (a test file ssdlab made that is missing is made again)."""
-    def prepare_resume(run: RunData, request: TargetRequest) -> P:
-        return prepare(*prepare_stored(run, request, args_type))
-    return prepare_resume
-
-
 class ChildOutcome(Protocol):
     """What ``ssdlab run`` prints at the end of a child suite's run."""
 
@@ -163,23 +154,35 @@ class ChildPages(Protocol):
 
 
 class ChildSuite(Protocol):
-    """A registered suite as a suite of suites (the RAID matrix) runs it: the registry's
-    ``Suite``."""
-
-    @property
-    def spec(self) -> SuiteSpec[Any]: ...
+    """A registered suite as a suite of suites (the RAID matrix) is given it: its spec,
+    its runner and its pages (the registry's ``Suite``)."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def spec(self) -> SuiteSpec[Any]: ...
 
     def runner(self) -> Runner[Any, Any]: ...
 
     def pages(self) -> ChildPages: ...
 
 
-#: the registered suite of a name (None: there is none); a suite of suites gets it from
-#: the registry (its run module's ``make_runner(lookup)``) rather than importing it
+#: a suite of suites' way to the others: a suite's name -> the suite (None: no such
+#: suite). Its run module exports ``make_runner(lookup) -> Runner`` instead of
+#: ``RUNNER``, and the registry gives it its own lookup (``ssdlab.suites.find``): no run
+#: module imports the registry.
 SuiteLookup = Callable[[str], ChildSuite | None]
+
+
+def resume_with(prepare: Callable[[PreparedTarget, A], P], args_type: Callable[..., A]
+                ) -> Callable[[RunData, TargetRequest], P]:
+    """A :class:`Runner`'s ``prepare_resume`` for a suite whose stored plan keeps the
+    arguments it was started with: ``prepare`` them again on the stopped run's target,
+    which must be the same one (a test file ssdlab made that is missing is made again)."""
+    def prepare_resume(run: RunData, request: TargetRequest) -> P:
+        return prepare(*prepare_stored(run, request, args_type))
+    return prepare_resume
 
 
 class RunSettings(Protocol):

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
 from ssdlab.errors import RunNotFound
 from ssdlab.report.consistency import marked_json
+from ssdlab.report.figures import progress_params
 from ssdlab.report.registry import quick_summary
 from ssdlab.store.db import Store
 from ssdlab.store.export import CHECKS_KIND, finite
@@ -164,8 +165,8 @@ def run_fingerprint(run: RunData) -> str:
 
 
 def _rule(test: TestData) -> SteadyRule | None:
-    name = test.params.get("rule")
-    if not isinstance(name, str):
+    name = progress_params(test).rule
+    if name is None:
         return None
     try:
         return rule_by_name(name)
@@ -185,12 +186,7 @@ def _rule_json(rule: SteadyRule | None) -> JSON | None:
 def _primary_variables(test: TestData) -> list[str]:
     """The tracking variables the test's steady state is judged on (PTS: its tracking
     set); every variable the rounds recorded otherwise."""
-    tracking = test.params.get("tracking")
-    chosen = test.params.get("tracking_set")
-    if isinstance(tracking, Mapping) and isinstance(chosen, str):
-        names = [v.get("name") for v in tracking.get(chosen, []) if isinstance(v, Mapping)]
-        return [str(n) for n in names if n is not None]
-    return []
+    return [v.name for v in progress_params(test).tracked()]
 
 
 def _variables(rounds: Sequence[RoundData]) -> list[str]:
@@ -326,13 +322,14 @@ def view_of_test(test: TestData, events: Sequence[EventData]) -> JSON:
     tracking = _tracking_json(test, rule)
     first = next((t["name"] for t in tracking if t["primary"]), None)
     primary = test.verdicts.get("primary")
+    params = progress_params(test)
     return {
         "name": test.name,
-        "title": str(test.params.get("title") or test.name),
+        "title": params.title or test.name,
         "status": test.status,
         "rule": _rule_json(rule),
-        "max_rounds": test.params.get("max_rounds"),
-        "round_seconds": test.params.get("round_seconds"),
+        "max_rounds": params.max_rounds,
+        "round_seconds": params.round_seconds,
         "rounds": [_round_json(r) for r in test.rounds],
         "tracking": tracking,
         "verdict": primary.get("message") if isinstance(primary, Mapping) else None,
@@ -386,8 +383,7 @@ def _round_seconds(test: TestData) -> float | None:
         return (ok[-1].ended_at - ok[0].ended_at) / (len(ok) - 1)
     if ok:
         return ok[0].ended_at - ok[0].started_at
-    planned = _number(test.params.get("round_seconds"))
-    return planned
+    return _number(progress_params(test).round_seconds)
 
 
 def eta_json(run: RunData, test: TestData | None, now: float) -> JSON:
@@ -401,7 +397,7 @@ def eta_json(run: RunData, test: TestData | None, now: float) -> JSON:
     started = {t.name for t in run.tests}
     later = [str(t) for t in planned if str(t) not in started] if isinstance(planned, list) \
         else []
-    max_rounds = _number(test.params.get("max_rounds")) if test else None
+    max_rounds = _number(progress_params(test).max_rounds) if test else None
     rule = _rule(test) if test else None
     per_round = _round_seconds(test) if test else None
     if test is None or max_rounds is None or per_round is None or rule is None:
@@ -443,7 +439,7 @@ def run_view(run: RunData, now: float | None = None) -> JSON:
         },
         "current": None if test is None or finished else {
             "test": test.name, "round": last, "phase": _phase(run, test),
-            "max_rounds": test.params.get("max_rounds")},
+            "max_rounds": progress_params(test).max_rounds},
         "eta": eta_json(run, test, now),
         "rounds_stored": sum(len(t.rounds) for t in run.tests),
         "tests": [view_of_test(t, run.events) for t in run.tests],

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab.analysis.steady import SteadyRule, check_window, rule_by_name
+from ssdlab.report.figures import progress_params
 from ssdlab.serve.data import Reader
 from ssdlab.store.records import RoundData, RunData, TestData
 
@@ -101,7 +102,7 @@ def last_round(run: RunData) -> tuple[TestData, RoundData] | None:
 
 def _rule(test: TestData) -> SteadyRule | None:
     try:
-        return rule_by_name(str(test.params.get("rule")))
+        return rule_by_name(str(progress_params(test).rule))
     except ValueError:
         return None
 

@@ -105,6 +105,7 @@ SPEC = SuiteSpec(
     ),
     args_type=ReadArgs,
     results={TEST: ReadResult},
+    report_title="example read report",
     params={TEST: ReadParams},
     plan_type=ReadPlan,
     cells=FioCell,
