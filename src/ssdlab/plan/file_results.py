@@ -84,9 +84,6 @@ class CopyPhaseRecord(Record):
     fsync: str
 
 
-PhaseRecord = FioPhaseRecord | CopyPhaseRecord
-
-
 @dataclass(frozen=True)
 class SummaryRow(Record):
     """The means over the measured phases of one group and direction (a set's copies)."""
@@ -105,6 +102,10 @@ class Cleanup(Record):
 
     work_dir: str | None
     removed: bool
+
+
+#: a measured phase: a fio phase or a timed copy
+PhaseRecord = FioPhaseRecord | CopyPhaseRecord
 
 
 @dataclass(frozen=True)
