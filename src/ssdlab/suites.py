@@ -103,7 +103,7 @@ SUITES: tuple[Suite, ...] = (
     Suite(saturation.SPEC, "saturation_run", "saturation_pages"),
     Suite(slc_probe.SPEC, "slc_probe_run", "slc_probe_pages"),
     Suite(verify.SPEC, "verify_run", "verify_pages"),
-    Suite(matrix.SPEC, "ssdlab.matrix", "matrix_pages"),
+    Suite(matrix.SPEC, "matrix_run", "matrix_pages"),
     Suite(published.SPEC, None, "published_pages"),
 )
 

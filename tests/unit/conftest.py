@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ssdlab.run import file_presets_run, member_check, session
+from ssdlab.run import member_check, session
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,6 @@ def no_member_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
         return None, f"member devices not sampled in unit tests ({path})"
 
     monkeypatch.setattr(session, "find_sampler", off)
-    monkeypatch.setattr(file_presets_run, "find_sampler", off)
     # nor what the machine's own loop devices hold: the member check's tests name
     # /dev/loop0..3, which here may be any other test's devices
     monkeypatch.setattr(member_check, "data_share", lambda device: None)

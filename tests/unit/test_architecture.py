@@ -33,10 +33,7 @@ DOC = PACKAGE.parents[1] / "docs" / "architecture.md"
 EVERYTHING = "everything"
 #: imports that break a rule, each until the work named moves it (issue 31): a rule
 #: broken anywhere else fails, and so does one listed here that is gone
-KNOWN: dict[tuple[str, str], str] = {
-    # the registry loads the matrix's run by name; WP5 moves it to run/matrix_run.py
-    ("ssdlab.suites", "ssdlab.matrix"): "WP5",
-}
+KNOWN: dict[tuple[str, str], str] = {}  # none left (WP5 moved the matrix to run/)
 
 
 def rules() -> dict[str, set[str]]:

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from ssdlab.errors import UserError
-from ssdlab.plan.db import PGBENCH, SPEC, SYSBENCH, DatasetRecord, DbResult, SecondPoint
+from ssdlab.plan.db import PGBENCH, SPEC, SYSBENCH
+from ssdlab.plan.db_records import DatasetRecord, DbResult, SecondPoint
 from ssdlab.reference.db_published import (
     SQLSERVER_TPCC,
     SYSBENCH_OLTP,

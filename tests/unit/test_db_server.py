@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from ssdlab.engine import tool
 from ssdlab.errors import EnvironmentProblem, ExitCode, UserError
+from ssdlab.plan import dbcommands
 from ssdlab.plan.db import DbArgs, buffer_bytes, build_options
-from ssdlab.run import db_run, dbserver
-from ssdlab.run.dbserver import DbState, ServerRecord
+from ssdlab.run import dbserver, dbworkspace
+from ssdlab.run.dbserver import ServerRecord
+from ssdlab.run.dbworkspace import DbState
 from ssdlab.run.session import boot_id
 
 
@@ -47,7 +50,7 @@ def test_only_dead_owners_leave_leftovers(state_dir: Path, tmp_path: Path) -> No
     rebooted = _state(tmp_path, "rebooted", os.getpid())
     rebooted.boot_id = "another boot"
     rebooted.save()
-    found = {s.token for s in dbserver.leftovers()}
+    found = {s.token for s in dbworkspace.leftovers()}
     assert {"dead", "rebooted"} <= found
 
 
@@ -59,7 +62,7 @@ def test_undo_removes_what_the_state_names(state_dir: Path, tmp_path: Path) -> N
     s.servers.append(ServerRecord("postgresql", 2**22 + 2))  # no such process: left alone
     s.save()
     said: list[str] = []
-    assert dbserver.clean_leftovers(said.append) == 1
+    assert dbworkspace.clean_leftovers(said.append) == 1
     assert not work.exists() and not Path(s.base).exists()
     assert not (state_dir / "gone.json").exists()
     assert any("cleaning up database run gone" in line for line in said)
@@ -75,7 +78,7 @@ def test_a_damaged_state_file_is_a_one_line_error(state_dir: Path) -> None:
     state_dir.mkdir(parents=True)
     (state_dir / "bad.json").write_text("{not json")
     with pytest.raises(UserError) as err:
-        dbserver.leftovers()
+        dbworkspace.leftovers()
     assert "bad.json" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -104,35 +107,35 @@ def test_missing_programs_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                                     ) -> None:
     o = build_options(DbArgs(profile="quick", workloads="pgbench"))
     with pytest.raises(UserError) as err:  # the option names a directory without it
-        db_run.find_binaries(o, DbArgs(pg_bindir=str(tmp_path)))
+        tool.find_binaries(o, DbArgs(pg_bindir=str(tmp_path)))
     assert str(err.value) == f"--pg-bindir {tmp_path}: no postgres there"
     assert err.value.exit_code == ExitCode.USAGE
-    monkeypatch.setattr("ssdlab.run.db_run.glob.glob", lambda _p: [])  # no PostgreSQL installed
+    monkeypatch.setattr("ssdlab.engine.tool.glob.glob", lambda _p: [])  # no PostgreSQL installed
     with pytest.raises(EnvironmentProblem) as err:
-        db_run.find_binaries(o, DbArgs())
+        tool.find_binaries(o, DbArgs())
     assert "install postgresql" in str(err.value)
     o = build_options(DbArgs(profile="quick", workloads="sysbench-oltp"))
     with pytest.raises(UserError, match="no mariadbd there"):
-        db_run.find_binaries(o, DbArgs(mariadb_bindir=str(tmp_path)))
-    monkeypatch.setattr("ssdlab.run.db_run.shutil.which", lambda *_a, **_k: None)  # none installed
+        tool.find_binaries(o, DbArgs(mariadb_bindir=str(tmp_path)))
+    monkeypatch.setattr("ssdlab.engine.tool.shutil.which", lambda *_a, **_k: None)  # none installed
     with pytest.raises(EnvironmentProblem) as err:
-        db_run.find_binaries(o, DbArgs())
+        tool.find_binaries(o, DbArgs())
     assert "mariadbd not found" in str(err.value) and "mariadb-server" in str(err.value)
     assert err.value.exit_code == ExitCode.ENVIRONMENT
 
 
 def test_pg_bindir_picks_the_newest(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ssdlab.run.db_run.glob.glob", lambda _p: [
+    monkeypatch.setattr("ssdlab.engine.tool.glob.glob", lambda _p: [
         "/usr/lib/postgresql/9/bin", "/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/13/bin"])
-    assert db_run.pg_bindir(None) == "/usr/lib/postgresql/15/bin"
-    assert db_run.pg_bindir("/opt/pg/bin") == "/opt/pg/bin"
+    assert tool.pg_bindir(None) == "/usr/lib/postgresql/15/bin"
+    assert tool.pg_bindir("/opt/pg/bin") == "/opt/pg/bin"
 
 
 def test_memory_limit_bytes() -> None:
     o = build_options(DbArgs(profile="quick"))
-    limit = db_run.memory_limit_bytes(o, "pgbench", o.sizes)
+    limit = dbcommands.memory_limit_bytes(o, "pgbench", o.sizes)
     assert limit == buffer_bytes(o, "pgbench", o.sizes) + 256 * 2**20
     off = build_options(DbArgs(profile="quick", memory_limit="off"))
-    assert db_run.memory_limit_bytes(off, "pgbench", off.sizes) is None
+    assert dbcommands.memory_limit_bytes(off, "pgbench", off.sizes) is None
     fixed = build_options(DbArgs(profile="quick", memory_limit="1GiB"))
-    assert db_run.memory_limit_bytes(fixed, "pgbench", fixed.sizes) == 2**30
+    assert dbcommands.memory_limit_bytes(fixed, "pgbench", fixed.sizes) == 2**30

@@ -21,6 +21,7 @@ from ssdlab.cli.main import build_parser
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioInterrupted, FioRun, TickFn
 from ssdlab.errors import ExitCode, TargetError, UserError
+from ssdlab.plan.copysets import frame_format
 from ssdlab.plan.file_presets import (
     AjaArgs,
     CopyArgs,
@@ -33,7 +34,6 @@ from ssdlab.plan.file_presets import (
     aja_plan,
     copy_plan,
     diskfill_plan,
-    frame_format,
     smallfiles_plan,
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job

@@ -11,11 +11,7 @@ from __future__ import annotations
 from tests.support.imports import Kind, graph, loops
 
 #: loops not broken yet -> who breaks them
-KNOWN: dict[frozenset[str], str] = {
-    # the registry loads the matrix's run by name, and the matrix looks its child suite
-    # up in the registry: WP5 injects the lookup (run/matrix_run.py)
-    frozenset({"ssdlab.suites", "ssdlab.matrix"}): "WP5",
-}
+KNOWN: dict[frozenset[str], str] = {}  # none left (WP5 broke suites <-> matrix)
 
 
 def _shown(found: list[frozenset[str]]) -> str:

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 
 from ssdlab.errors import UserError
-from ssdlab.matrix import MatrixRun, PreparedMatrix, level_rows
 from ssdlab.plan.matrix import BY_LATENCY, LevelResult, MatrixArgs, validate
 from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome, show_level
 from ssdlab.report.terminal import render_run
+from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, level_rows
+from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
+from ssdlab.run.suite import SuiteLookup
 from ssdlab.store import records
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
@@ -155,14 +157,15 @@ def test_the_member_check_says_its_verdict_once_and_its_time_rounded(tmp_path: P
     paths = [tmp_path / f"m{i}.img" for i in range(4)]
     options = validate(MatrixArgs(members=",".join(map(str, paths)), levels="0",
                                   member_check_seconds=5.0))
-    prepared = PreparedMatrix(MatrixArgs(members="x"), options,
-                              tuple(file_info(p) for p in paths), (), _pts(),
-                              True, "fio", {}, {}, ())
+    members = tuple(file_info(p) for p in paths)
+    target = PreparedTarget(members[0], False, {}, {"ssdlab": "test"})
+    prepared = PreparedMatrix(target, options, MatrixArgs(members="x"), members, (), True,
+                              "fio", (), _pts())
     store = Store.open(tmp_path / "s.sqlite")
     out = io.StringIO()
     run = MatrixRun(prepared, store, FakeFio(lambda name, _round: 1000.0),
                     Progress(out, live=False))
-    run.run_id = store.new_run(suite="matrix", profile="default", quick=False, target={},
+    run.session.run_id = store.new_run(suite="matrix", profile="default", quick=False, target={},
                                host={}, plan={}, versions={}, argv=[])
     run._member_check()
     text = out.getvalue()
@@ -170,3 +173,24 @@ def test_the_member_check_says_its_verdict_once_and_its_time_rounded(tmp_path: P
     assert text.count("member check: no outlier among 4 members") == 1
     # 4 members x 2 reads x 3 passes of 1.667 s: about 40 s, as durations are written
     assert "(about 0:40)" in text and "40.008" not in text
+
+
+def test_the_registry_hands_the_matrix_its_lookup() -> None:
+    lookup: SuiteLookup = find  # the registry's suites are what the matrix runs
+    suite = find("matrix")
+    assert suite is not None and lookup("pts") is _pts()
+    assert suite.runner().start is MatrixRun
+
+
+@pytest.mark.parametrize(("words", "error"), [
+    (["--nonsense"], "--suite-options: unrecognized arguments: --nonsense"),
+    (["--profile", "nope"], "--suite-options: argument --profile: invalid choice: 'nope'"),
+])
+def test_the_childs_options_are_checked_as_its_command_line_checks_them(
+        words: list[str], error: str) -> None:
+    with pytest.raises(UserError) as err:
+        _pts().spec.option_values([*words, "--target", "/dev/null"], "--suite-options")
+    assert str(err.value).startswith(error)
+    values = _pts().spec.option_values(["--target", "/dev/null", "--profile", "quick"],
+                                       "--suite-options")
+    assert values["target"] == ["/dev/null"] and values["profile"] == "quick"

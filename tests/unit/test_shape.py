@@ -120,13 +120,11 @@ def pts_suite_modules() -> set[str]:
 # -- the goals ---------------------------------------------------------------------------------
 
 
-@GOAL
 def test_dict_str_any_is_named_on_at_most_60_lines() -> None:
     lines = dict_any_lines(path for _, path in modules())
     assert len(lines) <= MAX_DICT_ANY, f"{len(lines)} lines name dict[str, Any]"
 
 
-@GOAL
 def test_no_module_is_longer_than_600_lines() -> None:
     assert long_modules(path for _, path in modules()) == {}
 

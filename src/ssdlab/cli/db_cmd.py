@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssdlab.cli.common import add_command
 from ssdlab.errors import ExitCode
+
+if TYPE_CHECKING:
+    from ssdlab.run.dbworkspace import DbState
 
 
 def register(sub: Any) -> None:
@@ -29,7 +32,7 @@ def register(sub: Any) -> None:
                 help="the database runs running now and the leftovers of killed ones")
 
 
-def _describe(state: Any) -> str:
+def _describe(state: DbState) -> str:
     servers = ", ".join(f"{s.kind} (process {s.pid})" for s in state.servers) or "no server"
     where = state.mount or state.workdir or state.base
     device = f" from {state.device}" if state.device else ""
@@ -37,8 +40,8 @@ def _describe(state: Any) -> str:
 
 
 def cleanup_command(args: argparse.Namespace, argv: list[str]) -> int:
-    from ssdlab.run import dbserver
-    found = dbserver.leftovers()
+    from ssdlab.run import dbworkspace
+    found = dbworkspace.leftovers()
     if not found:
         print("nothing to clean up: no database run left anything")
         return int(ExitCode.OK)
@@ -46,14 +49,14 @@ def cleanup_command(args: argparse.Namespace, argv: list[str]) -> int:
         for state in found:
             print(f"would clean up {_describe(state)}")
         return int(ExitCode.OK)
-    count = dbserver.clean_leftovers(print)
+    count = dbworkspace.clean_leftovers(print)
     print(f"cleaned up after {count} killed database run(s)")
     return int(ExitCode.OK)
 
 
 def status_command(args: argparse.Namespace, argv: list[str]) -> int:
-    from ssdlab.run import dbserver
-    states = dbserver.all_states()
+    from ssdlab.run import dbworkspace
+    states = dbworkspace.all_states()
     if not states:
         print("no database run is running or left anything")
     for state in states:

@@ -21,13 +21,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.errors import TargetError, UserError
-from ssdlab.jsonrecord import Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.db_records import (
+    CacheDropStep,
+    DbCell,
+    DbParams,
+    DbPlan,
+    DbResult,
+    LoadStep,
+    ServerStep,
+    WarmupStep,
+    WorkspaceEvent,
+)
+from ssdlab.plan.results import Verdict
 from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, format_duration, parse_size
 
@@ -331,72 +342,6 @@ def _scaled(workload: str, sizes: Sizes, fs_bytes: int) -> Sizes:
     return dataclasses.replace(sizes, tables=tables, table_rows=max(1, rows // tables))
 
 
-# -- what the run records ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SecondPoint(Record):
-    """One interval of the tool's own report (sysbench ``--report-interval``, pgbench
-    ``-P``): transactions per second and the latency it printed for the interval
-    (sysbench: its percentile; pgbench: the mean)."""
-
-    t_s: float = 0.0
-    tps: float = 0.0
-    latency_ms: float = 0.0
-    errors_per_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class DatasetRecord(Record):
-    """The dataset and the memory that could hold it, as the run measured them."""
-
-    shape: str = ""  # "4 tables x 25,000 rows", "scale 2"
-    tables: int = 0
-    table_rows: int = 0
-    pgbench_scale: int = 0
-    estimated_bytes: int = 0
-    bytes: int = 0  # the loaded database on disk: its tables and indexes (not the logs)
-    buffer_bytes: int = 0  # buffer pool / shared_buffers
-    buffer_ratio: float = 0.0  # buffer / dataset
-    memory_limit_bytes: int | None = None  # the server's cgroup limit (None: none)
-    memory_bytes: int = 0  # what could cache the data: the limit, else the machine's RAM
-    fits_in_memory: bool = False
-    direct_io: bool = False  # the server reads and writes its data files with O_DIRECT
-    scaled: str | None = None  # what --scale changed
-
-
-@dataclass(frozen=True)
-class DbResult(Record):
-    """A test's result: ``{}`` while it runs, ``{"error": ...}`` when it failed."""
-
-    OMIT_NONE = frozenset({"error", "message", "warning", "qps", "latency_p95_ms",
-                           "latency_p99_ms"})
-
-    workload: str = ""
-    mode: str = ""
-    server: str = ""  # "MariaDB 10.11.19"
-    tool: str = ""  # "sysbench 1.0.20"
-    threads: int = 0
-    warmup_seconds: float = 0.0
-    seconds: float = 0.0  # measured, as the tool reports it
-    transactions: int = 0
-    tps: float = 0.0
-    qps: float | None = None
-    errors: int = 0  # sysbench's ignored errors; pgbench's failed transactions
-    latency_avg_ms: float = 0.0
-    latency_p95_ms: float | None = None
-    latency_p99_ms: float | None = None
-    latency_max_ms: float = 0.0
-    latency_source: str = ""  # where the percentiles come from
-    series: list[SecondPoint] = field(default_factory=list)
-    series_latency: str = ""  # what ``SecondPoint.latency_ms`` is
-    dataset: DatasetRecord | None = None
-    settings: dict[str, str] = field(default_factory=dict)  # as the server reports them
-    warning: str | None = None
-    message: str | None = None
-    error: str | None = None
-
-
 OPTIONS = (
     opt("--target", group="target", field=None, action="append", metavar="DEVICE",
         help="the block device to make a file system on for the servers' data and logs "
@@ -472,6 +417,12 @@ SPEC: SuiteSpec[DbArgs] = SuiteSpec(
     report_title="database benchmark report",
     config_first=("store",),
     many_targets=False,
+    plan_type=DbPlan,
+    params={"*": DbParams},
+    cells=DbCell,
+    verdicts={"primary": Verdict},
+    details={"server": ServerStep, "load": LoadStep, "cache-drop": CacheDropStep,
+             "warmup": WarmupStep, "workspace": WorkspaceEvent},
 )
 
 

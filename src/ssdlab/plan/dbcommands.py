@@ -14,10 +14,24 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssdlab.plan.db import MIB, PGBENCH, SYSBENCH, DbOptions, Sizes, buffer_bytes, log_bytes
+from ssdlab.plan.db import (
+    MEMORY_HEADROOM_BYTES,
+    MIB,
+    PGBENCH,
+    SERVER_NAMES,
+    SERVERS,
+    SYSBENCH,
+    DbOptions,
+    Fitted,
+    Sizes,
+    buffer_bytes,
+    log_bytes,
+)
+from ssdlab.units import format_bytes, format_duration
 
 #: where every run's private directory is made (a tmpfs: nothing left after a reboot)
 RUN_ROOT = Path(os.environ.get("SSDLAB_DB_RUN_DIR") or "/run/ssdlab-db")
@@ -27,6 +41,10 @@ PGBENCH_DB = "pgbench"
 PG_PORT = 5432
 #: seconds between the tools' own interval reports
 REPORT_INTERVAL_S = 1
+#: the user each server runs as (Debian's packages make them)
+USERS = {"mariadb": "mysql", "postgresql": "postgres"}
+#: how each server is stopped: cleanly, and fast
+STOP_SIGNALS = {"mariadb": signal.SIGTERM, "postgresql": signal.SIGINT}
 
 
 @dataclass(frozen=True)
@@ -200,3 +218,85 @@ def mount(fs: str, device: str, where: Path) -> list[str]:
 def shown(argv: list[str]) -> str:
     """A command line as a shell would take it."""
     return shlex.join(argv)
+
+
+# -- a workload's commands, in the order the run runs them ---------------------------------
+
+
+def memory_limit_bytes(o: DbOptions, workload: str, sizes: Sizes) -> int | None:
+    """The memory cgroup's limit for the workload's server (None: no limit)."""
+    if o.memory_limit == "off":
+        return None
+    if o.memory_limit == "auto":
+        return buffer_bytes(o, workload, sizes) + MEMORY_HEADROOM_BYTES
+    return int(o.memory_limit)
+
+
+def _memory_text(o: DbOptions, workload: str, sizes: Sizes) -> str:
+    limit = memory_limit_bytes(o, workload, sizes)
+    if limit is None:
+        return "no memory limit (--memory-limit off): the page cache may hold the data"
+    return f"in a memory cgroup limited to {format_bytes(limit)}"
+
+
+def settings_for(o: DbOptions, workload: str, fitted: Fitted) -> dict[str, str]:
+    if workload == SYSBENCH:
+        return mariadb_settings(o, fitted.sizes, fitted.fs_bytes)
+    return postgres_settings(o, fitted.sizes, fitted.fs_bytes)
+
+
+def server_init(b: Binaries, lay: Layout, workload: str) -> list[str]:
+    """What makes the workload's server's data directory."""
+    return mariadb_init(b, lay) if workload == SYSBENCH else postgres_init(b, lay)
+
+
+def server_start(b: Binaries, lay: Layout, workload: str, settings: dict[str, str]
+                 ) -> list[str]:
+    """The workload's server in the foreground (started as its user)."""
+    if workload == SYSBENCH:
+        return mariadb_start(b, lay, settings)
+    return postgres_start(b, lay, settings)
+
+
+def tool_argv(o: DbOptions, b: Binaries, sizes: Sizes, lay: Layout, workload: str, mode: str,
+              log_prefix: Path | None) -> tuple[list[str] | None, list[str]]:
+    """The warm-up's command (None: no warm-up) and the measured phase's."""
+    if workload == SYSBENCH:
+        warm = sysbench_run(b, lay, mode, sizes, o.threads, o.warmup_seconds, measured=False)
+        measure = sysbench_run(b, lay, mode, sizes, o.threads, o.seconds, measured=True)
+    else:
+        warm = pgbench_run(b, lay, mode, o.threads, o.warmup_seconds, None)
+        measure = pgbench_run(b, lay, mode, o.threads, o.seconds,
+                              log_prefix or lay.base / "pgbench-log" / "tx")
+    return (warm if o.warmup_seconds > 0 else None), measure
+
+
+def describe_workload(o: DbOptions, b: Binaries, f: Fitted, workload: str, lay: Layout
+                      ) -> list[str]:
+    """The dry run's lines of one workload: its server's commands, its load, each test's."""
+    server = SERVERS[workload]
+    user = USERS[server]
+    start = server_start(b, lay, workload, settings_for(o, workload, f))
+    lines = [f"-- {workload} on {SERVER_NAMES[server]} ({_memory_text(o, workload, f.sizes)})",
+             f"$ {shown(server_init(b, lay, workload))}"
+             + ("" if workload == SYSBENCH else f"    (as {user})"),
+             f"$ {shown(start)} &    (as {user})"]
+    if workload == SYSBENCH:
+        lines += [f"$ {shown(mariadb_sql(b, lay, f'CREATE DATABASE {SYSBENCH_DB}'))}",
+                  f"$ {shown(sysbench_prepare(b, lay, f.sizes, o.threads))}"]
+    else:
+        lines += [f"$ {shown(psql(b, lay, f'CREATE DATABASE {PGBENCH_DB}'))}",
+                  f"$ {shown(pgbench_init(b, lay, f.sizes))}"]
+    lines += ["stop the server; sync; echo 3 > /proc/sys/vm/drop_caches; start it again "
+              "(cold: no buffer pool kept)"]
+    for name, wl, mode in o.tests():
+        if wl != workload:
+            continue
+        warm, measure = tool_argv(o, b, f.sizes, lay, workload, mode, None)
+        lines.append(f"{name}:")
+        if warm is not None:
+            lines.append(f"$ {shown(warm)}    (warm-up, {format_duration(o.warmup_seconds)})")
+        lines.append(f"$ {shown(measure)}    (measured, {format_duration(o.seconds)})")
+    lines.append(f"stop the server (SIG{STOP_SIGNALS[server].name[3:]}); rm -rf "
+                 f"{lay.data_dir(server).parent}")
+    return lines

@@ -7,8 +7,9 @@ a list of phases run in order in a work directory. Pure: no I/O but reading the 
 
 The four are four suites (one :class:`~ssdlab.plan.suite.SuiteSpec` each: :data:`AJA`,
 :data:`DISKFILL`, :data:`SMALLFILES`, :data:`COPY`) that share everything else: one test
-named as the preset, its result a :class:`FilePresetResult`, and what the plan says
-(:func:`describe`, :func:`plan_dict`, :func:`test_params`).
+named as the preset, its result a ``FilePresetResult`` (plan/file_results.py), and what
+the plan says (:func:`describe`, :func:`plan_dict`, :func:`test_params`). Their frame
+formats and copy sets are in plan/copysets.py.
 
 Page cache: a phase that does not use O_DIRECT reads only after ``sync`` and dropping the
 kernel's caches (``drop_before``); every write phase ends with fsync inside the timed job.
@@ -18,18 +19,33 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 from ssdlab import presets
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.filejobs import DIRECTIONS, Direction, FileJob
+from ssdlab.plan.copysets import (
+    ALIGN,
+    bulk_block,
+    frame_format,
+    scaled_sets,
+)
+from ssdlab.plan.file_results import (
+    CopyPhaseRecord,
+    FilePresetParams,
+    FilePresetPlan,
+    FilePresetResult,
+    FioPhaseRecord,
+    PhaseCell,
+    PhaseRecord,
+    PrepareStep,
+    WaitStep,
+)
+from ssdlab.plan.filejobs import DIRECTIONS, FileJob
 from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, parse_size
 
@@ -37,7 +53,6 @@ PROFILES = ("default", "quick")
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
-ALIGN = 4096
 MAX_BYTES = 1 << 50  # 1 PiB: no preset wants more
 MAX_FILES = 10_000_000
 #: file-system overhead allowed for in the free-space check: per file, and overall
@@ -45,7 +60,6 @@ PER_FILE_SLACK = 8 * KIB
 SLACK_FRACTION = 0.02
 SLACK_BYTES = 16 * MIB
 #: the blocks of a bulk write or read (DiskFill, the copy sources)
-BULK_BLOCK = MIB
 PAGE_CACHE_POLICY = (
     "O_DIRECT phases bypass the page cache; buffered reads and copies start after sync and "
     "dropping the kernel's caches (recorded per phase); write phases end with fsync inside "
@@ -113,6 +127,11 @@ class FilePlan(Profiled):
     @property
     def direct(self) -> bool:
         return any(isinstance(p, FioPhase) and p.job.direct for p in self.phases)
+
+    @property
+    def ioengine(self) -> str:
+        """The engine the preset's fio phases use."""
+        return str(self.options.get("ioengine", "psync"))
 
     @property
     def heading(self) -> str:
@@ -200,47 +219,6 @@ def _pick(given: object, default: object) -> object:
 
 
 # --------------------------------------------------------------------------- AJA
-
-_RESOLUTION = re.compile(r"^\s*(\d{1,5})\s*[xX]\s*(\d{1,5})\s*$")
-
-
-@dataclass(frozen=True)
-class FrameFormat:
-    width: int
-    height: int
-    pixel_format: str
-    pixel_label: str
-    bytes_per_pixel: Fraction
-    align_bytes: int
-
-    @property
-    def raw_bytes(self) -> int:
-        return math.ceil(self.width * self.height * self.bytes_per_pixel)
-
-    @property
-    def frame_bytes(self) -> int:
-        """One frame as written: the raw frame rounded up to whole aligned blocks."""
-        return -(-self.raw_bytes // self.align_bytes) * self.align_bytes
-
-    @property
-    def label(self) -> str:
-        return f"{self.width}x{self.height} {self.pixel_label}"
-
-
-def frame_format(data: dict[str, Any], resolution: str, pixel_format: str) -> FrameFormat:
-    named = data.get("resolutions", {})
-    text = named.get(resolution, named.get(resolution.upper(), resolution))
-    match = _RESOLUTION.match(str(text))
-    if match is None or not all(0 < int(v) <= 16384 for v in match.groups()):
-        raise UserError(f"--resolution {resolution!r}: give WIDTHxHEIGHT (each 1 to 16384, "
-                        f"e.g. 5120x2700) or one of: {', '.join(named)}")
-    formats = data["pixel_formats"]
-    if pixel_format not in formats:
-        raise UserError(f"--pixel-format {pixel_format!r} is not one of: {', '.join(formats)}")
-    fmt = formats[pixel_format]
-    return FrameFormat(int(match.group(1)), int(match.group(2)), pixel_format, fmt["label"],
-                       Fraction(fmt["bytes_per_pixel"]), int(data["definition"]["align_bytes"]))
-
 
 def _size_list(option: str, text: object) -> list[int]:
     items = text if isinstance(text, list) else str(text).split(",")
@@ -376,40 +354,6 @@ class CopyArgs(PresetArgs):
     repetitions: int | None = None
 
 
-@dataclass(frozen=True)
-class CopySet:
-    name: str
-    files: int
-    file_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.files * self.file_bytes
-
-
-def scaled_sets(sets: list[dict[str, Any]], set_size: int) -> list[tuple[str, CopySet]]:
-    """Each set of the definition shrunk (or grown) to ``set_size`` in total: by file size
-    (rounded to 4 KiB) or by file count, as the set says."""
-    result = []
-    for s in sets:
-        files, file_bytes = int(s["files"]), parse_size(str(s["file_size"]))
-        nominal = files * file_bytes
-        if s.get("shrink") == "count":
-            files = max(1, round(files * set_size / nominal))
-        else:
-            file_bytes = max(ALIGN, round(file_bytes * set_size / nominal / ALIGN) * ALIGN)
-        result.append((str(s["name"]), CopySet(str(s["name"]), files, file_bytes)))
-    return result
-
-
-def _bulk_block(file_bytes: int) -> int:
-    """The largest power-of-two transfer up to 1 MiB that divides the file size."""
-    block = BULK_BLOCK
-    while file_bytes % block:
-        block //= 2
-    return block
-
-
 def copy_plan(args: CopyArgs) -> FilePlan:
     data, d = _definition("copy", args.profile)
     set_size = _size("--size", _pick(args.size, d["set_size"]))
@@ -431,7 +375,7 @@ def copy_plan(args: CopyArgs) -> FilePlan:
     phases: list[Phase] = []
     for s in sets:
         src = f"src-{s.name}"
-        make = FileJob(f"copy-source-{s.name}", src, "f", "write", _bulk_block(s.file_bytes),
+        make = FileJob(f"copy-source-{s.name}", src, "f", "write", bulk_block(s.file_bytes),
                        s.file_bytes, s.files, False, "psync")
         phases.append(FioPhase(f"source-{s.name}", f"create the {s.name} source", s.name, make,
                                drop_before=False, measured=False))
@@ -495,6 +439,8 @@ def _spec(name: str, help: str, description: str, args_type: type[Any], size_hel
         name=name, help=help, description=description + _DOC, target=TargetKind.DIR,
         options=(*common.dir_target(size_help, PROFILES, sized=sized), *own),
         args_type=args_type, results={name: FilePresetResult}, report_title=_TITLES[name],
+        plan_type=FilePresetPlan, params={name: FilePresetParams}, cells=PhaseCell,
+        details={"prepare": PrepareStep, "wait": WaitStep, "warning": None},
         quick_text="tiny sizes, for a try-out; not the preset's definition")
 
 
@@ -539,125 +485,6 @@ def _copy_options() -> tuple[Opt, ...]:
         common.whole("--repetitions", g, "copies of each set (default 3; quick: 2)",
                      default=None),
     )
-
-
-# -- the result: one record per test, the same for the four ----------------------------
-
-#: how a write phase gets its data to the device, inside the time measured
-WRITE_FSYNC = "fsync_on_close + end_fsync, inside the timed job"
-COPY_FSYNC = "sync -f of the copy's file system, inside the timed copy"
-
-
-def group_name(group: str, direction: str) -> str:
-    """``write pass 1``, ``copy 100x1GiB``; ``write`` for a group named as its direction."""
-    return group if group == direction else f"{direction} {group}"
-
-
-@dataclass(frozen=True)
-class CacheRecord(Record):
-    """How a phase met the page cache: O_DIRECT, or buffered, the caches synced and
-    dropped first (or why not: not a read, not root)."""
-
-    OMIT_NONE = frozenset({"synced", "dropped", "why", "note"})
-
-    direct: bool
-    synced: bool | None = None
-    dropped: bool | None = None
-    why: str | None = None  # why the caches were not dropped
-    note: str | None = None  # e.g. the files are in RAM (tmpfs)
-
-
-@dataclass(frozen=True)
-class FioPhaseRecord(Record):
-    """A measured fio phase (one stored round): what it moved, in how long, how fast."""
-
-    OMIT_NONE = frozenset({"frames", "frames_per_s"})
-
-    cell: str  # the phase's key
-    label: str
-    group: str  # what the report groups by: a file size, a pass, a phase
-    direction: Direction
-    io_bytes: int
-    files: int
-    file_bytes: int
-    block_bytes: int
-    seconds: float
-    timing: str  # where the seconds come from
-    bw_bytes_per_s: float
-    iops: float
-    lat_mean_us: float
-    direct: bool
-    cache: CacheRecord
-    fsync: str | None  # writes: the fsync inside the timed job; reads: None
-    frames: int | None = None  # AJA: video frames in the file
-    frames_per_s: float | None = None
-
-
-@dataclass(frozen=True)
-class CopyPhaseRecord(Record):
-    """A timed copy of a file set (cp, then sync -f; one stored round)."""
-
-    cell: str
-    label: str
-    group: str  # the file set
-    direction: Literal["copy"]
-    repetition: int
-    io_bytes: int
-    files: int
-    file_bytes: int
-    seconds: float
-    timing: str
-    bw_bytes_per_s: float
-    direct: bool
-    cache: CacheRecord
-    command: str  # the copy command without its paths
-    fsync: str
-
-
-PhaseRecord = FioPhaseRecord | CopyPhaseRecord
-
-
-def phase_of(cell: dict[str, Any], where: str = "phase") -> PhaseRecord:
-    """A stored round's cell read as its phase record."""
-    record: type[PhaseRecord] = (CopyPhaseRecord if cell.get("direction") == "copy"
-                                 else FioPhaseRecord)
-    return record.from_json(cell, where)
-
-
-@dataclass(frozen=True)
-class SummaryRow(Record):
-    """The means over the measured phases of one group and direction (a set's copies)."""
-
-    group: str
-    direction: str
-    count: int
-    io_bytes: int
-    mean_seconds: float
-    mean_bw_bytes_per_s: float
-
-
-@dataclass(frozen=True)
-class Cleanup(Record):
-    """The work directory (None: none was made) and whether it is gone."""
-
-    work_dir: str | None
-    removed: bool
-
-
-@dataclass(frozen=True)
-class FilePresetResult(Record):
-    """A preset's test. Complete: every measured phase, their means, the cleanup, notes
-    (e.g. O_DIRECT refused) and a one-line message. Failed or stopped: the error and the
-    cleanup. Running: nothing yet."""
-
-    OMIT_NONE = frozenset({"error", "phases", "summary", "cleanup", "notes", "message"})
-
-    error: str | None = None
-    phases: list[PhaseRecord] | None = None
-    summary: list[SummaryRow] | None = None
-    cleanup: Cleanup | None = None
-    notes: list[str] | None = None
-    message: str | None = None
 
 
 AJA = _spec(
@@ -714,15 +541,25 @@ def _describe_phase(plan: FilePlan, phase: Phase, base: str, job_text: FileJobTe
     return [f"== {phase.label} (untimed)"]
 
 
-def plan_dict(plan: FilePlan, args: FilePresetArgs) -> dict[str, Any]:
+def phase_of(cell: dict[str, Any], where: str = "phase") -> PhaseRecord:
+    """A stored round's cell read as its phase record."""
+    record: type[PhaseRecord] = (CopyPhaseRecord if cell.get("direction") == "copy"
+                                 else FioPhaseRecord)
+    return record.from_json(cell, where)
+
+
+def plan_dict(plan: FilePlan, args: FilePresetArgs) -> FilePresetPlan:
     """The run's plan as stored."""
-    return {"suite": plan.preset, **plan.identity, "profile": plan.profile,
-            "args": dataclasses.asdict(args), "options": plan.options,
-            "summary": plan.summary, "tests": [plan.preset], "page_cache": PAGE_CACHE_POLICY}
+    ident = plan.identity
+    return FilePresetPlan(plan.preset, str(ident["preset"]), int(ident["preset_version"]),
+                          str(ident["preset_title"]), plan.profile, dataclasses.asdict(args),
+                          plan.options, plan.summary, (plan.preset,), PAGE_CACHE_POLICY)
 
 
-def test_params(plan: FilePlan, directory: dict[str, object]) -> dict[str, Any]:
+def test_params(plan: FilePlan, directory: JsonObject) -> FilePresetParams:
     """The parameters stored with the test (``directory``: where it ran)."""
-    return {"title": plan.identity["preset_title"], **plan.identity,
-            "profile": plan.profile, "options": plan.options, "summary": plan.summary,
-            "directory": directory, "page_cache": PAGE_CACHE_POLICY}
+    ident = plan.identity
+    return FilePresetParams(str(ident["preset_title"]), str(ident["preset"]),
+                            int(ident["preset_version"]), str(ident["preset_title"]),
+                            plan.profile, plan.options, plan.summary, directory,
+                            PAGE_CACHE_POLICY)

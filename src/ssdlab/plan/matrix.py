@@ -1,6 +1,6 @@
 """The RAID matrix (issue 15, item 5) as data: the same suite on several RAID levels of
 the same member drives, one level after another (build, run, tear down, next), after a
-short read-only check of every member. Pure: the runner is :mod:`ssdlab.matrix`.
+short read-only check of every member. Pure: the runner is :mod:`ssdlab.run.matrix_run`.
 
 A matrix of one level is the "one command builds, tests and tears down" form.
 """
@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.array import BACKENDS, LEVELS, parse_level
 from ssdlab.plan.config_schema import Kind
+from ssdlab.plan.results import StoredPlan
 from ssdlab.plan.suite import SuiteSpec, TargetKind, opt
 from ssdlab.units import parse_size
 
@@ -250,6 +251,35 @@ OPTIONS = (
         "read check before the first array (default 5; 0 skips it)"),
 )
 
+# -- what a matrix stores beside its results -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatrixPlan(StoredPlan):
+    """A matrix's stored plan: its arguments, its options (with ``quick``), each level's
+    array in words."""
+
+    args: JsonObject = field(default_factory=dict)
+    options: JsonObject = field(default_factory=dict)
+    levels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemberCheckParams(Record):
+    """The member check's parameters: how long each member is read."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class LevelParams(Record):
+    """A level's parameters: when it started (its own run is found from then on) and its
+    array in words."""
+
+    started_at: float
+    array: str
+
+
 SPEC = SuiteSpec(
     name=SUITE,
     quick_text=("each level's run in its suite's quick profile, "
@@ -266,6 +296,9 @@ SPEC = SuiteSpec(
     args_type=MatrixArgs,
     results={MEMBER_CHECK: MemberCheckResult, **{lv: LevelResult for lv in LEVELS}},
     report_title="RAID matrix report",
+    plan_type=MatrixPlan,
+    params={MEMBER_CHECK: MemberCheckParams, "*": LevelParams},
+    verdicts={"outliers": None},  # the member check's outliers: a list of members
     resumable=True,
     config_first=("store", "fio"),
 )

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ssdlab.plan.db import SPEC, SUITE, SYSBENCH, DatasetRecord, DbResult, SecondPoint
+from ssdlab.plan.db import SPEC, SUITE, SYSBENCH
+from ssdlab.plan.db_records import DatasetRecord, DbResult, SecondPoint
 from ssdlab.reference.db_published import PublishedDb, published_match
 from ssdlab.reference.sources import cite
 from ssdlab.report import charts as ch

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ssdlab.errors import command
-from ssdlab.plan.file_presets import (
+from ssdlab.plan.file_presets import phase_of
+from ssdlab.plan.file_results import (
     CacheRecord,
     FilePresetResult,
     FioPhaseRecord,
     PhaseRecord,
     group_name,
-    phase_of,
 )
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, banner, charts, esc, kv_table, note, table

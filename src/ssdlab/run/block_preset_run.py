@@ -13,12 +13,13 @@ and Ctrl-C (:class:`~ssdlab.targets.workdir.WorkDir`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ssdlab import __version__
@@ -251,14 +252,19 @@ class PresetRun(SessionRun[PreparedPreset]):
     def test(self) -> str:
         return self.plan.preset
 
-    def execute(self, argv: list[str]) -> str:
+    @contextlib.contextmanager
+    def target_in_place(self) -> Iterator[None]:
+        """With ``--dir``: the test file in a work directory, removed (and that recorded)
+        once the run has ended."""
         if self.p.dir_info is None:
-            return super().execute(argv)
+            with super().target_in_place():
+                yield
+            return
         with WorkDir(self.p.dir_info, self.plan.size_bytes) as work:
             self.path = str(work.path / self.plan.file_name)
-            run_id = super().execute(argv)
-            self._cleanup(work, run_id)
-            return run_id
+            with super().target_in_place():
+                yield
+            self._cleanup(work, self.run_id)
 
     def _cleanup(self, work: WorkDir, run_id: str) -> None:
         """Remove the work directory now (not only on exit) and record that it is gone."""

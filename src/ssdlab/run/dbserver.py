@@ -1,39 +1,32 @@
-"""The private database servers of ``ssdlab run db``: the run's workspace (its private
-directory, the file system made on the target or the work directory in ``--dir``), each
-server started as its own user in a memory cgroup, and everything removed at the end,
-also after Ctrl-C. A run killed outright (SIGKILL, a crash, a power cut) leaves a state
-file: the next ``ssdlab run db`` or ``ssdlab db cleanup`` stops what it left and removes
-it (:func:`clean_leftovers`).
-
-The state file (``$SSDLAB_STATE_DIR/db/TOKEN.json``, default ``/var/lib/ssdlab/db``) is
-written before anything is made and says what there is to undo: the private directory,
-the mount, the work directory, each server's process and cgroup.
+"""The private database servers of ``ssdlab run db``: each workload's server
+(:class:`WorkloadServer`) started as its own user in a memory cgroup, on the run's
+workspace (run/dbworkspace.py), its settings read back as it reports them, and stopped
+cleanly and its data removed when its tests end, also after Ctrl-C; what the host needs
+for them (:func:`check_host`); the processes as their users, and the leftover server
+processes of killed runs stopped (:func:`kill_server`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import pwd
-import secrets
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from ssdlab.children import die_with_parent
 from ssdlab.errors import EnvironmentProblem, UserError
-from ssdlab.plan.dbcommands import RUN_ROOT, Layout, mkfs, mount, shown
-from ssdlab.run.session import boot_id
-from ssdlab.targets.identity import read_mountinfo
+from ssdlab.plan import dbcommands as cmd
+from ssdlab.plan.db import SERVER_NAMES, SERVERS, SYSBENCH, DbOptions
+from ssdlab.plan.dbcommands import STOP_SIGNALS, USERS, Binaries, Layout, shown
 
-STATE_VERSION = 1
 #: how long a server may take to start (InnoDB's first start makes its log files)
 START_TIMEOUT_S = 300.0
 #: how long a server may take to stop cleanly before it is killed
@@ -43,12 +36,6 @@ SERVER_PROGRAMS = ("mariadbd", "mysqld", "postgres")
 Say = Callable[[str], None]
 
 
-def state_dir() -> Path:
-    """Where the state files of database runs are."""
-    base = os.environ.get("SSDLAB_STATE_DIR") or "/var/lib/ssdlab"
-    return Path(base) / "db"
-
-
 @dataclass
 class ServerRecord:
     """A server the run started: undone by stopping the process and removing the cgroup."""
@@ -56,50 +43,6 @@ class ServerRecord:
     kind: str
     pid: int
     cgroup: str | None = None
-
-
-@dataclass
-class DbState:
-    """What a run made, to undo (see the module's documentation)."""
-
-    token: str
-    owner_pid: int
-    boot_id: str
-    base: str
-    mount: str | None = None  # the target's file system, mounted here
-    device: str | None = None
-    workdir: str | None = None  # the work directory made in --dir
-    servers: list[ServerRecord] = field(default_factory=list)
-    cgroups: list[str] = field(default_factory=list)
-
-    @property
-    def path(self) -> Path:
-        return state_dir() / f"{self.token}.json"
-
-    def save(self) -> None:
-        state_dir().mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": STATE_VERSION, **asdict(self)}, indent=1),
-                       encoding="utf-8")
-        os.replace(tmp, self.path)
-
-    @classmethod
-    def load(cls, path: Path) -> DbState:
-        d = json.loads(path.read_text(encoding="utf-8"))
-        if d.pop("version", None) != STATE_VERSION:
-            raise ValueError(f"{path}: not a state file of this ssdlab")
-        servers = [ServerRecord(**s) for s in d.pop("servers", [])]
-        return cls(**d, servers=servers)
-
-    def owner_alive(self) -> bool:
-        """The run that made this still runs (same boot, its process alive and ssdlab)."""
-        if self.boot_id != boot_id():
-            return False
-        try:
-            cmdline = Path(f"/proc/{self.owner_pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        return b"ssdlab" in cmdline
 
 
 # -- memory cgroups --------------------------------------------------------------------
@@ -214,91 +157,6 @@ def run_checked(argv: list[str], what: str, *, user: str | None = None,
         raise EnvironmentProblem(f"{what} failed: {why[:300]}")
     return done
 
-
-# -- the workspace ---------------------------------------------------------------------
-
-
-class Workspace:
-    """A run's private places, made on entry and removed on exit (see the module's
-    documentation): ``device`` gets a new ``fs`` file system mounted in the private
-    directory, or ``work_in`` (a directory on a mounted file system) a work directory."""
-
-    def __init__(self, *, device: str | None, fs: str, work_in: str | None,
-                 say: Say) -> None:
-        self.say = say
-        token = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-        self.state = DbState(token=token, owner_pid=os.getpid(), boot_id=boot_id(),
-                             base=str(RUN_ROOT / token), device=device)
-        self.device, self.fs, self.work_in = device, fs, work_in
-        self.layout = Layout(Path(self.state.base), Path(self.state.base) / "mnt")
-        self.mkfs_output = ""
-
-    def __enter__(self) -> Workspace:
-        self.state.save()  # before anything is made: what to undo if the run is killed
-        try:
-            self._make()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _make(self) -> None:
-        base = Path(self.state.base)
-        if not base.parent.exists():
-            base.parent.mkdir(parents=True, mode=0o711)
-            os.chmod(base.parent, 0o711)
-        base.mkdir(mode=0o711)
-        os.chmod(base, 0o711)
-        if self.device is not None:
-            self.layout.mount.mkdir(mode=0o755)
-            done = run_checked(mkfs(self.fs, self.device), f"making {self.fs} on {self.device}")
-            self.mkfs_output = (done.stdout + done.stderr).strip()
-            self.state.mount = str(self.layout.mount)
-            self.state.save()
-            run_checked(mount(self.fs, self.device, self.layout.mount),
-                        f"mounting {self.device}")
-            self.say(f"made {self.fs} on {self.device}, mounted at {self.layout.mount}")
-            return
-        assert self.work_in is not None
-        work = Path(self.work_in) / f"ssdlab-db-{self.state.token}"
-        self.state.workdir = str(work)
-        self.state.save()
-        work.mkdir(mode=0o755)
-        self.layout = Layout(base, work)
-
-    def server_dirs(self, server: str, user: str) -> None:
-        """The server's data directory (on the target) and socket directory (private),
-        its user's."""
-        root = self.layout.data_dir(server).parent
-        root.mkdir(parents=True, exist_ok=True)
-        self.layout.data_dir(server).mkdir(exist_ok=True)
-        sock = self.layout.sock_dir(server)
-        sock.mkdir(exist_ok=True, mode=0o700)
-        for path in (root, self.layout.data_dir(server), sock):
-            chown_tree(path, user)
-        os.chmod(root, 0o700)
-
-    def remove_server_data(self, server: str) -> None:
-        shutil.rmtree(self.layout.data_dir(server).parent, ignore_errors=True)
-        shutil.rmtree(self.layout.sock_dir(server), ignore_errors=True)
-
-    def add_server(self, record: ServerRecord) -> None:
-        self.state.servers.append(record)
-        if record.cgroup is not None and record.cgroup not in self.state.cgroups:
-            self.state.cgroups.append(record.cgroup)
-        self.state.save()
-
-    def drop_server(self, pid: int) -> None:
-        self.state.servers = [s for s in self.state.servers if s.pid != pid]
-        self.state.save()
-
-    def close(self) -> None:
-        undo(self.state, self.say)
-
-
 def _process_name(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text(encoding="ascii").strip()
@@ -330,79 +188,6 @@ def kill_server(pid: int, say: Say, *, wait_s: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def _mounted(path: str) -> bool:
-    return any(e.mount_point == path for e in read_mountinfo())
-
-
-def _umount(path: str, say: Say) -> None:
-    for attempt in range(50):
-        done = subprocess.run(["umount", path], capture_output=True, text=True, check=False)
-        if done.returncode == 0 or not _mounted(path):
-            return
-        time.sleep(0.1 * (attempt + 1) if attempt < 10 else 1.0)
-    say(f"warning: {path} is still busy; unmounting it lazily")
-    subprocess.run(["umount", "-l", path], capture_output=True, check=False)
-
-
-def _wipe(device: str, say: Say) -> None:
-    """Erase the signature of the file system the run made (wipefs opens the device
-    exclusively: a device someone mounted since is left alone, and said so)."""
-    done = subprocess.run(["wipefs", "-a", "-q", device], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        say(f"warning: could not erase the file system made on {device}: "
-            f"{(done.stderr.strip().splitlines() or ['wipefs failed'])[-1]}")
-
-
-def undo(state: DbState, say: Say) -> None:
-    """Undo what ``state`` says was made: servers, cgroups, mount, directories, the state
-    file (in that order; each step goes on when another failed)."""
-    for server in state.servers:
-        kill_server(server.pid, say)
-    for cgroup in state.cgroups:
-        remove_cgroup(cgroup)
-    if state.mount is not None and _mounted(state.mount):
-        _umount(state.mount, say)
-        say(f"unmounted {state.device or ''} from {state.mount}".replace("  ", " "))
-    if state.mount is not None and state.device is not None and not _mounted(state.mount):
-        _wipe(state.device, say)
-    if state.workdir is not None:
-        shutil.rmtree(state.workdir, ignore_errors=True)
-    if state.mount is None or not _mounted(state.mount):
-        shutil.rmtree(state.base, ignore_errors=True)
-    with contextlib.suppress(FileNotFoundError):
-        state.path.unlink()
-
-
-def all_states() -> list[DbState]:
-    """Every database run's state file: running runs' and killed runs' leftovers."""
-    found = []
-    directory = state_dir()
-    if not directory.is_dir():
-        return []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            found.append(DbState.load(path))
-        except (OSError, ValueError, TypeError) as exc:
-            raise UserError(f"cannot read the database state file {path} ({exc}); remove it "
-                            "once nothing it names is left") from None
-    return found
-
-
-def leftovers() -> list[DbState]:
-    """State files of runs that are no longer running (killed, crashed, rebooted)."""
-    return [s for s in all_states() if not s.owner_alive()]
-
-
-def clean_leftovers(say: Say) -> int:
-    """Stop and remove what killed database runs left; how many runs' leftovers."""
-    found = leftovers()
-    for state in found:
-        say(f"cleaning up database run {state.token} left by process {state.owner_pid}")
-        undo(state, say)
-    return len(found)
-
-
 # -- one server ----------------------------------------------------------------------------
 
 
@@ -415,7 +200,6 @@ class ServerProcess:
     process: subprocess.Popen[bytes]
     log: Path
     started_at: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def pid(self) -> int:
@@ -500,3 +284,166 @@ def du_bytes(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_blocks * 512
     return total
+
+
+# -- what the host needs -------------------------------------------------------------------
+
+
+def check_host(o: DbOptions, fs: str | None) -> None:
+    """Root, each server's user, ``mkfs.FS`` (when the run makes ``fs``), sockets its
+    users can reach, a memory cgroup controller when the servers are limited: a one-line
+    error naming the first that is missing."""
+    if os.geteuid() != 0:
+        raise UserError("ssdlab run db needs root: it makes a file system, mounts it and "
+                        "starts the servers as their own users")
+    for workload in o.workloads:
+        user = USERS[SERVERS[workload]]
+        if not user_exists(user):
+            raise EnvironmentProblem(f"there is no {user} user for the "
+                                     f"{SERVER_NAMES[SERVERS[workload]]} server: install its "
+                                     "Debian package")
+    if fs is not None and shutil.which(f"mkfs.{fs}") is None:
+        package = "xfsprogs" if fs == "xfs" else "e2fsprogs"
+        raise EnvironmentProblem(f"mkfs.{fs} not found: install {package}")
+    for workload in o.workloads:
+        user = USERS[SERVERS[workload]]
+        closed = unreachable_by(cmd.RUN_ROOT / "x", user)
+        if closed is not None:
+            raise EnvironmentProblem(f"the {user} user cannot pass through {closed}, where "
+                                     "the servers' sockets go (SSDLAB_DB_RUN_DIR)")
+    if o.memory_limit != "off" and cgroup_root() is None:
+        raise EnvironmentProblem("--memory-limit: this machine has no memory cgroup "
+                                 "controller; give --memory-limit off")
+
+
+# -- a workload's server, from its start to its removal ------------------------------------
+
+
+class ServerBook(Protocol):
+    """The run's workspace as a server uses it (run/dbworkspace.py): where its places are,
+    and what the run has to undo if it is killed."""
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @property
+    def token(self) -> str: ...
+
+    def server_dirs(self, server: str, user: str) -> None: ...
+
+    def remove_server_data(self, server: str) -> None: ...
+
+    def add_server(self, record: ServerRecord) -> None: ...
+
+    def add_cgroup(self, path: str) -> None: ...
+
+    def drop_server(self, pid: int) -> None: ...
+
+
+class WorkloadServer:
+    """One workload's private server on the run's workspace: :meth:`open` makes its
+    directories and memory cgroup (``limit``: None, no limit), initialises it, starts it
+    and reads its settings back; :meth:`close` stops it (cleanly, also after Ctrl-C) and
+    removes its data and cgroup."""
+
+    def __init__(self, workload: str, binaries: Binaries, settings: dict[str, str],
+                 limit: int | None, book: ServerBook, say: Say) -> None:
+        self.workload = workload
+        self.kind = SERVERS[workload]
+        self.name = SERVER_NAMES[self.kind]
+        self.user = USERS[self.kind]
+        self.binaries, self.settings, self.limit = binaries, settings, limit
+        self.book, self.say = book, say
+        self.process: ServerProcess | None = None
+        self.cgroup: Path | None = None
+        #: the settings as the running server reports them
+        self.reported: dict[str, str] = {}
+
+    def make_places(self) -> None:
+        """Its directories, and its memory cgroup when it is limited."""
+        self.book.server_dirs(self.kind, self.user)
+        if self.limit is not None:
+            name = f"ssdlab-db-{self.book.token}-{self.kind}"
+            self.cgroup = make_cgroup(name, self.limit)
+            self.book.add_cgroup(str(self.cgroup))
+
+    def open(self) -> list[str]:
+        """Initialised, started and its settings read: the initialising command."""
+        init = self._init()
+        self.start()
+        self.reported = self._read_settings()
+        return init
+
+    def close(self) -> None:
+        self.stop()
+        self.book.remove_server_data(self.kind)
+        if self.cgroup is not None:
+            remove_cgroup(str(self.cgroup))
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+    def log_tail(self) -> str:
+        return self.process.log_tail() if self.process else ""
+
+    def _init(self) -> list[str]:
+        argv = cmd.server_init(self.binaries, self.book.layout, self.workload)
+        if self.workload == SYSBENCH:
+            run_checked(argv, "initialising MariaDB (mariadb-install-db)")
+        else:
+            run_checked(argv, "initialising PostgreSQL (initdb)", user=self.user)
+        return argv
+
+    def start_argv(self) -> list[str]:
+        return cmd.server_start(self.binaries, self.book.layout, self.workload, self.settings)
+
+    def start(self) -> None:
+        lay = self.book.layout
+        sock = (lay.mariadb_socket() if self.workload == SYSBENCH
+                else lay.sock_dir(self.kind) / f".s.PGSQL.{cmd.PG_PORT}")
+        self.process = start_server(
+            self.kind, self.start_argv(), self.user, lay.log_path(self.kind),
+            self.cgroup, lambda: socket_answers(sock) and self._answers())
+        self.book.add_server(ServerRecord(self.kind, self.process.pid,
+                                          str(self.cgroup) if self.cgroup else None))
+
+    def _answers(self) -> bool:
+        try:
+            self.sql("SELECT 1")
+        except EnvironmentProblem:
+            return False
+        return True
+
+    def sql(self, sql: str, db: str = "postgres") -> str:
+        b, lay = self.binaries, self.book.layout
+        argv = (cmd.mariadb_sql(b, lay, sql) if self.workload == SYSBENCH
+                else cmd.psql(b, lay, sql, db))
+        return run_checked(argv, f"{self.name}: {sql[:40]}", timeout_s=120).stdout
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        seconds = self.process.stop(STOP_SIGNALS[self.kind], self.say)
+        self.book.drop_server(self.process.pid)
+        self.say(f"{self.workload}: {self.name} stopped in {seconds:.1f} s")
+        self.process = None
+
+    def _read_settings(self) -> dict[str, str]:
+        """Every setting that matters, as the running server reports it."""
+        if self.workload == SYSBENCH:
+            names = sorted({*self.settings, "version", "innodb_page_size", "log_bin",
+                            "skip_networking", "port", "socket",
+                            "sync_binlog", "innodb_io_capacity", "innodb_log_buffer_size",
+                            "innodb_flush_neighbors"} - {"skip_name_resolve"})
+            quoted = ",".join(f"'{n}'" for n in names)
+            text = self.sql(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({quoted})")
+            pairs = [ln.split("\t", 1) for ln in text.splitlines() if "\t" in ln]
+        else:
+            names = sorted({*self.settings, "server_version", "wal_sync_method", "wal_level",
+                            "listen_addresses", "unix_socket_directories", "port",
+                            "checkpoint_timeout", "data_checksums", "effective_io_concurrency"})
+            quoted = ",".join(f"'{n}'" for n in names)
+            text = self.sql("SELECT name, setting || coalesce(' ' || unit, '') FROM "
+                            f"pg_settings WHERE name IN ({quoted}) ORDER BY name")
+            pairs = [ln.split("|", 1) for ln in text.splitlines() if "|" in ln]
+        return {k.strip(): v.strip() for k, v in pairs}

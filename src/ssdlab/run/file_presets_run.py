@@ -7,9 +7,10 @@ Ctrl-C); the run records that it was. fio does the file I/O; the copy sets copy 
 ``cp`` as the review timed a file copy. Before every buffered read (and every copy) the
 caches are synced and dropped for real, and each measurement records what happened.
 
-The target is a directory, not a device, so the run keeps its own record of it (no
-:class:`~ssdlab.run.session.RunSession`); how a run that stops early ends is the shared
-:func:`~ssdlab.run.session.recorded_ending`.
+The run is the shared skeleton (:class:`~ssdlab.run.session.SessionRun`) on a target that
+is a directory: its record is the directory's identity with the preset's, nothing holds it,
+no process event, ground truth or health log is recorded, and a run that stops early also
+marks its test, with what became of the work directory.
 """
 
 from __future__ import annotations
@@ -19,43 +20,49 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar, cast
 
 from ssdlab.children import die_with_parent
 from ssdlab.engine.model import DirectionStats
 from ssdlab.engine.runner import Executor, FioRun, watchdog_seconds
 from ssdlab.errors import TargetError, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import file_presets as fp
 from ssdlab.plan.file_presets import (
+    CopyPhase,
+    FilePlan,
+    FilePresetArgs,
+    FioPhase,
+    RemovePhase,
+    WaitPhase,
+)
+from ssdlab.plan.file_results import (
     COPY_FSYNC,
     WRITE_FSYNC,
     CacheRecord,
     Cleanup,
-    CopyPhase,
     CopyPhaseRecord,
-    FilePlan,
-    FilePresetArgs,
     FilePresetResult,
-    FioPhase,
     FioPhaseRecord,
     PhaseRecord,
-    RemovePhase,
+    PrepareStep,
     SummaryRow,
-    WaitPhase,
+    WaitStep,
     group_name,
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.run.member_rounds import OFF_KIND, MemberSampler, Sample, find_sampler
-from ssdlab.run.prepare import TargetRequest, checked_versions
+from ssdlab.run.member_rounds import Sample
+from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import TestFailed, finish_complete, fio_record, recorded_ending
-from ssdlab.run.suite import Runner
+from ssdlab.run.session import Observed, SessionRun, TestFailed, fio_record
+from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.targets.identity import host_info
+from ssdlab.store.records import Document, RunData, TestState
+from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 from ssdlab.units import format_bytes
 
@@ -72,14 +79,32 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class PreparedFiles:
-    """What runs where, checked before any I/O."""
+class PreparedFiles(PreparedSuite[FilePlan]):
+    """What runs where, checked before any I/O: the plan (the run's options) and the
+    directory (its target)."""
 
-    plan: FilePlan
     dir: DirInfo
-    host: dict[str, object]
-    versions: dict[str, str]
     args: FilePresetArgs
+
+    @property
+    def plan(self) -> FilePlan:
+        return self.options
+
+
+def target_record(plan: FilePlan, d: DirInfo) -> dict[str, object]:
+    """The directory's identity as the run's target, with the preset that ran there."""
+    where = "network share" if d.network else "directory"
+    return {**d.to_dict(), "device_class": f"{where} on {d.fs_type}", **plan.identity}
+
+
+def _directory_target(plan: FilePlan, d: DirInfo) -> TargetInfo:
+    """The directory as the session's target: what its member devices are found from."""
+    record = target_record(plan, d)
+    return TargetInfo(path=d.path, kind="directory", name="",
+                      device_class=str(record["device_class"]), model=None, serial=None,
+                      firmware=None, capacity_bytes=d.free_bytes, logical_sector_bytes=512,
+                      physical_sector_bytes=512, rotational=None, numa_node=None,
+                      scheduler=None, discard_max_bytes=None, details=record)
 
 
 def prepare_files(request: TargetRequest, args: FilePresetArgs) -> PreparedFiles:
@@ -97,11 +122,12 @@ def prepare_files(request: TargetRequest, args: FilePresetArgs) -> PreparedFiles
     versions = checked_versions(request.fio)
     if plan.copy_command and shutil.which(plan.copy_command[0]) is None:
         raise UserError(f"{plan.copy_command[0]} is not installed (the copy sets use it)")
-    return PreparedFiles(plan, info, host_info(), versions, args)
+    target = PreparedTarget(_directory_target(plan, info), False, host_info(), versions)
+    return PreparedFiles(target, plan, info, args)
 
 
 def job_text(p: PreparedFiles, job: FileJob, base: str, what: str) -> str:
-    header = (f"ssdlab {p.versions['ssdlab']}: {p.plan.preset} preset, {what}\n"
+    header = (f"ssdlab {p.target.versions['ssdlab']}: {p.plan.preset} preset, {what}\n"
               f"directory {p.dir.path} ({p.dir.fs_type}), profile {p.plan.profile}")
     return render_file_job(job, base, header)
 
@@ -198,46 +224,49 @@ def summary_message(summary: list[SummaryRow]) -> str:
     return "; ".join(parts[:MESSAGE_PHASES]) + (f" (+{more} more)" if more > 0 else "")
 
 
-class FilePresetRun:
+class FilePresetRun(SessionRun[PreparedFiles]):
     """One preset's run in a work directory: one test (named as the preset), one stored
     round per measured phase, the work directory removed and that recorded."""
 
+    holds_target = False
+    observed = Observed(process=False, drive=False)
+
     def __init__(self, prepared: PreparedFiles, store: Store, executor: Executor,
                  progress: Progress) -> None:
-        self.p = prepared
+        super().__init__(prepared, store, executor, progress)
         self.plan = prepared.plan
-        self.store = store
-        self.executor = executor
-        self.progress = progress
-        self.run_id = ""
-        self.test = prepared.plan.preset
+        self.suite = self.test = prepared.plan.preset
         self.phases: list[PhaseRecord] = []
         self.round_no = 0
         self.work: WorkDir | None = None
         self.cleanup: Cleanup | None = None
         self.notes: list[str] = []
-        #: the member devices under the directory, read around every measured phase
-        self.members: MemberSampler | None = None
 
-    # -- the run ----------------------------------------------------------------------
-    def execute(self, argv: list[str]) -> str:
-        plan = self.plan
-        self.run_id = self.store.new_run(
-            suite=plan.preset, profile=plan.profile, quick=plan.quick,
-            target=self._target(), host=self.p.host, plan=fp.plan_dict(plan, self.p.args),
-            versions=dict(self.p.versions), argv=argv)
-        self.progress.line(f"run {self.run_id}: {plan.identity['preset_title']} in "
+    # -- the skeleton's hooks ---------------------------------------------------------
+    def plan_dict(self) -> Document:
+        return fp.plan_dict(self.plan, self.p.args)
+
+    def target_record(self) -> Mapping[str, object]:
+        return target_record(self.plan, self.p.dir)
+
+    def announce(self, resumed: bool) -> None:
+        self.progress.line(f"run {self.run_id}: {self.plan.identity['preset_title']} in "
                            f"{self.p.dir.path} (results in {self.store.path})")
-        self._set_test("running", FilePresetResult())
-        self._find_members()
-        with recorded_ending(self._end, f"run {self.run_id} interrupted; the work directory "
-                             f"was removed; completed phases are kept in {self.store.path}"):
-            failed = self._run_test()
-        finish_complete(self.store, self.run_id, [self.test] if failed else [], self.progress)
-        return self.run_id
 
-    def _run_test(self) -> bool:
-        """The phases, in a work directory removed afterwards; whether the test failed."""
+    def started(self) -> None:
+        self._set_test("running", FilePresetResult())
+
+    def interrupted_text(self) -> str:
+        return (f"run {self.run_id} interrupted; the work directory was removed; completed "
+                f"phases are kept in {self.store.path}")
+
+    def stopped(self, status: str, message: str) -> None:
+        """The run stopped early (Ctrl-C, an error): the test says so too."""
+        self._set_test(status, FilePresetResult(error=message, cleanup=self.cleanup))
+        self.store.finish_run(self.run_id, status, message)
+
+    def run_tests(self, previous: RunData | None) -> list[str]:
+        """The phases, in a work directory removed afterwards; the test, if it failed."""
         try:
             try:
                 with self._work_dir() as work:
@@ -248,32 +277,19 @@ class FilePresetRun:
         except TestFailed as exc:
             self.progress.line(f"{self.test}: FAILED: {exc}")
             self._set_test("failed", FilePresetResult(error=str(exc), cleanup=self.cleanup))
-            return True
+            return [self.test]
         summary = summarise(self.phases)
         self._set_test("complete", FilePresetResult(
             phases=list(self.phases), summary=summary, cleanup=self.cleanup,
             notes=list(self.notes), message=summary_message(summary)))
-        return False
-
-    def _find_members(self) -> None:
-        """The member devices under the directory (none: one event says why)."""
-        target = self._target()
-        details = target.get("details")
-        self.members, why = find_sampler(self.p.dir.path, "directory", "",
-                                         details if isinstance(details, dict) else target)
-        if why:  # none, or a plain drive's one device (read for the cache-bound check)
-            self.store.add_event(self.run_id, None, OFF_KIND, why, None)
+        return []
 
     def _sampled(self, measured: Callable[[], T]) -> tuple[T, Sample | None]:
         """``measured()`` with the members read right before and after it."""
-        if self.members is None:
+        members = self.session.members
+        if members is None:
             return measured(), None
-        return self.members.sample(measured)
-
-    def _end(self, status: str, message: str) -> None:
-        """The run stopped early (Ctrl-C, an error): the test says so too."""
-        self._set_test(status, FilePresetResult(error=message, cleanup=self.cleanup))
-        self.store.finish_run(self.run_id, status, message)
+        return members.sample(measured)
 
     def _work_dir(self) -> WorkDir:
         try:
@@ -281,12 +297,6 @@ class FilePresetRun:
         except OSError as exc:  # a read-only file system, a full one
             raise TargetError(f"--dir {self.p.dir.path}: cannot make a work directory there "
                               f"({exc.strerror or exc})") from None
-
-    def _target(self) -> dict[str, Any]:
-        """The directory's identity as the run's target, with the preset that ran there."""
-        d = self.p.dir
-        where = "network share" if d.network else "directory"
-        return {**d.to_dict(), "device_class": f"{where} on {d.fs_type}", **self.plan.identity}
 
     def _cleanup_record(self) -> Cleanup:
         work = self.work
@@ -301,9 +311,9 @@ class FilePresetRun:
         return Cleanup(str(work.path), removed)
 
     def _set_test(self, status: str, result: FilePresetResult) -> None:
-        self.store.set_test(self.run_id, self.test, status=status,
-                            params=fp.test_params(self.plan, self.p.dir.to_dict()),
-                            verdicts={}, result=result.to_json())
+        directory = cast(JsonObject, self.p.dir.to_dict())
+        self.store.set_test(self.run_id, self.test, TestState(
+            status, fp.test_params(self.plan, directory), {}, result))
 
     # -- phases -----------------------------------------------------------------------
     def _run_phases(self, work: WorkDir) -> None:
@@ -352,8 +362,7 @@ class FilePresetRun:
         stats = self._stats(run, job)
         if not phase.measured:
             self.store.add_step(self.run_id, self.test, "prepare",
-                                {"phase": phase.key, "label": phase.label,
-                                 "io_bytes": stats.io_bytes, "files": job.files},
+                                PrepareStep(phase.key, phase.label, stats.io_bytes, job.files),
                                 fio_record(run, phase.key))
             return
         seconds, timing = fio_seconds(stats)
@@ -393,8 +402,9 @@ class FilePresetRun:
         members did over it."""
         self.phases.append(record)
         self._add_round("ok", record.cell, [record.to_json()], run, started, ended)
-        if self.members is not None and sample is not None:
-            self.members.store(self.store, self.run_id, self.test, sample, self.round_no,
+        members = self.session.members
+        if members is not None and sample is not None:
+            members.store(self.store, self.run_id, self.test, sample, self.round_no,
                                record.cell, run.output if run is not None else None,
                                job_text=run.job_text if run is not None else "")
 
@@ -403,7 +413,7 @@ class FilePresetRun:
         self._add_round("failed", key, [], run, now, now)
         raise TestFailed(message)
 
-    def _add_round(self, status: str, key: str, cells: list[dict[str, Any]],
+    def _add_round(self, status: str, key: str, cells: Sequence[Document],
                    run: FioRun | None, started: float, ended: float) -> None:
         """One stored round: with its fio run's record and times, or the times given."""
         self.round_no += 1
@@ -462,8 +472,7 @@ class FilePresetRun:
         while (left := deadline - time.monotonic()) > 0:
             time.sleep(min(left, 0.5))
         self.store.add_step(self.run_id, self.test, "wait",
-                            {"seconds": phase.seconds, "waited_s": time.time() - started},
-                            None)
+                            WaitStep(phase.seconds, time.time() - started), None)
 
     def _remove(self, phase: RemovePhase, base: Path) -> None:
         for rel in phase.paths:

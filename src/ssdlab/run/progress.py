@@ -371,3 +371,23 @@ class Progress:
         name = state.test.name if state.test else ""
         where = f"round {state.round_no}" if state.phase == "round" else state.phase
         return f"{name} {where}".strip() or "starting"
+
+
+class PhaseProgress(Progress):
+    """For a run of phases that are not fio's (the database suite's tools): the live line
+    says the phase, its time and what is left of it."""
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.live or not self.draws or (not force and now - self._last_draw < 0.5):
+            return
+        self._last_draw = now
+        s = self.state
+        planned = f" of {format_duration(s.planned_s)}" if s.planned_s else ""
+        text = (f"{'QUICK · ' if self.quick else ''}{s.phase} · "
+                f"{format_duration(s.elapsed_s)}{planned}")
+        with OUTPUT_LOCK:
+            write(self.stream, "\r\x1b[K" + text[:160])
+
+    def status(self) -> str:
+        return self.state.phase or "starting"

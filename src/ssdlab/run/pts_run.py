@@ -242,16 +242,13 @@ class PtsRun(SessionRun[PreparedPts]):
         #: again; their prediction stays in their result beside the SNIA verdict
         self.to_snia: dict[str, PtsPrediction | None] = {}
 
-    def resume(self, run: RunData, argv: list[str]) -> str:
-        for event in run.events:
-            if event.kind == HOST_ROUND_KIND and event.test and event.detail:
-                self.host_rounds.setdefault(event.test, []).append(dict(event.detail))
-        return super().resume(run, argv)
-
     def plan_dict(self) -> JsonObject:
         return plan.plan_record(self.p.options, self.p.tests).to_json()
 
     def run_tests(self, previous: RunData | None) -> list[str]:
+        for event in previous.events if previous is not None else ():  # resumed
+            if event.kind == HOST_ROUND_KIND and event.test and event.detail:
+                self.host_rounds.setdefault(event.test, []).append(dict(event.detail))
         stored = {t.name: t for t in previous.tests} if previous is not None else {}
         self.progress.start(  # resumed: the ETA is what is left, not the whole run's
             self.p.tests,

@@ -2,8 +2,12 @@
 target, purge, workload-independent preconditioning, the emulator's ground truth, and
 how it ends (complete, failed, or interrupted with every completed round kept).
 
-A suite's runner (``PtsRun``, ``SaturationRun`` ...) owns a :class:`RunSession` and
-decides what to run; the session does the bookkeeping the same way for all of them.
+A suite's runner (``PtsRun``, ``SaturationRun`` ...) is a :class:`SessionRun`: the one
+skeleton every run has, whose hooks say what differs (the target's record and hold, what
+the run records beside its results, what it says, what its tests run in, how it ends). It
+owns a :class:`RunSession` and decides what to run; the session does the bookkeeping the
+same way for all of them. What the session reads beside fio (health log, ground truth) is
+in run/observe.py, what it does to the target between rounds (purge) in run/rounds.py.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import functools
 import mmap
 import os
 import socket
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ssdlab.engine.runner import (
     Executor,
@@ -26,16 +31,15 @@ from ssdlab.engine.runner import (
     FioRun,
     TickFn,
 )
-from ssdlab.errors import ExitCode, TargetError, UserError, command
+from ssdlab.errors import ExitCode, UserError, command
 from ssdlab.plan.specs import CellSpec
+from ssdlab.run import observe, rounds
 from ssdlab.run.consistency import lines as check_lines
 from ssdlab.run.consistency import record_checks
 from ssdlab.run.hosts import (
     HOST_ROUND_KIND,
-    HOST_TRUTH_KIND,
     HOSTS_KIND,
     host_summaries,
-    remote_purge,
 )
 from ssdlab.run.member_rounds import (
     OFF_KIND,
@@ -44,24 +48,17 @@ from ssdlab.run.member_rounds import (
     Sample,
     find_sampler,
 )
-from ssdlab.run.nbd import purge_nbd
 from ssdlab.run.prepare import check_same_target
 from ssdlab.run.progress import Progress
 from ssdlab.run.remote import HostLost, RemoteSet
 from ssdlab.run.suite import FioSetup, PreparedSuite, made_file, setup_of, timeout_for
 from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.store.records import FioRecord, RoundData, RunData
+from ssdlab.store.records import Document, FioRecord, RoundData, RunData
 from ssdlab.targets.emulator import Emulator, emulator_of
-from ssdlab.targets.emulator import stats as emulator_stats
-from ssdlab.targets.filetarget import recreate_file_target
-from ssdlab.targets.health import read_health
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND, unreachable
-from ssdlab.targets.purge import PurgeOutcome, purge_block
+from ssdlab.targets.purge import PurgeOutcome
 from ssdlab.targets.safety import ExclusiveHold
-
-#: events that keep the drive's health-log count of bytes written
-HEALTH_KIND = "health"
 
 
 class RunInterrupted(UserError):
@@ -164,6 +161,18 @@ def unreadable(path: str) -> str | None:
         buf.close()
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What a run's session records beside the suite's own results."""
+
+    #: a "process" event when the run opens: ``resume`` refuses while that process runs
+    process: bool = True
+    #: the devices below the target, sampled around each measured fio run
+    members: bool = True
+    #: the emulated SSD's ground truth and the drive's health log, at start and end
+    drive: bool = True
+
+
 class RunSession:
     """One run of one suite on one target, journaled to ``store``."""
 
@@ -188,6 +197,8 @@ class RunSession:
         self._sampled: tuple[FioRun, Sample] | None = None  # the last fio run's readings
         #: targets on other hosts (run/remote.py): requests go to their agents
         self.remote: RemoteSet | None = None
+        #: what the session records beside the suite's own results
+        self.observed = Observed()
 
     def open(
         self,
@@ -195,33 +206,41 @@ class RunSession:
         suite: str,
         profile: str,
         quick: bool,
-        host: dict[str, Any],
-        plan: dict[str, Any],
-        versions: dict[str, Any],
+        host: Mapping[str, object],
+        plan: Document,
+        versions: Mapping[str, str],
         argv: list[str],
+        target: Mapping[str, object] | None = None,
+        announce: Callable[[bool], None] | None = None,
     ) -> str:
+        """A new run in the store (``target``: its record, the target's identity by
+        default; ``announce(resumed)``: its first line, :meth:`announce` by default)."""
         self.run_id = self.store.new_run(
-            suite=suite, profile=profile, quick=quick, target=self.info.to_dict(), host=host,
+            suite=suite, profile=profile, quick=quick,
+            target=self.info.to_dict() if target is None else target, host=host,
             plan=plan, versions=versions, argv=argv,
         )
-        self.announce()
-        self._process_event()
-        self._hosts_event()
-        self._find_members()
-        self.ground_truth(None, "start")
-        self.health("start")
+        self._opened("start", False, announce)
         return self.run_id
 
-    def reopen(self, run_id: str, argv: list[str]) -> None:
+    def reopen(self, run_id: str, argv: list[str],
+               announce: Callable[[bool], None] | None = None) -> None:
         """Continue a stored run (``ssdlab resume``): it is running again."""
         self.run_id = run_id
         self.store.reopen_run(run_id, argv)
-        self.announce(resumed=True)
-        self._process_event()
+        self._opened("resume", True, announce)
+
+    def _opened(self, when: str, resumed: bool, announce: Callable[[bool], None] | None
+                ) -> None:
+        (announce or self.announce)(resumed)
+        if self.observed.process:
+            self._process_event()
         self._hosts_event()
-        self._find_members()
-        self.ground_truth(None, "resume")
-        self.health("resume")
+        if self.observed.members:
+            self._find_members()
+        if self.observed.drive:
+            self.ground_truth(None, when)
+            self.health(when)
 
     def _process_event(self) -> None:
         """Which process runs this run now: ``resume`` refuses while it is alive."""
@@ -267,13 +286,20 @@ class RunSession:
                 f"({self.emulator.profile}); its ground truth is recorded"
             )
 
+    def interrupted_text(self) -> str:
+        """What Ctrl-C says by default: where the stopped run's rounds are, how to go on."""
+        return (f"run {self.run_id} interrupted; completed rounds are kept in "
+                f"{self.store.path} (continue it with `{command()} resume {self.run_id}`)")
+
     @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """Hold the target for the run; record how the run ended."""
-        interrupted = (f"run {self.run_id} interrupted; completed rounds are kept in "
-                       f"{self.store.path} (continue it with `{command()} resume {self.run_id}`)")
-        with recorded_ending(functools.partial(self.store.finish_run, self.run_id),
-                             interrupted), self._hold(), self.connected():
+    def running(self, interrupted: str | None = None, *, hold: bool = True,
+                end: Callable[[str, str], None] | None = None) -> Iterator[None]:
+        """Hold the target for the run (unless not ``hold``); record how the run ended
+        (``interrupted``: what Ctrl-C says, :meth:`interrupted_text` by default; ``end``:
+        how a stopped run is recorded, the store's ``finish_run`` by default)."""
+        with recorded_ending(end or functools.partial(self.store.finish_run, self.run_id),
+                             interrupted or self.interrupted_text()), \
+                (self._hold() if hold else contextlib.nullcontext()), self.connected():
             yield
 
     @contextlib.contextmanager
@@ -293,28 +319,15 @@ class RunSession:
                 self.executor = local
 
     def finish(self, failed: list[str]) -> None:
-        self.ground_truth(None, "end")
-        self.health("end")
+        if self.observed.drive:
+            self.ground_truth(None, "end")
+            self.health("end")
         finish_complete(self.store, self.run_id, failed, self.progress,
                         local=self.remote is None)
 
     def health(self, when: str) -> None:
-        """Keep the drive's own count of bytes written (its health log: NVMe, the emulated
-        SSD) at the start, on resume and at the end: what the run wrote, by the drive."""
-        if self.remote is not None:
-            return  # each host's health log is in its ground truth (host-truth events)
-        try:
-            reading = read_health(self.info.path, self.info.details)
-        except (TargetError, ValueError) as err:
-            self.store.add_event(self.run_id, None, "warning",
-                                 f"the drive's health log cannot be read ({err})", None)
-            return
-        if reading is None:
-            return
-        self.store.add_event(
-            self.run_id, None, HEALTH_KIND,
-            f"health log at {when}: {reading.host_bytes_written:,} bytes written "
-            f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
+        """The drive's own count of bytes written, kept (run/observe.py)."""
+        observe.health(self, when)
 
     def target_lost(self) -> str | None:
         """After a failed test: None if the target still reads, else why not (one line)."""
@@ -344,55 +357,12 @@ class RunSession:
             yield
 
     def purge(self, test: str, method: str, offset_bytes: int, size_bytes: int) -> PurgeOutcome:
-        """Return the target (its active range) to fresh-out-of-box; recorded as a step."""
-        self.progress.phase("purge")
-        outcome: PurgeOutcome
-        if self.remote is not None:
-            outcome = remote_purge(self.remote, method, offset_bytes, size_bytes)
-        elif self.info.kind == "file":
-            outcome = recreate_file_target(self.info.path, self.info.capacity_bytes)
-        elif self.info.kind == NBD_KIND:  # an export has no erase: trim through fio, if it can
-            outcome = purge_nbd(self.info, method, offset_bytes, size_bytes, self.executor,
-                                self.fio.ssdlab_version)
-        else:
-            outcome = purge_block(self.info, method, offset_bytes, size_bytes)
-        self.store.add_step(self.run_id, test, "purge", outcome.to_dict(), None)
-        self.ground_truth(test, "purge")
-        verdict = "ok" if outcome.ok else f"FAILED ({outcome.detail})"
-        self.progress.line(f"{test}: purge by {outcome.method}: {verdict} in "
-                           f"{outcome.seconds:.1f} s")
-        if not outcome.ok:
-            self.store.add_event(
-                self.run_id, test, "warning",
-                f"purge by {outcome.method} failed; the test starts "
-                "from a state that is not fresh-out-of-box",
-                outcome.to_dict(),
-            )
-        return outcome
+        """The target (its active range) back to fresh-out-of-box (run/rounds.py)."""
+        return rounds.purge(self, test, method, offset_bytes, size_bytes)
 
     def ground_truth(self, test: str | None, when: str) -> dict[str, Any] | None:
-        """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
-        if self.remote is not None:
-            self._hosts_truth(test, when)
-            return None
-        if self.emulator is None:
-            return None
-        truth = emulator_stats(self.emulator)
-        counters = truth.get("counters")
-        waf = counters.get("write_amplification") if isinstance(counters, dict) else None
-        self.store.add_event(
-            self.run_id, test, "emulator-stats",
-            f"emulator ground truth after {when}: write amplification {waf}", truth,
-        )
-        return truth
-
-    def _hosts_truth(self, test: str | None, when: str) -> None:
-        """On several hosts: each host's emulator ground truth and health log, one event."""
-        assert self.remote is not None
-        truths = self.remote.truth()
-        self.store.add_event(self.run_id, test, HOST_TRUTH_KIND,
-                             f"ground truth of {len(truths)} hosts after {when}",
-                             {"when": when, "hosts": truths})
+        """The emulated SSD's ground truth, kept (run/observe.py)."""
+        return observe.ground_truth(self, test, when)
 
     def run_fio(self, text: str, cells: tuple[CellSpec, ...], *, json_plus: bool,
                 on_tick: TickFn | None = None, timeout_s: float | None = None) -> FioRun:
@@ -441,8 +411,8 @@ class RunSession:
         raise HostLost(f"{lost} ({run.error}){self.remote.lost_hint}")
 
     def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
-                  tracking: dict[str, float], cells: list[dict[str, Any]],
-                  hosts: dict[str, dict[str, Any]] | None = None) -> None:
+                  tracking: dict[str, float], cells: Sequence[Document],
+                  hosts: Mapping[str, object] | None = None) -> None:
         """Store a round that is one fio invocation, with its record and its times, and
         what the target's members did over it; on several hosts, each host's own part
         (``hosts``: what the suite made of it, else a summary of each host's jobs)."""
@@ -470,12 +440,8 @@ class RunSession:
 
     def resumed_after(self, test: str, kind: str, last: RoundData, unit: str,
                       consequence: str) -> None:
-        """A stopped test goes on after round ``last`` (its ``unit``): recorded with how long
-        the drive was idle since, and ``consequence`` (what that means for the test)."""
-        idle = time.time() - last.ended_at
-        self.store.add_event(
-            self.run_id, test, kind, f"resumed after {unit} {last.round_no}: the drive was idle "
-            f"for {idle:,.0f} s{consequence}", {"after_round": last.round_no, "idle_s": idle})
+        """A stopped test goes on after round ``last`` (run/rounds.py)."""
+        rounds.resumed_after(self, test, kind, last, unit, consequence)
 
     def precondition(self, test: str, cell: CellSpec) -> None:
         """Workload-independent preconditioning (one size-based fio run), recorded."""
@@ -503,7 +469,7 @@ class RunSession:
 PS = TypeVar("PS", bound=PreparedSuite[Any])
 
 
-class SessionRun(Generic[PS]):
+class SessionRun(ABC, Generic[PS]):
     """The shape most suites' runs share: on one device or ssdlab test file (made first
     when it does not exist yet), one :class:`RunSession` records the run; the suite says
     what it plans (:meth:`plan_dict`) and runs its tests (:meth:`run_tests`), which
@@ -513,6 +479,11 @@ class SessionRun(Generic[PS]):
     #: the stored runs' suite: a class attribute, or set by ``__init__`` where one run
     #: class serves several suites
     suite: str
+    #: the run holds its target exclusively for as long as it runs (False: the run mounts
+    #: it, which is the kernel's own claim on it; a directory; a set of members)
+    holds_target: ClassVar[bool] = True
+    #: what the session records beside the suite's own results
+    observed: ClassVar[Observed] = Observed()
 
     def __init__(self, prepared: PS, store: Store, executor: Executor,
                  progress: Progress) -> None:
@@ -523,24 +494,63 @@ class SessionRun(Generic[PS]):
         self.session = RunSession(prepared.target.info, store, executor, progress,
                                   setup_of(prepared))
         self.session.remote = prepared.target.remote
+        self.session.observed = self.observed
 
     @property
     def run_id(self) -> str:
         return self.session.run_id
 
-    def plan_dict(self) -> dict[str, Any]:
+    @abstractmethod
+    def plan_dict(self) -> Document:
         """The run's plan as stored (what ``resume`` and the report read back)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Run (or, resuming ``previous``, continue) the tests; the names of failed ones."""
-        raise NotImplementedError
+
+    def target_record(self) -> Mapping[str, object]:
+        """The run's target as stored: the target's identity by default."""
+        return self.session.info.to_dict()
+
+    def announce(self, resumed: bool) -> None:
+        """The run's first line, once it is in the store."""
+        self.session.announce(resumed)
+
+    def before_open(self) -> None:
+        """What is checked or cleaned up before the run is opened (or reopened): nothing
+        by default."""
+
+    def started(self) -> None:
+        """Said and recorded once the run is open (or reopened), before its tests: nothing
+        by default."""
+
+    def stopped(self, status: str, message: str) -> None:
+        """Record a run that stopped early (Ctrl-C: "interrupted", an error: "failed")."""
+        self.store.finish_run(self.run_id, status, message)
+
+    def finish(self, failed: list[str]) -> None:
+        """The run ran to its end; ``failed``: the tests that failed."""
+        self.session.finish(failed)
+
+    def interrupted_text(self) -> str:
+        """What Ctrl-C says: where the stopped run's data is (and how to go on)."""
+        return self.session.interrupted_text()
+
+    @contextlib.contextmanager
+    def workspace(self) -> Iterator[None]:
+        """What the tests run in, made once the run is open and removed before it ends,
+        also after Ctrl-C: nothing by default (the database suite: the file system made on
+        the target, or a work directory, with its servers' places)."""
+        yield
 
     def execute(self, argv: list[str]) -> str:
         t, o = self.p.target, self.p.options
+        self.before_open()
         with self.target_in_place():
             self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
-                              plan=self.plan_dict(), versions=dict(t.versions), argv=argv)
+                              plan=self.plan_dict(), versions=dict(t.versions), argv=argv,
+                              target=self.target_record(), announce=self.announce)
+            self.started()
             return self._run(None)
 
     @contextlib.contextmanager
@@ -553,9 +563,11 @@ class SessionRun(Generic[PS]):
         yield
 
     def resume(self, run: RunData, argv: list[str]) -> str:
+        self.before_open()
         check_same_target(run, self.p.target)
         self._make_file()  # killed while a purge was recreating the test file
-        self.session.reopen(run.run_id, argv)
+        self.session.reopen(run.run_id, argv, announce=self.announce)
+        self.started()
         return self._run(run)
 
     def one_test(self, name: str, body: Callable[[], None], *, check_target: bool = True
@@ -578,7 +590,8 @@ class SessionRun(Generic[PS]):
             self.session.info = made_file(t.info)
 
     def _run(self, previous: RunData | None) -> str:
-        with self.session.running():
+        with self.session.running(self.interrupted_text(), hold=self.holds_target,
+                                  end=self.stopped), self.workspace():
             failed = self.run_tests(previous)
-        self.session.finish(failed)
+        self.finish(failed)
         return self.run_id

@@ -139,9 +139,23 @@ class Runner(Generic[A, P]):
         return started.resume(run, argv)
 
 
+class ChildOutcome(Protocol):
+    """What ``ssdlab run`` prints at the end of a child suite's run."""
+
+    @property
+    def lines(self) -> tuple[str, ...]: ...
+
+
+class ChildPages(Protocol):
+    """A child suite's pages, as far as a suite of suites reads them."""
+
+    @property
+    def outcome(self) -> Callable[[RunData, object], ChildOutcome]: ...
+
+
 class ChildSuite(Protocol):
-    """A registered suite as a suite of suites (the RAID matrix) is given it: its spec
-    and its runner (the registry's ``Suite``)."""
+    """A registered suite as a suite of suites (the RAID matrix) is given it: its spec,
+    its runner and its pages (the registry's ``Suite``)."""
 
     @property
     def name(self) -> str: ...
@@ -150,6 +164,8 @@ class ChildSuite(Protocol):
     def spec(self) -> SuiteSpec[Any]: ...
 
     def runner(self) -> Runner[Any, Any]: ...
+
+    def pages(self) -> ChildPages: ...
 
 
 #: a suite of suites' way to the others: a suite's name -> the suite (None: no such

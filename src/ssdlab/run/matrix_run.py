@@ -1,38 +1,43 @@
 """The RAID matrix's run (issue 15, item 5): check every member, then for each level build
-the array, run the chosen suite on it through the registry, tear it down, next.
+the array, run the chosen suite on it, tear it down, next.
 
-It lives beside the registry, not in ``run/``, because it runs other suites: it reaches
-them through :mod:`ssdlab.suites` as the command line does. The matrix is a run of its
-own in the store (suite ``matrix``); each level is one of its tests, whose result names
-the level's own run and copies what the level comparison needs from it.
+It runs other suites without importing the registry: the registry hands it a lookup of
+the suites (:func:`make_runner`), and it runs the chosen one as the command line does.
+The matrix is a run of its own in the store (suite ``matrix``), on the shared skeleton
+(:class:`~ssdlab.run.session.SessionRun`: its target is the set of members, which it
+does not hold, sample or read the health of as the skeleton would); each level is one
+of its tests, whose result names the level's own run and copies what the level
+comparison needs from it.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import shutil
-import socket
 import statistics
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.endurance import written_between
 from ssdlab.analysis.member_check import outlier_verdict
-from ssdlab.engine.runner import Executor, FioExecutor
+from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
 from ssdlab.plan.matrix import (
     BY_LATENCY,
     MEMBER_CHECK,
     SUITE,
+    LevelParams,
     LevelResult,
     LevelRow,
     MatrixArgs,
     MatrixOptions,
+    MatrixPlan,
+    MemberCheckParams,
     MemberCheckResult,
     MemberCheckRow,
     MemberRoundRow,
@@ -45,13 +50,11 @@ from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.run import array as arrays
 from ssdlab.run.consistency import record_checks
 from ssdlab.run.member_check import check_members, member_check_job, planned_seconds
-from ssdlab.run.prepare import TargetRequest, checked_versions, stored_args
+from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
-from ssdlab.run.session import RunInterrupted, boot_id, recorded_ending
-from ssdlab.run.suite import Runner
-from ssdlab.store.db import Store
-from ssdlab.store.records import RunData, TestData
-from ssdlab.suites import Suite, find
+from ssdlab.run.session import Observed, RunInterrupted, SessionRun
+from ssdlab.run.suite import ChildSuite, PreparedSuite, Runner, SuiteLookup
+from ssdlab.store.records import RunData, TestData, TestState
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
@@ -62,41 +65,27 @@ FILE_SHARE = 0.8
 MIB = 1024 * 1024
 
 
-class _ChildParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"--suite-options: {message}")
-
-
-def child_parser(spec: SuiteSpec[Any]) -> argparse.ArgumentParser:
-    """The child suite's options, parsed as ``ssdlab run NAME`` parses them."""
-    parser = _ChildParser(prog=f"ssdlab run {spec.name}", add_help=False)
-    for o in spec.options:
-        parser.add_argument(*o.flags, **o.kwargs)
-    return parser
-
-
 @dataclass(frozen=True)
-class PreparedMatrix:
-    """Every check done: the options, the members, one plan per level, the child suite."""
+class PreparedMatrix(PreparedSuite[MatrixOptions]):
+    """Every check done: the options, the members (the run's target: their set), one plan
+    per level, the child suite."""
 
     args: MatrixArgs
-    options: MatrixOptions
     members: tuple[TargetInfo, ...]
-    plans: tuple[ArrayPlan, ...]
-    child: Suite
+    held: tuple[str, ...]  # members held by a leftover array of ssdlab's (torn down first)
     destroy_data: DestroyData
     fio: str
-    host: dict[str, object]
-    versions: dict[str, str]
-    held: tuple[str, ...]  # members held by a leftover array of ssdlab's (torn down first)
+    plans: tuple[ArrayPlan, ...]
+    #: the suite each level runs (the registry's, through the lookup the registry gave)
+    child: ChildSuite
 
     @property
     def member_paths(self) -> list[str]:
         return [m.path for m in self.members]
 
 
-def _child_suite(name: str) -> Suite:
-    suite = find(name)
+def _child_suite(name: str, lookup: SuiteLookup) -> ChildSuite:
+    suite = lookup(name)
     if suite is None or not suite.spec.runnable or name == SUITE:
         raise UserError(f"--suite {name!r} is not a suite a matrix can run "
                         f"(see `{command()} run --help`)")
@@ -115,13 +104,14 @@ def _held_by_leftovers(paths: list[str]) -> dict[str, str]:
     return {p: held[os.path.realpath(p)] for p in paths if os.path.realpath(p) in held}
 
 
-def prepare(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
+def prepare(request: TargetRequest, args: MatrixArgs, lookup: SuiteLookup) -> PreparedMatrix:
     """Every check before anything is written: options, the child suite and its options,
     fio, each member through every guardrail (members a killed run's array holds are
     checked again once it is torn down), each level's plan."""
     o = validate(args)
-    child = _child_suite(o.suite)
-    child_parser(child.spec).parse_args([*o.suite_argv, *_placeholder_target(child.spec)])
+    child = _child_suite(o.suite, lookup)
+    child.spec.option_values([*o.suite_argv, *_placeholder_target(child.spec)],
+                             "--suite-options")
     versions = checked_versions(request.fio)
     paths = [m if is_nbd_target(m) else os.path.abspath(m) for m in o.members]
     held = _held_by_leftovers(paths)
@@ -134,18 +124,33 @@ def prepare(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
                              member_bytes=member_bytes,
                              mount_dir=arrays.default_mount_dir(o.array_name(level)),
                              chunk_bytes=o.chunk_bytes) for level in o.levels)
-    return PreparedMatrix(args, o, tuple(infos), plans, child, request.destroy_data,
-                          request.fio, host_info(), versions, tuple(held))
+    target = PreparedTarget(_set_info(infos), False, host_info(), versions)
+    return PreparedMatrix(target, o, args, tuple(infos), tuple(held), request.destroy_data,
+                          request.fio, plans, child)
+
+
+def _set_info(members: list[TargetInfo]) -> TargetInfo:
+    """The members as one target: the run's (see :func:`_target_dict`)."""
+    models = {m.model for m in members}
+    return TargetInfo(path=",".join(m.path for m in members), kind="set",
+                      name=f"{len(members)} members", device_class="set",
+                      model=models.pop() if len(models) == 1 else None, serial=None,
+                      firmware=None, capacity_bytes=sum(m.capacity_bytes for m in members),
+                      logical_sector_bytes=512, physical_sector_bytes=512, rotational=None,
+                      numa_node=None, scheduler=None, discard_max_bytes=None,
+                      details={"members": [arrays.member_identity(m) for m in members]})
 
 
 def _placeholder_target(spec: SuiteSpec[Any]) -> list[str]:
     return ["--dir", "/"] if spec.target is TargetKind.DIR else ["--target", "/dev/null"]
 
 
-def prepare_resume(run: RunData, request: TargetRequest) -> PreparedMatrix:
+def prepare_resume(run: RunData, request: TargetRequest, lookup: SuiteLookup
+                   ) -> PreparedMatrix:
     """A stopped matrix prepared again: the same members (serial and size)."""
     args = stored_args(run, MatrixArgs)
-    p = prepare(TargetRequest(None, None, None, request.destroy_data, request.fio), args)
+    p = prepare(TargetRequest(None, None, None, request.destroy_data, request.fio), args,
+                lookup)
     then = run.target.get("members")
     if isinstance(then, list):
         for old, info in zip(then, p.members, strict=False):
@@ -196,7 +201,7 @@ def _has(words: list[str], flag: str) -> bool:
 
 
 def _child_request(p: PreparedMatrix, argv: list[str]) -> tuple[TargetRequest, object]:
-    values = vars(child_parser(p.child.spec).parse_args(argv[3:]))
+    values = p.child.spec.option_values(argv[3:], "--suite-options")
     size = values.get("size")
     targets = values.get("target") or [None]  # --target may be repeated; here it is once
     request = TargetRequest(targets[-1], values.get("dir"),
@@ -276,7 +281,7 @@ def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan, planned_only: bool = Fals
 # -- the run ------------------------------------------------------------------------------
 
 
-def _target_dict(p: PreparedMatrix) -> dict[str, Any]:
+def _target_dict(p: PreparedMatrix) -> dict[str, object]:
     models = {m.model for m in p.members}
     return {
         "path": ",".join(p.member_paths), "kind": "set", "name": f"{len(p.members)} members",
@@ -287,76 +292,64 @@ def _target_dict(p: PreparedMatrix) -> dict[str, Any]:
     }
 
 
-class MatrixRun:
+class MatrixRun(SessionRun[PreparedMatrix]):
     """One matrix in the store; its levels run one after another."""
 
-    def __init__(self, p: PreparedMatrix, store: Store, executor: Executor,
-                 progress: Progress) -> None:
-        self.p = p
-        self.store = store
-        self.executor = executor
-        self.progress = progress
-        self.run_id = ""
+    suite = SUITE
+    holds_target = False  # each level's suite holds its array
+    observed = Observed(members=False, drive=False)  # each level's run does, on its array
 
     def say(self, line: str) -> None:
         self.progress.line(line)
 
-    def execute(self, argv: list[str]) -> str:
+    # -- the skeleton's hooks ---------------------------------------------------------
+    def plan_dict(self) -> MatrixPlan:
         o = self.p.options
-        arrays.check_backend(o.backend)  # no kernel support: refused before anything runs
+        return MatrixPlan(SUITE, dataclasses.asdict(self.p.args),
+                          {**dataclasses.asdict(o), "quick": o.quick},
+                          tuple(pl.describe() for pl in self.p.plans))
+
+    def target_record(self) -> Mapping[str, object]:
+        return _target_dict(self.p)
+
+    def before_open(self) -> None:
+        arrays.check_backend(self.p.options.backend)  # no kernel support: refused first
         arrays.clean_leftovers(say=self.say)
-        self.run_id = self.store.new_run(
-            suite=SUITE, profile=o.profile, quick=o.quick, target=_target_dict(self.p),
-            host=dict(self.p.host), plan=self._plan(), versions=dict(self.p.versions),
-            argv=argv)
-        self._process()
+
+    def announce(self, resumed: bool) -> None:
+        if resumed:
+            self.say(f"resuming matrix {self.run_id}")
+            return
         self.say(f"matrix {self.run_id}: {self.p.child.name} on "
                  f"{', '.join(pl.level for pl in self.p.plans)} (results in {self.store.path})")
-        return self._levels(None)
 
-    def resume(self, run: RunData, argv: list[str]) -> str:
-        self.run_id = run.run_id
-        arrays.check_backend(self.p.options.backend)
-        arrays.clean_leftovers(say=self.say)
-        self.store.reopen_run(run.run_id, argv)
-        self._process()
-        self.say(f"resuming matrix {self.run_id}")
-        return self._levels(run)
+    def interrupted_text(self) -> str:
+        return (f"matrix {self.run_id} interrupted; completed levels are kept "
+                f"(continue it with `{command()} resume {self.run_id}`)")
 
-    def _plan(self) -> dict[str, Any]:
-        return {"suite": SUITE, "args": dataclasses.asdict(self.p.args),
-                "options": {**dataclasses.asdict(self.p.options), "quick": self.p.options.quick},
-                "levels": [pl.describe() for pl in self.p.plans]}
-
-    def _process(self) -> None:
-        self.store.add_event(self.run_id, None, "process", f"running in process {os.getpid()}",
-                             {"pid": os.getpid(), "host": socket.gethostname(),
-                              "boot_id": boot_id()})
-
-    def _levels(self, previous: RunData | None) -> str:
-        interrupted = (f"matrix {self.run_id} interrupted; completed levels are kept "
-                       f"(continue it with `{command()} resume {self.run_id}`)")
+    def run_tests(self, previous: RunData | None) -> list[str]:
+        """The member check, then each level not measured before; the levels that failed."""
         done = {t.name: t for t in previous.tests} if previous else {}
         failed: list[str] = []
-        with recorded_ending(lambda s, m: self.store.finish_run(self.run_id, s, m),
-                             interrupted):
-            arrays.checked_members(self.p.member_paths, self.p.destroy_data)
-            if self.p.options.member_check_seconds > 0 and (
-                    MEMBER_CHECK not in done or done[MEMBER_CHECK].status != "complete"):
-                self._member_check()
-            for plan in self.p.plans:
-                test = done.get(plan.level)
-                if test is not None and test.status in ("complete", "failed"):
-                    self.say(f"{plan.level}: measured before, not run again")
-                    failed += [plan.level] if test.status == "failed" else []
-                    continue
-                resume_from = self._stopped_child(plan, test) if test else None
-                if not self._level(plan, resume_from):
-                    failed.append(plan.level)
+        arrays.checked_members(self.p.member_paths, self.p.destroy_data)
+        if self.p.options.member_check_seconds > 0 and (
+                MEMBER_CHECK not in done or done[MEMBER_CHECK].status != "complete"):
+            self._member_check()
+        for plan in self.p.plans:
+            test = done.get(plan.level)
+            if test is not None and test.status in ("complete", "failed"):
+                self.say(f"{plan.level}: measured before, not run again")
+                failed += [plan.level] if test.status == "failed" else []
+                continue
+            resume_from = self._stopped_child(plan, test) if test else None
+            if not self._level(plan, resume_from):
+                failed.append(plan.level)
+        return failed
+
+    def finish(self, failed: list[str]) -> None:
         message = f"{len(failed)} level(s) failed: {', '.join(failed)}" if failed else ""
         record_checks(self.store, self.run_id)
         self.store.finish_run(self.run_id, "complete", message)
-        return self.run_id
 
     def _member_check(self) -> None:
         seconds = self.p.options.member_check_seconds
@@ -371,10 +364,9 @@ class MatrixRun:
         rows = [MemberCheckRow(r.name, r.seq_read_mb_s, r.rand_read_iops,
                                r.name in verdict.outliers) for r in results]
         result = MemberCheckResult(rows, list(verdict.outliers), verdict.message)
-        self.store.set_test(self.run_id, MEMBER_CHECK, status="complete",
-                            params={"seconds": seconds}, verdicts={"outliers":
-                                                                  list(verdict.outliers)},
-                            result=result.to_json())
+        self.store.set_test(self.run_id, MEMBER_CHECK, TestState(
+            "complete", MemberCheckParams(seconds), {"outliers": list(verdict.outliers)},
+            result))
         self.say(verdict.message)  # a sentence that names the check itself
         if verdict.outliers:
             self.store.add_event(self.run_id, MEMBER_CHECK, "warning", verdict.message, None)
@@ -390,9 +382,9 @@ class MatrixRun:
     def _level(self, plan: ArrayPlan, stopped: RunData | None) -> bool:
         """Build, run, tear down; the level's result stored. True when it succeeded."""
         started = time.time()
-        self.store.set_test(self.run_id, plan.level, status="running",
-                            params={"started_at": started, "array": plan.describe()},
-                            verdicts={}, result=LevelResult(plan.level, plan.backend).to_json())
+        params = LevelParams(started, plan.describe())
+        self.store.set_test(self.run_id, plan.level, TestState(
+            "running", params, {}, LevelResult(plan.level, plan.backend)))
         self.say(f"== {plan.level}: {plan.describe()}")
         child_id: str | None = stopped.run_id if stopped else None
         error: str | None = None
@@ -413,10 +405,8 @@ class MatrixRun:
             child_id = child_id or self._find_child(plan, started)
         result = self._result(plan, child_id, provenance, error, time.time() - started)
         result = dataclasses.replace(result, written=self._written(before))
-        self.store.set_test(self.run_id, plan.level,
-                            status="failed" if error else "complete",
-                            params={"started_at": started, "array": plan.describe()},
-                            verdicts={}, result=result.to_json())
+        self.store.set_test(self.run_id, plan.level, TestState(
+            "failed" if error else "complete", params, {}, result))
         return error is None
 
     def _health(self) -> dict[str, HealthReading | None]:
@@ -572,19 +562,17 @@ def _opt_int(v: object) -> int | None:
     return int(v) if isinstance(v, int | float) else None
 
 
-def start(p: PreparedMatrix, store: Store, executor: Executor, progress: Progress) -> MatrixRun:
-    return MatrixRun(p, store, executor, progress)
-
-
 def _progress(p: PreparedMatrix) -> Progress:
     return Progress()
 
 
-RUNNER: Runner[MatrixArgs, PreparedMatrix] = Runner(
-    prepare=prepare,
-    describe=describe,
-    progress=_progress,
-    start=start,
-    prepare_resume=prepare_resume,
-    planned=planned,
-)
+def make_runner(lookup: SuiteLookup) -> Runner[MatrixArgs, PreparedMatrix]:
+    """The matrix's runner, running the suites ``lookup`` finds (the registry's)."""
+    def prepare_with(request: TargetRequest, args: MatrixArgs) -> PreparedMatrix:
+        return prepare(request, args, lookup)
+
+    def prepare_again(run: RunData, request: TargetRequest) -> PreparedMatrix:
+        return prepare_resume(run, request, lookup)
+
+    return Runner(prepare=prepare_with, describe=describe, progress=_progress, start=MatrixRun,
+                  prepare_resume=prepare_again, planned=planned)

@@ -1,0 +1,77 @@
+"""What a run's session reads beside fio, and keeps with the run: the drive's own count of
+bytes written (its health log) at the start, on resume and at the end, and the emulated
+SSD's ground truth (on several hosts, each host's). :class:`~ssdlab.run.session.RunSession`
+calls these (its methods of the same names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol
+
+from ssdlab.errors import TargetError
+from ssdlab.run.hosts import HOST_TRUTH_KIND
+from ssdlab.run.remote import RemoteSet
+from ssdlab.store.db import Store
+from ssdlab.targets.emulator import Emulator
+from ssdlab.targets.emulator import stats as emulator_stats
+from ssdlab.targets.health import read_health
+from ssdlab.targets.identity import TargetInfo
+
+#: events that keep the drive's health-log count of bytes written
+HEALTH_KIND = "health"
+
+
+class Session(Protocol):
+    """What of the run's session these read and write."""
+
+    info: TargetInfo
+    store: Store
+    run_id: str
+    remote: RemoteSet | None
+    emulator: Emulator | None
+
+
+def health(s: Session, when: str) -> None:
+    """Keep the drive's own count of bytes written (its health log: NVMe, the emulated
+    SSD) at the start, on resume and at the end: what the run wrote, by the drive."""
+    if s.remote is not None:
+        return  # each host's health log is in its ground truth (host-truth events)
+    try:
+        reading = read_health(s.info.path, s.info.details)
+    except (TargetError, ValueError) as err:
+        s.store.add_event(s.run_id, None, "warning",
+                          f"the drive's health log cannot be read ({err})", None)
+        return
+    if reading is None:
+        return
+    s.store.add_event(
+        s.run_id, None, HEALTH_KIND,
+        f"health log at {when}: {reading.host_bytes_written:,} bytes written "
+        f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
+
+
+def ground_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | None:
+    """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
+    if s.remote is not None:
+        _hosts_truth(s, test, when)
+        return None
+    if s.emulator is None:
+        return None
+    truth = emulator_stats(s.emulator)
+    counters = truth.get("counters")
+    waf = counters.get("write_amplification") if isinstance(counters, dict) else None
+    s.store.add_event(
+        s.run_id, test, "emulator-stats",
+        f"emulator ground truth after {when}: write amplification {waf}", truth,
+    )
+    return truth
+
+
+def _hosts_truth(s: Session, test: str | None, when: str) -> None:
+    """On several hosts: each host's emulator ground truth and health log, one event."""
+    assert s.remote is not None
+    truths = s.remote.truth()
+    s.store.add_event(s.run_id, test, HOST_TRUTH_KIND,
+                      f"ground truth of {len(truths)} hosts after {when}",
+                      {"when": when, "hosts": truths})
