@@ -3,7 +3,8 @@ by the document's one line as tests/integration/test_example_suite_real.py regis
 is a suite like the registered ones, checked without fio: the contract checks
 tests/unit/test_suites.py runs for every registered suite, the checks of the golden stores
 on its own golden run (tests/fixtures/store/example.sqlite), and its ``--help`` as
-docs/cli.md would show it (tests/fixtures/example_suite/cli-section.md)."""
+docs/cli.md would show it (tests/fixtures/example_suite/cli-section.md); and the document
+shows its registry line and its three modules as they are."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ssdlab import suites
 from ssdlab.store.export import write_export
 from ssdlab.suites import SUITES, Suite, result_json
 from tests.support import suite_contract as contract
-from tests.support.example_suite import plan, registered
+from tests.support.example_suite import LINE, plan, registered
 from tests.support.golden import EXAMPLE_STORE, FIXTURES, load_golden_runs
 from tests.unit.test_store_records_golden import (
     check_document,
@@ -26,7 +27,9 @@ from tests.unit.test_store_records_golden import (
 )
 from tools.gen_cli_doc import render
 
-CLI_SECTION = Path(__file__).resolve().parents[1] / "fixtures" / "example_suite" / "cli-section.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "adding-a-suite.md"
+CLI_SECTION = ROOT / "tests" / "fixtures" / "example_suite" / "cli-section.md"
 
 
 @pytest.fixture
@@ -83,3 +86,11 @@ def test_its_help_is_what_docs_cli_md_would_show(
     found = re.search(r"^#### ssdlab run example-read\n.*?(?=^#)", render(), re.M | re.S)
     assert found is not None, "no section of ssdlab run example-read"
     assert found.group(0).rstrip("\n") + "\n" == CLI_SECTION.read_text(encoding="utf-8")
+
+
+def test_the_document_shows_the_registry_line_and_the_three_modules() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    assert LINE in doc
+    for part in ("plan", "run", "pages"):
+        source = (Path(plan.__file__).parent / f"{part}.py").read_text(encoding="utf-8")
+        assert source in doc, f"docs/adding-a-suite.md does not show {part}.py as it is"
