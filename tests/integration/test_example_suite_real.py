@@ -4,7 +4,8 @@ report, and its typed result reads back.
 
 The suite's three modules are tests/support/example_suite/{plan,run,pages}.py; the test
 adds the one registry line the document shows (tests/support/example_suite's ``LINE``),
-here, instead of in src/ssdlab/suites.py.
+here, instead of in src/ssdlab/suites.py. tests/unit/test_example_suite.py checks it without
+fio, and that the document shows the line and the modules as they are.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import pytest
 from ssdlab import suites
 from ssdlab.cli.main import main
 from tests.support import example_suite
-from tests.support.example_suite import LINE
 from tests.support.example_suite import plan as example
 
 pytestmark = [pytest.mark.fio]
-DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-suite.md"
 
 
 @pytest.fixture
@@ -36,14 +35,6 @@ def _ssdlab(*argv: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue(), err.getvalue()
-
-
-def test_the_document_shows_the_registry_line_and_the_three_modules() -> None:
-    doc = DOC.read_text(encoding="utf-8")
-    assert LINE in doc
-    for part in ("plan", "run", "pages"):
-        source = (Path(example.__file__).parent / f"{part}.py").read_text(encoding="utf-8")
-        assert source in doc, f"docs/adding-a-suite.md does not show {part}.py as it is"
 
 
 def test_one_registry_line_makes_a_working_suite(registered: None, shm_dir: Path) -> None:

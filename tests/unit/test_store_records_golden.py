@@ -14,13 +14,13 @@ suite declares its records: until then it is in PENDING, which may only shrink (
 there that declares records fails, so that it is taken out and checked).
 
 The example suite of docs/adding-a-suite.md, which declares its records as a new suite
-does, has its own golden store (example.sqlite), read with the suite registered.
+does, has its own golden store (example.sqlite): test_example_suite.py reads it with these
+checks, with the suite registered.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 
-from ssdlab import suites
 from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, is_json
 from ssdlab.plan.op_sweep import OpSweepParams
@@ -50,12 +49,10 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.suite import SuiteSpec
 from ssdlab.store.db import Store
-from ssdlab.store.export import write_export
 from ssdlab.store.records import RoundRecord, RunData, RunHead, TestState
 from ssdlab.store.schema import SCHEMA_VERSION
-from ssdlab.suites import SUITES, find, result_json
-from tests.support.example_suite import registered
-from tests.support.golden import EXAMPLE_STORE, FIXTURES, STORES, load_golden_runs
+from ssdlab.suites import SUITES, find
+from tests.support.golden import FIXTURES, STORES, load_golden_runs
 from tests.support.records import ExampleCell, ExampleParams, ExamplePlan, fresh
 
 #: the registered suites that do not declare their records yet (issue 31: WP3 the PTS
@@ -174,29 +171,6 @@ def check_suite_documents(run: RunData, spec: SuiteSpec[Any]) -> None:
             continue  # none, or a shared kind's (the test of the shared ones)
         assert kind in spec.details, f"{run.suite}: no record for the detail of {kind}"
         check_document(spec.details[kind], detail, f"{run.suite} {kind}")
-
-
-# -- the example suite's golden run (docs/adding-a-suite.md; record.sh's last step) ------
-
-
-def test_the_example_suites_golden_run_is_its_declared_records(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """example.sqlite, read with the example suite registered by the document's line:
-    every document is the record the example's spec declares (or a shared one), and the
-    export is byte for byte the one recorded with it."""
-    monkeypatch.setattr(suites, "SUITES", registered())
-    (run,) = load_golden_runs(tmp_path_factory, (EXAMPLE_STORE,))
-    spec = _spec(run.suite)
-    assert run.suite == "example-read" and _declares(spec)
-    check_suite_documents(run, spec)
-    assert check_shared_details(run) >= {"process"}
-    for test in run.tests:
-        result = spec.result_type(test.name)
-        assert result is not None, test.name
-        check_document(result, test.result, f"{run.suite} {test.name} result")
-    out = io.StringIO()
-    write_export(run, "json", out, result_json)
-    assert out.getvalue() == (FIXTURES / f"{run.run_id}.json").read_text(encoding="utf-8")
 
 
 # -- the check itself, on a run written through the store's typed API ---------------------

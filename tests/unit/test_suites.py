@@ -1,22 +1,25 @@
-"""The suite registry: every registered suite has every part the contract asks for."""
+"""The suite registry: every registered suite has every part the contract asks for (the
+checks of one suite are tests/support/suite_contract.py's; test_example_suite.py runs them
+for the example suite of docs/adding-a-suite.md)."""
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import inspect
 import sys
 import types
 
 import pytest
 
-from ssdlab.cli.main import build_parser
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import Record
-from ssdlab.plan.suite import TargetKind
-from ssdlab.report.suite import SuitePages
 from ssdlab.run.suite import Runner, SuiteLookup
 from ssdlab.suites import SUITES, Suite, find, runnable
+from tests.support.suite_contract import (
+    check_a_command_line_makes_the_arguments,
+    check_options_fill_the_arguments,
+    check_pages,
+    check_runner,
+    check_spec,
+    run_commands,
+)
 
 NAMES = [s.name for s in SUITES]
 RUNNABLE = [s.name for s in runnable()]
@@ -28,52 +31,17 @@ def test_names_are_unique() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_spec_is_complete(name: str) -> None:
-    spec = _suite(name).spec
-    assert spec.help and spec.description and spec.results
-    assert all(isinstance(t, type) and issubclass(t, Record) for t in spec.results.values())
-    for record in spec.results.values():
-        record()  # a running test's empty result reads as its record: every field defaults
-    keys = [o.key for o in spec.options]
-    assert len(keys) == len(set(keys)), "an option is listed twice"
-    assert spec.report_title.endswith(" report"), "its report says what it is"
+    check_spec(_suite(name))
 
 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_the_options_fill_the_arguments(name: str) -> None:
-    """Every field of the suite's arguments without a default is filled by an option, and
-    the defaults of the parsed command line make its arguments."""
-    spec = _suite(name).spec
-    filled = {o.args_field for o in spec.options} - {None}
-    params = inspect.signature(spec.args_type).parameters
-    assert filled <= set(params), f"options fill fields {filled - set(params)} it lacks"
-    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
-    assert required <= filled, f"fields {required - filled} are filled by no option"
-    args = build_parser().parse_args(["run", name, *_target(name)])
-    for setting in args.func.settings:  # defaults, as the config merge sets them
-        if not hasattr(args, setting.dest):
-            setattr(args, setting.dest, setting.default)
-    made = spec.args(vars(args))
-    assert dataclasses.is_dataclass(made)
-
-
-def _target(name: str) -> list[str]:
-    return {TargetKind.DIR: ["--dir", "/tmp"],
-            TargetKind.MEMBERS: ["--members", "/dev/a,/dev/b"]}.get(
-        _suite(name).spec.target, ["--target", "/tmp/x"])
+    check_options_fill_the_arguments(_suite(name))
 
 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_a_command_line_of_its_options_makes_the_arguments(name: str) -> None:
-    """``parse_argv`` (a suite run by another, the matrix's --suite-options) parses as
-    ``ssdlab run NAME`` does."""
-    spec = _suite(name).spec
-    args = build_parser().parse_args(["run", name, *_target(name)])
-    for setting in args.func.settings:
-        if not hasattr(args, setting.dest):
-            setattr(args, setting.dest, setting.default)
-    assert spec.parse_argv(_target(name), "--suite-options") == spec.args(vars(args))
-    values = spec.option_values(_target(name), "--suite-options")
-    assert {k: v for k, v in vars(args).items() if k in values} == values
+    check_a_command_line_makes_the_arguments(_suite(name))
 
 
 def test_the_option_values_are_typed_as_on_the_command_line() -> None:
@@ -128,39 +96,16 @@ def test_one_suite_is_the_demos() -> None:
 
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_the_runner_is_complete(name: str) -> None:
-    suite = _suite(name)
-    runner = suite.runner()
-    assert isinstance(runner, Runner)
-    for op in (runner.prepare, runner.describe, runner.progress, runner.start,
-               runner.read_only):
-        assert callable(op)
-    assert (runner.prepare_resume is not None) == suite.spec.resumable
-    assert runner.planned is not None, "its dry run must say how long the plan takes"
+    check_runner(_suite(name))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_pages_cover_every_test(name: str) -> None:
-    suite = _suite(name)
-    pages = suite.pages()
-    assert isinstance(pages, SuitePages)
-    assert callable(pages.outcome)
-    for test in suite.spec.results:
-        assert pages.pages_of(test) is not None, f"no report pages for {test}"
-        assert pages.show_of(test) is not None, f"no show lines for {test}"
+    check_pages(_suite(name))
 
 
 def test_every_runnable_suite_is_on_the_command_line() -> None:
-    run = _sub_commands(build_parser(), "command")["run"]
-    assert set(RUNNABLE) <= set(_sub_commands(run, "suite"))
-
-
-def _sub_commands(parser: argparse.ArgumentParser, dest: str) -> dict[str, argparse.ArgumentParser]:
-    """The parsers of the sub-commands that ``parser`` stores in ``dest``."""
-    return next(
-        a.choices
-        for a in parser._actions
-        if isinstance(a, argparse._SubParsersAction) and a.dest == dest
-    )
+    assert set(RUNNABLE) <= run_commands()
 
 
 def _suite(name: str) -> Suite:

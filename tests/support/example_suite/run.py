@@ -5,7 +5,6 @@ result record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.results import Verdict
@@ -21,6 +20,7 @@ from tests.support.example_suite.plan import (
     ReadArgs,
     ReadOptions,
     ReadParams,
+    ReadPlan,
     ReadResult,
 )
 
@@ -43,8 +43,8 @@ def describe(p: PreparedRead) -> str:
 class ReadRun(SessionRun[PreparedRead]):
     suite = plan.SUITE
 
-    def plan_dict(self) -> dict[str, Any]:
-        return plan.stored_plan(self.p.options).to_json()
+    def plan_dict(self) -> ReadPlan:
+        return plan.stored_plan(self.p.options)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._read)
