@@ -15,10 +15,12 @@ import pytest
 
 from ssdlab.analysis.ladder import MAX_QD, SATURATED, TARGET
 from ssdlab.plan.latency_iops import TEST, LatencyIopsArgs
+from ssdlab.plan.latency_records import LatencyIopsResult
 from ssdlab.report.build import render
 from ssdlab.report.latency_iops_pages import PAGES, latency_iops_overlay, pick_curves
 from ssdlab.run.cpu_window import CpuWindow
 from ssdlab.run.ladder_progress import LadderProgress
+from ssdlab.run.latency_curves import restore_curves
 from ssdlab.run.latency_iops_run import LatencyIopsRun
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import RunInterrupted
@@ -26,6 +28,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.export import run_to_csv_rows, run_to_json, write_export
 from ssdlab.targets.filetarget import create_file_target
 from tests.support.fake_fio import FakeProcStat, QueueDevice, QueueFakeFio
+from tests.support.golden import load_golden_runs
 from tests.support.latency_iops import make_prepared
 
 #: one workload, threads 1 and 2, no purge, no preconditioning: only ladder points run
@@ -336,3 +339,19 @@ def test_what_run_prints_at_the_end(tmp_path: Path) -> None:
     end = PAGES.outcome(store.load(run_id), store.path)
     assert end.failure is not None and end.failure.startswith(
         "test latency-iops failed: point 3 (4 KiB 100/0, 1 thread, QD 4): ")
+
+
+def test_points_rebuilt_from_the_golden_cells_are_stored_as_they_were(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A point built from its round's cell (``point_of``: the host's CPU use as one
+    ``HostCpuUse`` group) writes the document the golden run stored, key for key."""
+    (run,) = [r for r in load_golden_runs(tmp_path_factory, ("suites.sqlite",))
+              if r.suite == "latency-iops"]
+    test = run.tests[0]
+    stored = LatencyIopsResult.from_json(test.result).curves
+    flagged = {(c.label, p.iodepth): p.host_bound_reason or ""
+               for c in stored for p in c.points if p.host_bound}
+    rebuilt = {c.key.label: c.record(flagged) for c in restore_curves(test)}
+    assert [json.dumps(p.to_json()) for c in stored for p in c.points] == [
+        json.dumps(p.to_json()) for c in stored for p in rebuilt[c.label].points]
+    assert any(p.host.host_usr_pct is not None for c in stored for p in c.points)

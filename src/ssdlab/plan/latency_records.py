@@ -13,6 +13,8 @@ from ssdlab.plan.results import (
     FioCell,
     HostBoundRule,
     HostBoundVerdict,
+    HostCpuUse,
+    HostCpuWindow,
     RangeRecord,
     SkippedCell,
     TestParams,
@@ -57,25 +59,12 @@ class LatencyIopsParams(TestParams):
 
 
 @dataclass(frozen=True)
-class HostCpu(Record):
-    """The host's CPU use over a point's measured period (run/cpu_window.py)."""
-
-    host_cpu_pct: float | None = None
-    host_usr_pct: float | None = None
-    host_sys_pct: float | None = None
-    host_steal_pct: float | None = None
-    host_cpu_busiest_pct: float | None = None
-    host_cpu_window_s: float = 0.0
-    host_cpu_window: str = ""
-
-
-@dataclass(frozen=True)
 class LatencyCell(FioCell):
     """A point's cell: fio's, then its outstanding I/Os, the host's CPU and how much IOPS
     rose over the curve's previous point (None at its first)."""
 
     outstanding: int = 0
-    host: HostCpu = flat(default_factory=HostCpu)
+    host: HostCpuWindow = flat(default_factory=HostCpuWindow)
     iops_rise_pct: float | None = None
 
 
@@ -109,9 +98,7 @@ class PointRecord(Record):
     bw_bytes_per_s: float = 0.0
     usr_cpu_pct: float = 0.0
     sys_cpu_pct: float = 0.0
-    host_cpu_pct: float | None = None
-    host_usr_pct: float | None = None
-    host_sys_pct: float | None = None
+    host: HostCpuUse = flat(default_factory=HostCpuUse)
     host_cpu_busiest_pct: float | None = None
     iops_rise_pct: float | None = None
     host_bound: bool = False

@@ -249,14 +249,23 @@ class FioCell(Record):
 
 
 @dataclass(frozen=True)
-class HostCpuWindow(Record):
-    """The host's CPU use over a fio run (run/cpu_window.py ``CpuWindow.finish``), as a
-    cell stores it after fio's figures: all of it, per kind, the hypervisor's steal, the
-    busiest CPU fio may run on, and over which period (None: not readable)."""
+class HostCpuUse(Record):
+    """The host's CPU use over a measured period: all of it, then user and system time
+    (None: not readable). A cell's :class:`HostCpuWindow` and the latency-iops suite's
+    points keep it."""
 
     host_cpu_pct: float | None = None
     host_usr_pct: float | None = None
     host_sys_pct: float | None = None
+
+
+@dataclass(frozen=True)
+class HostCpuWindow(Record):
+    """The host's CPU use over a fio run (run/cpu_window.py ``CpuWindow.finish``), as a
+    cell stores it after fio's figures: all of it and per kind, the hypervisor's steal,
+    the busiest CPU fio may run on, and over which period (None: not readable)."""
+
+    use: HostCpuUse = flat(default_factory=HostCpuUse)
     host_steal_pct: float | None = None
     host_cpu_busiest_pct: float | None = None
     host_cpu_window_s: float = 0.0

@@ -231,8 +231,8 @@ def _point_rows(curves: Sequence[CurveRecord]) -> tuple[list[list[str]], list[st
                 esc(c.threads), esc(p.iodepth), esc(p.outstanding), esc(fmt_value(p.iops, 0)),
                 *[esc(fmt_value(_metric(p, k), 1)) for k, _ in METRICS],
                 esc(f"{fmt_value(p.usr_cpu_pct, 1)} / {fmt_value(p.sys_cpu_pct, 1)}"),
-                esc(fmt_value(p.host_cpu_pct, 1)),
-                esc(f"{fmt_value(p.host_usr_pct, 1)} / {fmt_value(p.host_sys_pct, 1)}"),
+                esc(fmt_value(p.host.host_cpu_pct, 1)),
+                esc(f"{fmt_value(p.host.host_usr_pct, 1)} / {fmt_value(p.host.host_sys_pct, 1)}"),
                 esc("HOST-BOUND" if p.host_bound else "-"),
             ])
             classes.append("flag" if p.host_bound else "")

@@ -19,6 +19,7 @@ from ssdlab.plan.latency_records import (
     PcieLink,
     PointRecord,
 )
+from ssdlab.plan.results import HostCpuUse
 from ssdlab.store.records import TestData
 
 #: a curve's stop that leaves it to be finished by ``ssdlab resume``
@@ -45,7 +46,7 @@ class Curve:
                 for p in self.points]
 
     def cpu_points(self) -> list[CpuPoint]:
-        return [CpuPoint(self.key.threads, p.iodepth, float(p.iops), _float(p.host_cpu_pct))
+        return [CpuPoint(self.key.threads, p.iodepth, float(p.iops), _float(p.host.host_cpu_pct))
                 for p in self.points]
 
     def record(self, flagged: Mapping[tuple[str, int], str]) -> CurveRecord:
@@ -93,8 +94,8 @@ def point_of(round_no: int, cell: Mapping[str, object]) -> PointRecord:
         lat_max_us=maybe("lat_max_us"), read_lat_mean_us=maybe("read_lat_mean_us"),
         write_lat_mean_us=maybe("write_lat_mean_us"), bw_bytes_per_s=number("bw_bytes_per_s"),
         usr_cpu_pct=number("usr_cpu_pct"), sys_cpu_pct=number("sys_cpu_pct"),
-        host_cpu_pct=maybe("host_cpu_pct"), host_usr_pct=maybe("host_usr_pct"),
-        host_sys_pct=maybe("host_sys_pct"), host_cpu_busiest_pct=maybe("host_cpu_busiest_pct"),
+        host=HostCpuUse(maybe("host_cpu_pct"), maybe("host_usr_pct"), maybe("host_sys_pct")),
+        host_cpu_busiest_pct=maybe("host_cpu_busiest_pct"),
         iops_rise_pct=maybe("iops_rise_pct"),
     )
 

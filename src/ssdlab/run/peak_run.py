@@ -129,7 +129,7 @@ def measured_of(cell: PeakCell) -> Measured:
                "max": cell.lat_max_us}
     return Measured(probe, cell.ok, float(cell.iops), float(cell.bw_bytes_per_s),
                     {m: None if v is None else float(v) for m, v in latency.items()},
-                    cell.host.host_cpu_pct, cell.probe_error or None)
+                    cell.host.use.host_cpu_pct, cell.probe_error or None)
 
 
 def point_record(m: Measured, round_no: int, phase: str = "", outcome: str = ""
