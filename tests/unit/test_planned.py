@@ -16,7 +16,7 @@ from ssdlab.plan.pts import PtsArgs
 from ssdlab.plan.suite import TargetKind
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import planned as pts_planned
-from ssdlab.run.pts_run import progress_of
+from ssdlab.run.suite import rounds_progress
 from ssdlab.suites import find, runnable
 from tests.support.cli import ssdlab_in_process
 from tests.support.prepared import make_prepared
@@ -77,7 +77,7 @@ def test_the_pts_dry_run_and_the_runs_eta_agree(tmp_path: Path) -> None:
                                                block_sizes="4", mixes="100/0,0/100"))
     plan = pts_planned(prepared)
     out = io.StringIO()
-    progress = progress_of(prepared)
+    progress = rounds_progress(prepared)
     progress.stream, progress.live = out, False
     progress.start(prepared.tests)
     eta = re.search(r"ETA (\S+)", out.getvalue())

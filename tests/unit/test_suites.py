@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 import pytest
 
 from ssdlab.errors import UserError
-from ssdlab.run.suite import Runner, SuiteLookup
+from ssdlab.run.suite import PreparedSuite, Runner, SuiteLookup
 from ssdlab.suites import SUITES, Suite, find, runnable
 from tests.support.suite_contract import (
     check_a_command_line_makes_the_arguments,
@@ -73,7 +74,7 @@ def test_a_suite_of_suites_is_given_the_registrys_lookup(
     given: list[SuiteLookup] = []
     made = _suite("pts").runner()
 
-    def make_runner(lookup: SuiteLookup) -> Runner[object, object]:
+    def make_runner(lookup: SuiteLookup) -> Runner[object, PreparedSuite[Any]]:
         given.append(lookup)
         return made
 

@@ -62,14 +62,16 @@ class SaturationProfile:
 
 PROFILES = {
     "default": SaturationProfile(
-        60.0, 360, 4.0, 6.0, 1000, 5.0, 360, 360, 1.0,
-        "SNIA timing: 1-minute rounds, at most 360 rounds (6 h) or 4x the capacity "
-        "written; HIR with 360 bursts of 5 s per wait state",
+        round_seconds=60.0, max_rounds=360, max_written=4.0, max_hours=6.0, log_msec=1000,
+        burst_seconds=5.0, bursts=360, baseline_rounds=360, wait_scale=1.0,
+        description="SNIA timing: 1-minute rounds, at most 360 rounds (6 h) or 4x the "
+        "capacity written; HIR with 360 bursts of 5 s per wait state",
     ),
     "quick": SaturationProfile(
-        1.0, 60, 4.0, 0.5, 100, 1.0, 4, 4, 0.2,
-        "QUICK: 1-second rounds, at most 60; HIR with 4 bursts of 1 s per wait state and "
-        "waits scaled to a fifth; for demos and tests, not a valid PTS result",
+        round_seconds=1.0, max_rounds=60, max_written=4.0, max_hours=0.5, log_msec=100,
+        burst_seconds=1.0, bursts=4, baseline_rounds=4, wait_scale=0.2,
+        description="QUICK: 1-second rounds, at most 60; HIR with 4 bursts of 1 s per wait "
+        "state and waits scaled to a fifth; for demos and tests, not a valid PTS result",
     ),
 }
 

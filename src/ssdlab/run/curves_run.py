@@ -256,7 +256,6 @@ def planned(p: PreparedCurves) -> PlannedTime:
 RUNNER = Runner(
     prepare=prepare_curves,
     describe=describe,
-    progress=lambda p: Progress(quick=p.options.quick),
     start=CurvesRun,
     planned=planned,
 )

@@ -487,7 +487,6 @@ class FilePresetRun(SessionRun[PreparedFiles]):
 RUNNER: Runner[FilePresetArgs, PreparedFiles] = Runner(
     prepare=prepare_files,
     describe=describe,
-    progress=lambda p: Progress(quick=p.plan.quick),
     start=FilePresetRun,
     planned=planned,
 )

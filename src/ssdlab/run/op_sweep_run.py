@@ -57,9 +57,9 @@ from ssdlab.run.prepare import (
     engine_for,
     prepare_device,
 )
-from ssdlab.run.progress import Progress, round_estimate, rounds_planned
+from ssdlab.run.progress import round_estimate, rounds_planned
 from ssdlab.run.session import SessionRun, TestFailed
-from ssdlab.run.suite import PreparedSuite, Runner, dry_run
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run, rounds_progress
 from ssdlab.store.records import RunData
 from ssdlab.targets.purge import PurgeOutcome
 from ssdlab.units import format_bytes
@@ -97,11 +97,6 @@ def planned(p: PreparedOpSweep) -> PlannedTime:
     o = p.options
     return rounds_planned(plan.progress_tests(p.plan), rule_by_name(o.rule).window,
                           o.max_rounds, purge=True, each="setting")
-
-
-def progress_of(p: PreparedOpSweep) -> Progress:
-    o = p.options
-    return Progress(quick=o.quick, window=rule_by_name(o.rule).window, max_rounds=o.max_rounds)
 
 
 def _counters(truth: Mapping[str, object] | None) -> tuple[int, int] | None:
@@ -279,7 +274,7 @@ def _failed(s: OpSetting, error: str) -> FailedSetting:
 RUNNER = Runner(
     prepare=prepare_op_sweep,
     describe=describe,
-    progress=progress_of,
+    progress=rounds_progress,
     start=OpSweepRun,
     planned=planned,
 )

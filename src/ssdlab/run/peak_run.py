@@ -263,7 +263,6 @@ class PeakRun(SessionRun[PreparedPeak]):
 RUNNER = Runner(
     prepare=prepare_peak,
     describe=describe,
-    progress=lambda p: Progress(quick=p.options.quick),
     start=PeakRun,
     prepare_resume=prepare_peak_resume,
     read_only=lambda p: not p.options.writes,

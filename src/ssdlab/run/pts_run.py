@@ -49,7 +49,7 @@ from ssdlab.run.prepare import (
 )
 from ssdlab.run.progress import Progress, rounds_planned
 from ssdlab.run.session import RunInterrupted, SessionRun, TestFailed
-from ssdlab.run.suite import PreparedSuite, Runner, dry_run
+from ssdlab.run.suite import PreparedSuite, Runner, dry_run, rounds_progress
 from ssdlab.store.db import Store
 from ssdlab.store.records import RoundData, RunData, TestData
 from ssdlab.targets.identity import TargetInfo
@@ -182,12 +182,6 @@ def planned(prepared: PreparedPts) -> PlannedTime:
     return rounds_planned(prepared.tests, rule_by_name(o.rule).window, o.max_rounds,
                           purge=o.purge != "none",
                           decides="steady state or its prediction" if o.predict else "")
-
-
-def progress_of(prepared: PreparedPts) -> Progress:
-    return Progress(quick=prepared.options.quick,
-                    window=rule_by_name(prepared.options.rule).window,
-                    max_rounds=prepared.options.max_rounds)
 
 
 # -- running --------------------------------------------------------------------------------
@@ -451,7 +445,7 @@ def _cells(test: RoundTest, jobs: Sequence[JobResult]) -> list[Cell]:
 RUNNER = Runner(
     prepare=prepare_pts,
     describe=describe,
-    progress=progress_of,
+    progress=rounds_progress,
     start=PtsRun,
     prepare_resume=prepare_pts_resume,
     read_only=lambda p: p.options.read_only_target,

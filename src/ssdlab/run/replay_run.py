@@ -27,7 +27,6 @@ from ssdlab.plan.results import Verdict
 from ssdlab.plan.specs import IOENGINES, CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, refuse_nbd
-from ssdlab.run.progress import Progress
 from ssdlab.run.session import TestFailed
 from ssdlab.run.suite import Runner
 from ssdlab.run.workload_target import (
@@ -188,7 +187,6 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
 RUNNER = Runner(
     prepare=prepare_replay,
     describe=describe,
-    progress=lambda p: Progress(),
     start=ReplayRun,
     planned=planned,
 )

@@ -429,7 +429,6 @@ def hir_result(wsat: TestData, hir: TestData, o: SaturationOptions) -> HirResult
 RUNNER = Runner(
     prepare=prepare_saturation,
     describe=describe,
-    progress=lambda p: Progress(quick=p.options.quick),
     start=SaturationRun,
     prepare_resume=resume_with(_prepared, SaturationArgs),
     planned=planned,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from ssdlab.analysis.steady import rule_by_name
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.jobtext import JobText
 from ssdlab.engine.runner import Executor, watchdog_seconds
@@ -83,7 +84,8 @@ def timeout_for(cells: tuple[CellSpec, ...], extra_s: float = 0.0) -> float:
 # -- the contract ---------------------------------------------------------------------------
 
 A = TypeVar("A")
-P = TypeVar("P")
+#: a suite's prepared run: a :class:`PreparedSuite` (its own class adds what else it needs)
+P = TypeVar("P", bound="PreparedSuite[Any]")
 
 
 class SuiteRun(Protocol):
@@ -105,6 +107,11 @@ def _writes(prepared: object) -> bool:
     return False
 
 
+def quick_progress(prepared: PreparedSuite[Any]) -> Progress:
+    """A run's progress, quick when its options are (a :class:`Runner`'s default)."""
+    return Progress(quick=prepared.options.quick)
+
+
 @dataclass(frozen=True)
 class Runner(Generic[A, P]):
     """The run's part of a suite's contract: an ops table, as fio's ``ioengine_ops``.
@@ -115,8 +122,9 @@ class Runner(Generic[A, P]):
 
     prepare: Callable[[TargetRequest, A], P]
     describe: Callable[[P], str]  # --dry-run: the plan and every fio job file
-    progress: Callable[[P], Progress]
     start: Callable[[P, Store, Executor, Progress], SuiteRun]
+    #: what the run says as it goes (the default: :func:`quick_progress`)
+    progress: Callable[[P], Progress] = quick_progress
     #: a stopped run's stored plan prepared again on its target (None: not resumable)
     prepare_resume: Callable[[RunData, TargetRequest], P] | None = None
     read_only: Callable[[P], bool] = _writes  # fio refuses every write (--readonly)
@@ -222,6 +230,30 @@ class PreparedRange(PreparedSuite[OptionsT], Generic[OptionsT, A]):
 
     args: A
     range: ActiveRange
+
+
+class RoundSettings(RunSettings, Protocol):
+    """The validated options of a suite whose tests run rounds to steady state."""
+
+    @property
+    def rule(self) -> str: ...  # the steady-state rule's name (analysis/steady.py)
+
+    @property
+    def max_rounds(self) -> int: ...
+
+
+class PreparedRounds(Protocol):
+    """A prepared run of rounds to steady state, as its progress reads it."""
+
+    @property
+    def options(self) -> RoundSettings: ...
+
+
+def rounds_progress(prepared: PreparedRounds) -> Progress:
+    """The progress of a run of rounds to steady state (a :class:`Runner`'s ``progress``):
+    its ETA runs from the rule's window of rounds to the most rounds."""
+    o = prepared.options
+    return Progress(quick=o.quick, window=rule_by_name(o.rule).window, max_rounds=o.max_rounds)
 
 
 def setup_of(p: PreparedSuite[Any]) -> FioSetup:

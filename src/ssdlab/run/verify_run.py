@@ -23,7 +23,6 @@ from ssdlab.plan.verify import (
     verify_cell,
 )
 from ssdlab.run.prepare import TargetRequest, checked_range, engine_for, prepare_device
-from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedRange, Runner, timeout_for
 from ssdlab.store.records import RunData
@@ -143,7 +142,6 @@ def _corruption(failures: list[VerifyFailure]) -> str:
 RUNNER = Runner(
     prepare=prepare_verify,
     describe=describe,
-    progress=lambda p: Progress(),
     start=VerifyRun,
     planned=planned,
 )

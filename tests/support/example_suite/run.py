@@ -10,7 +10,6 @@ from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.results import Verdict
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, prepare_device
-from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.records import RunData, TestState
@@ -76,5 +75,4 @@ def planned(p: PreparedRead) -> PlannedTime:
     return PlannedTime.io(p.options.read_bytes, "the read")
 
 
-RUNNER = Runner(prepare=prepare, describe=describe, progress=lambda p: Progress(),
-                start=ReadRun, planned=planned)
+RUNNER = Runner(prepare=prepare, describe=describe, start=ReadRun, planned=planned)
