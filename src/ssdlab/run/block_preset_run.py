@@ -29,7 +29,6 @@ from ssdlab.engine.fiolog import FioLogError, fio_log_path, merge_rate_logs, rea
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor
 from ssdlab.errors import TargetError, UserError
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import block_presets as bp
 from ssdlab.plan import preset_defs as pd
 from ssdlab.plan.block_presets import (
@@ -43,7 +42,7 @@ from ssdlab.plan.block_presets import (
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.preset_defs import Measurement, PresetArgs, PresetPlan
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.peak_load import AUTO, peak_load
@@ -275,9 +274,9 @@ class PresetRun(SessionRun[PreparedPreset]):
                              f"could not remove {work.path}",
                              CleanupEvent(str(work.path), gone))
 
-    def plan_dict(self) -> JsonObject:
+    def plan_record(self) -> StoredPlan:
         d = self.p.dir_info
-        return bp.plan_record(self.plan, d.to_dict() if d is not None else None).to_json()
+        return bp.plan_record(self.plan, d.to_dict() if d is not None else None)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(self.test, self._run_test, check_target=False)
@@ -363,7 +362,7 @@ class PresetRun(SessionRun[PreparedPreset]):
                 shutil.rmtree(logdir, ignore_errors=True)
         mb = cell.bw_bytes_per_s / 1e6
         self.session.fio_round(self.test, n, run, m.cell.name, status="ok",
-                               tracking={"MB/s": mb}, cells=[cell.to_json()])
+                               tracking={"MB/s": mb}, cells=[cell])
         self.progress.line(f"{self.test} {label(m)}"
                            f"{' pass ' + str(m.pass_no) if m.pass_no > 1 else ''}: "
                            f"{mb:,.1f} MB/s, {cell.iops:,.0f} IOPS, "

@@ -56,7 +56,7 @@ from ssdlab.plan.db_records import (
 )
 from ssdlab.plan.dbcommands import USERS, Binaries, Layout, memory_limit_bytes, settings_for, shown
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict, plan_head
 from ssdlab.run import dbserver, dbworkspace
 from ssdlab.run.dbserver import WorkloadServer
 from ssdlab.run.dbworkspace import Workspace
@@ -199,15 +199,14 @@ class DbRun(SessionRun[PreparedDb]):
     holds_target = False
     ws: Workspace | None = None
 
-    def plan_dict(self) -> Document:
+    def plan_record(self) -> StoredPlan:
         p = self.p
         o, f = p.options, p.fitted
         servers = {w: DbServerPlan(SERVER_NAMES[SERVERS[w]], settings_for(o, w, f),
                                    buffer_bytes(o, w, f.sizes),
                                    memory_limit_bytes(o, w, f.sizes), f.sizes.describe(w))
                    for w in o.workloads}
-        return DbPlan(plan.SUITE, dataclasses.asdict(p.args),
-                      {**dataclasses.asdict(o), "quick": o.quick}, dataclasses.asdict(f.sizes),
+        return DbPlan(plan.SUITE, *plan_head(p.args, o), dataclasses.asdict(f.sizes),
                       f.fs_bytes, f.scaled, None if p.dir else o.fs,
                       None if p.dir is None else cast(JsonObject, p.dir.to_dict()),
                       tuple(t for t, _, _ in o.tests()), servers, dict(p.tools))

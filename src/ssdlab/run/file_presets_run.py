@@ -55,6 +55,7 @@ from ssdlab.plan.file_results import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import StoredPlan
 from ssdlab.run.member_rounds import Sample
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
@@ -243,8 +244,8 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         self.notes: list[str] = []
 
     # -- the skeleton's hooks ---------------------------------------------------------
-    def plan_dict(self) -> Document:
-        return fp.plan_dict(self.plan, self.p.args)
+    def plan_record(self) -> StoredPlan:
+        return fp.plan_record(self.plan, self.p.args)
 
     def target_record(self) -> Mapping[str, object]:
         return target_record(self.plan, self.p.dir)
