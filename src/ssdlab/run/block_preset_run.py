@@ -61,7 +61,14 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
-from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
+from ssdlab.targets.workdir import (
+    WORK_PREFIX,
+    DirInfo,
+    DroppedCaches,
+    WorkDir,
+    describe_dir,
+    drop_caches,
+)
 from ssdlab.units import format_bytes
 
 #: free space kept beyond the test file in a --dir target
@@ -239,7 +246,7 @@ class PresetRun(SessionRun[PreparedPreset]):
 
     def __init__(self, prepared: PreparedPreset, store: Store, executor: Executor,
                  progress: Progress, *, sleep: Callable[[float], None] = time.sleep,
-                 drop: Callable[[], dict[str, object]] = drop_caches) -> None:
+                 drop: Callable[[], DroppedCaches] = drop_caches) -> None:
         super().__init__(prepared, store, executor, progress)
         self.plan = prepared.options
         self.suite = self.plan.preset
@@ -331,7 +338,8 @@ class PresetRun(SessionRun[PreparedPreset]):
             self.sleep(m.idle_before_s)
         if not m.drop_caches_before:
             return None
-        caches = CachesDropped.from_json(self.drop(), "drop_caches")
+        done = self.drop()
+        caches = CachesDropped(done.synced, done.dropped, done.why)
         self.store.add_event(self.run_id, self.test, "drop-caches",
                              f"sync and drop caches before {m.group} {m.mode}: "
                              f"{'dropped' if caches.dropped else 'NOT dropped'}",

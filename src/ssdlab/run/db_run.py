@@ -403,14 +403,12 @@ class WorkloadRun:
         """Stop the server, drop the kernel's caches, start it again: the tests start cold."""
         self.owner.progress.phase(f"{self.workload}: restarting cold")
         self.db.stop()
-        dropped = drop_caches()
+        done = drop_caches()
         self.db.start()
-        why = dropped.get("why")
         self.store.add_step(self.run_id, self.tests[0][0], "cache-drop", CacheDropStep(
-            self.workload, bool(dropped.get("synced")), bool(dropped.get("dropped")),
-            None if why is None else str(why)), None)
-        if not dropped.get("dropped"):
-            raise TestFailed(f"the kernel's caches could not be dropped: {dropped.get('why')}")
+            self.workload, done.synced, done.dropped, done.why), None)
+        if not done.dropped:
+            raise TestFailed(f"the kernel's caches could not be dropped: {done.why}")
 
     # -- one test ---------------------------------------------------------------------
 

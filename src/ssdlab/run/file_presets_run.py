@@ -178,11 +178,10 @@ def direct_refused(folder: Path) -> str | None:
 
 def drop_cache_record(info: DirInfo) -> CacheRecord:
     """sync + drop caches, for real; what happened, for the result."""
-    outcome: dict[str, object] = {"direct": False, **drop_caches()}
-    if info.fs_type in RAM_FS:
-        outcome["note"] = (f"the files are on {info.fs_type} (RAM): dropping caches cannot "
-                           "move them out of memory")
-    return CacheRecord.from_json(outcome, "drop_caches")
+    done = drop_caches()
+    note = (f"the files are on {info.fs_type} (RAM): dropping caches cannot move them out "
+            "of memory") if info.fs_type in RAM_FS else None
+    return CacheRecord(False, done.synced, done.dropped, done.why, note)
 
 
 def fio_seconds(stats: DirectionStats) -> tuple[float, str]:
