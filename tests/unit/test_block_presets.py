@@ -51,7 +51,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.store.db import Store
 from ssdlab.targets.filetarget import create_file_target
 from ssdlab.targets.identity import TargetInfo
-from ssdlab.targets.workdir import describe_dir
+from ssdlab.targets.workdir import DroppedCaches, describe_dir
 from tests.support.cli import one_line_error, ssdlab
 from tests.support.fake_fio import FakeFio
 
@@ -254,9 +254,9 @@ def _run(tmp_path: Path, plan: PresetPlan, fio: Any) -> tuple[Store, str, list[f
     order: list[str] = []
     fio_calls = fio.calls
 
-    def drop() -> dict[str, object]:
+    def drop() -> DroppedCaches:
         order.append(f"drop before call {len(fio_calls) + 1}")
-        return {"synced": True, "dropped": True}
+        return DroppedCaches(True, True)
 
     run = PresetRun(_planned(share, plan), store, fio, Progress(live=False, stream=io.StringIO()),
                     sleep=slept.append, drop=drop)

@@ -42,7 +42,7 @@ from ssdlab.run.prepare import TargetRequest
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import RunInterrupted
 from ssdlab.store.db import Store
-from ssdlab.targets.workdir import DirInfo
+from ssdlab.targets.workdir import DirInfo, DroppedCaches
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -278,9 +278,9 @@ def no_drop(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The machine's caches are not dropped by unit tests: a stand-in records the calls."""
     calls: list[int] = []
 
-    def fake() -> dict[str, object]:
+    def fake() -> DroppedCaches:
         calls.append(1)
-        return {"synced": True, "dropped": False, "why": "unit test"}
+        return DroppedCaches(True, False, "unit test")
 
     monkeypatch.setattr(fr, "drop_caches", fake)
     return calls

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ssdlab.errors import EnvironmentProblem, ExitCode, TargetError, UserError
+from ssdlab.plan.results import PurgeStep
 from ssdlab.targets import purge, safety
 from ssdlab.targets.identity import (
     MountEntry,
@@ -610,16 +611,16 @@ def test_parse_sanitize_status(text: str, expected: int | None) -> None:
     assert parse_sanitize_status(text) == expected
 
 
-def test_purge_outcome_to_dict() -> None:
+def test_a_purge_outcome_is_stored_as_its_step() -> None:
     outcome = PurgeOutcome("blkdiscard", True, 1.5, ("blkdiscard", "/dev/x"), "done")
-    assert outcome.to_dict() == {
+    assert json.dumps(PurgeStep.of(outcome).to_json()) == json.dumps({
         "method": "blkdiscard",
         "ok": True,
         "seconds": 1.5,
         "command": ["blkdiscard", "/dev/x"],
         "detail": "done",
-    }
-    assert PurgeOutcome("none", True, 0.0, None, "").to_dict()["command"] is None
+    })
+    assert PurgeStep.of(PurgeOutcome("none", True, 0.0, None, "")).to_json()["command"] is None
 
 
 # --------------------------------------------------------------------------- fio and host

@@ -8,7 +8,7 @@ a list of phases run in order in a work directory. Pure: no I/O but reading the 
 The four are four suites (one :class:`~ssdlab.plan.suite.SuiteSpec` each: :data:`AJA`,
 :data:`DISKFILL`, :data:`SMALLFILES`, :data:`COPY`) that share everything else: one test
 named as the preset, its result a ``FilePresetResult`` (plan/file_results.py), and what
-the plan says (:func:`describe`, :func:`plan_dict`, :func:`test_params`). Their frame
+the plan says (:func:`describe`, :func:`plan_record`, :func:`test_params`). Their frame
 formats and copy sets are in plan/copysets.py.
 
 Page cache: a phase that does not use O_DIRECT reads only after ``sync`` and dropping the
@@ -548,7 +548,7 @@ def phase_of(cell: dict[str, Any], where: str = "phase") -> PhaseRecord:
     return record.from_json(cell, where)
 
 
-def plan_dict(plan: FilePlan, args: FilePresetArgs) -> FilePresetPlan:
+def plan_record(plan: FilePlan, args: FilePresetArgs) -> FilePresetPlan:
     """The run's plan as stored."""
     ident = plan.identity
     return FilePresetPlan(plan.preset, str(ident["preset"]), int(ident["preset_version"]),

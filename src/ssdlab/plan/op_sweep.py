@@ -301,7 +301,7 @@ OPTIONS = (
 
 @dataclass(frozen=True)
 class PurgeRecord(Record):
-    """How the whole target was purged before a setting (``PurgeOutcome.to_dict``)."""
+    """How the whole target was purged before a setting (plan/results.py ``PurgeStep``)."""
 
     method: str = ""
     ok: bool = False

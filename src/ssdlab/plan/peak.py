@@ -31,9 +31,10 @@ from ssdlab.plan.results import (
     StoredPlan,
     TestParams,
     Verdict,
+    plan_head,
 )
 from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.units import check_fio_seconds, format_bytes
 
 SUITE = "peak"
@@ -459,8 +460,7 @@ def describe(o: PeakOptions, rng: ActiveRange, job_text: JobText) -> list[str]:
 
 
 def plan_record(o: PeakOptions, args: PeakArgs, rng: ActiveRange) -> PeakPlan:
-    head = stored_plan(SUITE, args, o)
-    return PeakPlan(SUITE, head["args"], head["options"], o.workloads,
+    return PeakPlan(SUITE, *plan_head(args, o), o.workloads,
                     ByteRange(rng.offset_bytes, rng.size_bytes))
 
 

@@ -346,6 +346,21 @@ def plan_head(args: Dataclass, options: Settings) -> tuple[JsonObject, JsonObjec
 # -- steps and events the shared run code records ---------------------------------------
 
 
+class Purged(Protocol):
+    """What a purge did (targets/purge.py ``PurgeOutcome``)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def command(self) -> tuple[str, ...] | None: ...
+    @property
+    def detail(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class PurgeStep(Record):
     """A purge (targets/purge.py ``PurgeOutcome``): a ``purge`` step, and the detail of
@@ -356,6 +371,12 @@ class PurgeStep(Record):
     seconds: float
     command: tuple[str, ...] | None
     detail: str
+
+    @classmethod
+    def of(cls, outcome: Purged) -> PurgeStep:
+        """The record of what a purge did."""
+        return cls(outcome.method, outcome.ok, outcome.seconds, outcome.command,
+                   outcome.detail)
 
 
 @dataclass(frozen=True)

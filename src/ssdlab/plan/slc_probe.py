@@ -29,9 +29,9 @@ from ssdlab.errors import UserError
 from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
-from ssdlab.plan.results import StoredPlan, TestParams, Verdict
+from ssdlab.plan.results import StoredPlan, TestParams, Verdict, plan_head
 from ssdlab.plan.specs import IOENGINES, KIB, MIB, PURGE_METHODS, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
 from ssdlab.plan.values import parse_block_sizes
 from ssdlab.units import format_bytes
 
@@ -465,8 +465,7 @@ def write_job(o: SlcProbeOptions, pass_no: int, prefix: str, job_text: JobText) 
 
 
 def plan_record(o: SlcProbeOptions, args: SlcProbeArgs) -> SlcProbePlan:
-    head = stored_plan(SUITE, args, o)
-    return SlcProbePlan(SUITE, head["args"], head["options"], (TEST,), o.ioengine)
+    return SlcProbePlan(SUITE, *plan_head(args, o), (TEST,), o.ioengine)
 
 
 def test_params(o: SlcProbeOptions) -> SlcProbeParams:

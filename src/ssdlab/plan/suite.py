@@ -18,11 +18,10 @@ as written here.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, NoReturn, Protocol, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
@@ -181,21 +180,3 @@ class Unprofiled:
         return False
 
 
-class _Dataclass(Protocol):
-    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-
-class _Settings(_Dataclass, Protocol):
-    """A suite's validated options (a dataclass)."""
-
-    @property
-    def quick(self) -> bool: ...
-
-
-def stored_plan(suite: str, args: _Dataclass, options: _Settings, **more: Any
-                ) -> dict[str, Any]:
-    """The head of a run's stored plan: its suite, the arguments as given (what ``ssdlab
-    resume`` prepares again), the validated options with ``quick``; then ``more``."""
-    opts = dataclasses.asdict(options)
-    opts["quick"] = options.quick
-    return {"suite": suite, "args": dataclasses.asdict(args), "options": opts, **more}

@@ -108,7 +108,7 @@ def purge(target: str, destroy_data: DestroyData, method: str, offset: int, size
     check_block_target(info, destroy_data=destroy_data, writes=True,
                        device=_HeldByServe() if held else None)
     done = purge_block(info, method, offset, size)
-    return PurgeStep(done.method, done.ok, done.seconds, done.command, done.detail)
+    return PurgeStep.of(done)
 
 
 def _held(token: str) -> list[str]:

@@ -29,7 +29,6 @@ from ssdlab.engine.fiolog import FioLogError, fio_log_path, merge_rate_logs, rea
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor
 from ssdlab.errors import TargetError, UserError
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import block_presets as bp
 from ssdlab.plan import preset_defs as pd
 from ssdlab.plan.block_presets import (
@@ -43,7 +42,7 @@ from ssdlab.plan.block_presets import (
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.preset_defs import Measurement, PresetArgs, PresetPlan
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.peak_load import AUTO, peak_load
@@ -62,7 +61,14 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
-from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
+from ssdlab.targets.workdir import (
+    WORK_PREFIX,
+    DirInfo,
+    DroppedCaches,
+    WorkDir,
+    describe_dir,
+    drop_caches,
+)
 from ssdlab.units import format_bytes
 
 #: free space kept beyond the test file in a --dir target
@@ -240,7 +246,7 @@ class PresetRun(SessionRun[PreparedPreset]):
 
     def __init__(self, prepared: PreparedPreset, store: Store, executor: Executor,
                  progress: Progress, *, sleep: Callable[[float], None] = time.sleep,
-                 drop: Callable[[], dict[str, object]] = drop_caches) -> None:
+                 drop: Callable[[], DroppedCaches] = drop_caches) -> None:
         super().__init__(prepared, store, executor, progress)
         self.plan = prepared.options
         self.suite = self.plan.preset
@@ -275,9 +281,9 @@ class PresetRun(SessionRun[PreparedPreset]):
                              f"could not remove {work.path}",
                              CleanupEvent(str(work.path), gone))
 
-    def plan_dict(self) -> JsonObject:
+    def plan_record(self) -> StoredPlan:
         d = self.p.dir_info
-        return bp.plan_record(self.plan, d.to_dict() if d is not None else None).to_json()
+        return bp.plan_record(self.plan, d.to_dict() if d is not None else None)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(self.test, self._run_test, check_target=False)
@@ -332,7 +338,8 @@ class PresetRun(SessionRun[PreparedPreset]):
             self.sleep(m.idle_before_s)
         if not m.drop_caches_before:
             return None
-        caches = CachesDropped.from_json(self.drop(), "drop_caches")
+        done = self.drop()
+        caches = CachesDropped(done.synced, done.dropped, done.why)
         self.store.add_event(self.run_id, self.test, "drop-caches",
                              f"sync and drop caches before {m.group} {m.mode}: "
                              f"{'dropped' if caches.dropped else 'NOT dropped'}",
@@ -363,7 +370,7 @@ class PresetRun(SessionRun[PreparedPreset]):
                 shutil.rmtree(logdir, ignore_errors=True)
         mb = cell.bw_bytes_per_s / 1e6
         self.session.fio_round(self.test, n, run, m.cell.name, status="ok",
-                               tracking={"MB/s": mb}, cells=[cell.to_json()])
+                               tracking={"MB/s": mb}, cells=[cell])
         self.progress.line(f"{self.test} {label(m)}"
                            f"{' pass ' + str(m.pass_no) if m.pass_no > 1 else ''}: "
                            f"{mb:,.1f} MB/s, {cell.iops:,.0f} IOPS, "

@@ -17,7 +17,6 @@ from typing import Any
 
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import curve_workloads as cw
 from ssdlab.plan import curves as cv
 from ssdlab.plan.curves import (
@@ -30,7 +29,7 @@ from ssdlab.plan.curves import (
     WorkloadRecord,
 )
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.specs import IOENGINES, PURGE_METHODS
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.prepare import TargetRequest, check_file_purge, engine_for
@@ -105,9 +104,9 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         self.results: list[WorkloadRecord] = []
         self.fill: FillRecord | None = None
 
-    def plan_dict(self) -> JsonObject:
+    def plan_record(self) -> StoredPlan:
         return cv.plan_record(self.o, self.p.args, self.p.layout,
-                              self.p.target.dir_dict()).to_json()
+                              self.p.target.dir_dict())
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._test)
@@ -168,9 +167,9 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
         cell = self._cell(run, point)
         record = None if cell is None else self._record(point, cell, usage)
         ok = run.ok and record is not None and record.iops > 0
-        stored: JsonObject | None = None if cell is None else cv.CurvesCell.from_json(
+        stored: cv.CurvesCell | None = None if cell is None else cv.CurvesCell.from_json(
             cell if record is None else {**cell, **self._extra(point, record), **usage},
-            f"{TEST} point {self.round_no}").to_json()
+            f"{TEST} point {self.round_no}")
         s.fio_round(
             TEST, self.round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": record.iops, "lat_mean_us": record.lat_mean_us or 0.0}

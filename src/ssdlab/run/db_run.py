@@ -56,7 +56,7 @@ from ssdlab.plan.db_records import (
 )
 from ssdlab.plan.dbcommands import USERS, Binaries, Layout, memory_limit_bytes, settings_for, shown
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict, plan_head
 from ssdlab.run import dbserver, dbworkspace
 from ssdlab.run.dbserver import WorkloadServer
 from ssdlab.run.dbworkspace import Workspace
@@ -199,15 +199,14 @@ class DbRun(SessionRun[PreparedDb]):
     holds_target = False
     ws: Workspace | None = None
 
-    def plan_dict(self) -> Document:
+    def plan_record(self) -> StoredPlan:
         p = self.p
         o, f = p.options, p.fitted
         servers = {w: DbServerPlan(SERVER_NAMES[SERVERS[w]], settings_for(o, w, f),
                                    buffer_bytes(o, w, f.sizes),
                                    memory_limit_bytes(o, w, f.sizes), f.sizes.describe(w))
                    for w in o.workloads}
-        return DbPlan(plan.SUITE, dataclasses.asdict(p.args),
-                      {**dataclasses.asdict(o), "quick": o.quick}, dataclasses.asdict(f.sizes),
+        return DbPlan(plan.SUITE, *plan_head(p.args, o), dataclasses.asdict(f.sizes),
                       f.fs_bytes, f.scaled, None if p.dir else o.fs,
                       None if p.dir is None else cast(JsonObject, p.dir.to_dict()),
                       tuple(t for t, _, _ in o.tests()), servers, dict(p.tools))
@@ -404,14 +403,12 @@ class WorkloadRun:
         """Stop the server, drop the kernel's caches, start it again: the tests start cold."""
         self.owner.progress.phase(f"{self.workload}: restarting cold")
         self.db.stop()
-        dropped = drop_caches()
+        done = drop_caches()
         self.db.start()
-        why = dropped.get("why")
         self.store.add_step(self.run_id, self.tests[0][0], "cache-drop", CacheDropStep(
-            self.workload, bool(dropped.get("synced")), bool(dropped.get("dropped")),
-            None if why is None else str(why)), None)
-        if not dropped.get("dropped"):
-            raise TestFailed(f"the kernel's caches could not be dropped: {dropped.get('why')}")
+            self.workload, done.synced, done.dropped, done.why), None)
+        if not done.dropped:
+            raise TestFailed(f"the kernel's caches could not be dropped: {done.why}")
 
     # -- one test ---------------------------------------------------------------------
 

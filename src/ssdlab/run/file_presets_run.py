@@ -55,6 +55,7 @@ from ssdlab.plan.file_results import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
+from ssdlab.plan.results import StoredPlan
 from ssdlab.run.member_rounds import Sample
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
@@ -177,11 +178,10 @@ def direct_refused(folder: Path) -> str | None:
 
 def drop_cache_record(info: DirInfo) -> CacheRecord:
     """sync + drop caches, for real; what happened, for the result."""
-    outcome: dict[str, object] = {"direct": False, **drop_caches()}
-    if info.fs_type in RAM_FS:
-        outcome["note"] = (f"the files are on {info.fs_type} (RAM): dropping caches cannot "
-                           "move them out of memory")
-    return CacheRecord.from_json(outcome, "drop_caches")
+    done = drop_caches()
+    note = (f"the files are on {info.fs_type} (RAM): dropping caches cannot move them out "
+            "of memory") if info.fs_type in RAM_FS else None
+    return CacheRecord(False, done.synced, done.dropped, done.why, note)
 
 
 def fio_seconds(stats: DirectionStats) -> tuple[float, str]:
@@ -243,8 +243,8 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         self.notes: list[str] = []
 
     # -- the skeleton's hooks ---------------------------------------------------------
-    def plan_dict(self) -> Document:
-        return fp.plan_dict(self.plan, self.p.args)
+    def plan_record(self) -> StoredPlan:
+        return fp.plan_record(self.plan, self.p.args)
 
     def target_record(self) -> Mapping[str, object]:
         return target_record(self.plan, self.p.dir)

@@ -20,7 +20,6 @@ from ssdlab.analysis.hostbound import HostBoundRule, HostBoundVerdict, host_boun
 from ssdlab.analysis.ladder import MAX_QD, LadderRule, decide, rise_pct
 from ssdlab.analysis.numa import NumaCheck, format_cpulist, numa_check
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import latency_iops as plan
 from ssdlab.plan import results
 from ssdlab.plan.latency_iops import (
@@ -135,8 +134,8 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
         self.pcie: PcieLink | None = pcie_record(
             pci_attachment(info.name) if info.kind == "block" else None)
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.opts, self.p.plan, self.p.args).to_json()
+    def plan_record(self) -> results.StoredPlan:
+        return plan.plan_record(self.opts, self.p.plan, self.p.args)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Run the test, or continue a stopped one: finished curves stay, the others go

@@ -46,6 +46,7 @@ from ssdlab.plan.matrix import (
 )
 from ssdlab.plan.member_rounds import member_rounds, summarise
 from ssdlab.plan.planned import PlannedTime
+from ssdlab.plan.results import plan_head
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.run import array as arrays
 from ssdlab.run.consistency import record_checks
@@ -303,10 +304,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         self.progress.line(line)
 
     # -- the skeleton's hooks ---------------------------------------------------------
-    def plan_dict(self) -> MatrixPlan:
-        o = self.p.options
-        return MatrixPlan(SUITE, dataclasses.asdict(self.p.args),
-                          {**dataclasses.asdict(o), "quick": o.quick},
+    def plan_record(self) -> MatrixPlan:
+        return MatrixPlan(SUITE, *plan_head(self.p.args, self.p.options),
                           tuple(pl.describe() for pl in self.p.plans))
 
     def target_record(self) -> Mapping[str, object]:

@@ -22,7 +22,6 @@ from ssdlab.analysis.op_sweep import (
 )
 from ssdlab.analysis.steady import SteadyRule, evaluate, rule_by_name
 from ssdlab.errors import UserError
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import op_sweep as plan
 from ssdlab.plan.op_sweep import (
     DEFINITION,
@@ -47,7 +46,7 @@ from ssdlab.plan.op_sweep import (
 )
 from ssdlab.plan.optionsets import default_load
 from ssdlab.plan.planned import PlannedTime
-from ssdlab.plan.results import SteadyVerdict, Verdict
+from ssdlab.plan.results import SteadyVerdict, StoredPlan, Verdict
 from ssdlab.plan.rounds import RoundTest
 from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
 from ssdlab.run.prepare import (
@@ -121,8 +120,8 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
     def rule(self) -> SteadyRule:
         return rule_by_name(self.o.rule)
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.p.plan, self.p.args).to_json()
+    def plan_record(self) -> StoredPlan:
+        return plan.plan_record(self.p.plan, self.p.args)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Every setting in increasing OP; the names of failed settings."""

@@ -14,7 +14,6 @@ from pathlib import Path
 from ssdlab.analysis.numa import format_cpulist, numa_check
 from ssdlab.analysis.peak import Engine, Measured, Probe, SearchOutcome, search
 from ssdlab.engine.runner import Executor
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import peak as plan
 from ssdlab.plan.peak import (
     BY_NAME,
@@ -27,7 +26,7 @@ from ssdlab.plan.peak import (
     build_options,
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import HostBoundVerdict, Verdict
+from ssdlab.plan.results import HostBoundVerdict, StoredPlan, Verdict
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.prepare import (
@@ -155,8 +154,8 @@ class PeakRun(SessionRun[PreparedPeak]):
         self.read_stat = read_stat
         self.cpus = fio_cpus()
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.o, self.p.args, self.p.range).to_json()
+    def plan_record(self) -> StoredPlan:
+        return plan.plan_record(self.o, self.p.args, self.p.range)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         done = {t.name: t for t in previous.tests} if previous else {}
@@ -233,7 +232,7 @@ class PeakRun(SessionRun[PreparedPeak]):
         }, f"{w.name} probe {round_no}")
         self.session.fio_round(w.name, round_no, run, "probe",
                                status="ok" if ok else "failed",
-                               tracking={"iops": iops} if ok else {}, cells=[cell.to_json()])
+                               tracking={"iops": iops} if ok else {}, cells=[cell])
         m = measured_of(cell)
         lat = m.latency_us.get("p99")
         self.progress.line(f"{w.name} probe {round_no}: {p.label}: "

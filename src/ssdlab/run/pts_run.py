@@ -33,7 +33,7 @@ from ssdlab.plan.pts import (
     parse_tests,
     skipped_records,
 )
-from ssdlab.plan.results import SteadyVerdict
+from ssdlab.plan.results import SteadyVerdict, StoredPlan
 from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
@@ -236,8 +236,8 @@ class PtsRun(SessionRun[PreparedPts]):
         #: again; their prediction stays in their result beside the SNIA verdict
         self.to_snia: dict[str, PtsPrediction | None] = {}
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.p.options, self.p.tests).to_json()
+    def plan_record(self) -> StoredPlan:
+        return plan.plan_record(self.p.options, self.p.tests)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         for event in previous.events if previous is not None else ():  # resumed

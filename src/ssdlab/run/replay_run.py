@@ -12,7 +12,6 @@ from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, LogEntry, fio_log_path, read_log
 from ssdlab.engine.jobfile import render
 from ssdlab.engine.runner import FioRun, watchdog_seconds
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import replay as rp
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.replay import (
@@ -23,7 +22,7 @@ from ssdlab.plan.replay import (
     ReplayResult,
     TimelinePoint,
 )
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.specs import IOENGINES, CellSpec, FioJob, Mix, Pattern
 from ssdlab.run.cells import cell_from_job
 from ssdlab.run.prepare import TargetRequest, refuse_nbd
@@ -108,8 +107,8 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
 
     suite = TEST
 
-    def plan_dict(self) -> JsonObject:
-        return rp.plan_record(self.p.options, self.p.args, self.p.target.dir_dict()).to_json()
+    def plan_record(self) -> StoredPlan:
+        return rp.plan_record(self.p.options, self.p.args, self.p.target.dir_dict())
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._replay)
@@ -135,7 +134,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
         ok = run.ok and cell is not None
         s.fio_round(TEST, 1, run, "replay", status="ok" if ok else "failed",
                     tracking={"iops": cell.iops} if ok and cell else {},
-                    cells=[cell.to_json()] if cell else [])
+                    cells=[cell] if cell else [])
         s.ground_truth(TEST, "replay")
         if not ok or cell is None:
             error = run.error or "fio measured no I/O"

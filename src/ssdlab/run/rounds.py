@@ -10,6 +10,7 @@ import time
 from typing import Protocol
 
 from ssdlab.engine.runner import Executor
+from ssdlab.plan.results import PurgeStep
 from ssdlab.run.hosts import remote_purge
 from ssdlab.run.nbd import purge_nbd
 from ssdlab.run.progress import Progress
@@ -50,7 +51,8 @@ def purge(s: Session, test: str, method: str, offset_bytes: int, size_bytes: int
                             s.fio.ssdlab_version)
     else:
         outcome = purge_block(s.info, method, offset_bytes, size_bytes)
-    s.store.add_step(s.run_id, test, "purge", outcome.to_dict(), None)
+    step = PurgeStep.of(outcome)
+    s.store.add_step(s.run_id, test, "purge", step, None)
     s.ground_truth(test, "purge")
     verdict = "ok" if outcome.ok else f"FAILED ({outcome.detail})"
     s.progress.line(f"{test}: purge by {outcome.method}: {verdict} in "
@@ -60,7 +62,7 @@ def purge(s: Session, test: str, method: str, offset_bytes: int, size_bytes: int
             s.run_id, test, "warning",
             f"purge by {outcome.method} failed; the test starts "
             "from a state that is not fresh-out-of-box",
-            outcome.to_dict(),
+            step,
         )
     return outcome
 

@@ -35,11 +35,10 @@ from ssdlab.analysis.steady import SNIA_RULE, check_window
 from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import RateLogFollower, throughput_points
 from ssdlab.engine.runner import Executor
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.optionsets import DEFAULT_LOADS
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.saturation import (
     HIR,
     WSAT,
@@ -120,8 +119,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         super().__init__(prepared, store, executor, progress)
         self.o = prepared.options
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.o, self.p.args, self.p.range).to_json()
+    def plan_record(self) -> StoredPlan:
+        return plan.plan_record(self.o, self.p.args, self.p.range)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         done = {t.name: t for t in previous.tests} if previous else {}

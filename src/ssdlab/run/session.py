@@ -32,6 +32,7 @@ from ssdlab.engine.runner import (
     TickFn,
 )
 from ssdlab.errors import ExitCode, UserError, command
+from ssdlab.plan.results import HostsEvent, PreconditionStep, ProcessEvent, StoredPlan
 from ssdlab.plan.specs import CellSpec
 from ssdlab.run import observe, rounds
 from ssdlab.run.consistency import lines as check_lines
@@ -53,7 +54,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.remote import HostLost, RemoteSet
 from ssdlab.run.suite import FioSetup, PreparedSuite, made_file, setup_of, timeout_for
 from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.store.records import Document, FioRecord, RoundData, RunData
+from ssdlab.store.records import Document, FioRecord, RoundData, RoundRecord, RunData, RunHead
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND, unreachable
@@ -207,7 +208,7 @@ class RunSession:
         profile: str,
         quick: bool,
         host: Mapping[str, object],
-        plan: Document,
+        plan: StoredPlan,
         versions: Mapping[str, str],
         argv: list[str],
         target: Mapping[str, object] | None = None,
@@ -215,11 +216,9 @@ class RunSession:
     ) -> str:
         """A new run in the store (``target``: its record, the target's identity by
         default; ``announce(resumed)``: its first line, :meth:`announce` by default)."""
-        self.run_id = self.store.new_run(
-            suite=suite, profile=profile, quick=quick,
-            target=self.info.to_dict() if target is None else target, host=host,
-            plan=plan, versions=versions, argv=argv,
-        )
+        self.run_id = self.store.new_run(RunHead(
+            suite, profile, quick, self.info.to_dict() if target is None else target, host,
+            plan, versions, argv))
         self._opened("start", False, announce)
         return self.run_id
 
@@ -245,8 +244,7 @@ class RunSession:
     def _process_event(self) -> None:
         """Which process runs this run now: ``resume`` refuses while it is alive."""
         self.store.add_event(self.run_id, None, "process", f"running in process {os.getpid()}",
-                             {"pid": os.getpid(), "host": socket.gethostname(),
-                              "boot_id": boot_id()})
+                             ProcessEvent(os.getpid(), socket.gethostname(), boot_id()))
 
     def _hosts_event(self) -> None:
         """On several hosts: each host's identity, versions and clock, and a warning for
@@ -259,7 +257,7 @@ class RunSession:
                             "it is back")
         self.store.add_event(self.run_id, None, HOSTS_KIND,
                              f"{len(remote.hosts)} hosts: {remote.spec()}",
-                             {"hosts": remote.host_records()})
+                             HostsEvent(remote.host_records()))
         for warning in remote.warnings():
             self.progress.line(f"warning: {warning}")
             self.store.add_event(self.run_id, None, "warning", warning, None)
@@ -416,9 +414,9 @@ class RunSession:
         """Store a round that is one fio invocation, with its record and its times, and
         what the target's members did over it; on several hosts, each host's own part
         (``hosts``: what the suite made of it, else a summary of each host's jobs)."""
-        self.store.add_round(self.run_id, test, round_no, status=status, tracking=tracking,
-                             cells=cells, fio=fio_record(run, phase),
-                             started_at=run.started_at, ended_at=run.ended_at)
+        self.store.add_round(self.run_id, test, RoundRecord(
+            round_no, status, tracking, cells, fio_record(run, phase), run.started_at,
+            run.ended_at))
         self.member_round(test, round_no, run, phase)
         if run.per_host:
             per_host = hosts if hosts is not None else host_summaries(run.per_host)
@@ -448,13 +446,8 @@ class RunSession:
         text = self.fio.job_text((cell,), f"{test} workload-independent preconditioning")
         self.progress.phase("preconditioning")
         run = self.run_fio(text, (cell,), json_plus=False)
-        detail: dict[str, object] = {
-            "io_bytes": cell.io_bytes,
-            "block_bytes": cell.block_bytes,
-            "ok": run.ok,
-            "error": run.error,
-            "seconds": run.ended_at - run.started_at,
-        }
+        detail = PreconditionStep(cell.io_bytes, cell.block_bytes, run.ok, run.error,
+                                  run.ended_at - run.started_at)
         self.store.add_step(self.run_id, test, "precondition", detail,
                             fio_record(run, "precondition"))
         if not run.ok:
@@ -472,7 +465,7 @@ PS = TypeVar("PS", bound=PreparedSuite[Any])
 class SessionRun(ABC, Generic[PS]):
     """The shape most suites' runs share: on one device or ssdlab test file (made first
     when it does not exist yet), one :class:`RunSession` records the run; the suite says
-    what it plans (:meth:`plan_dict`) and runs its tests (:meth:`run_tests`), which
+    what it plans (:meth:`plan_record`) and runs its tests (:meth:`run_tests`), which
     return the names of the tests that failed. Resuming checks that the target is the same
     one and gives :meth:`run_tests` the stored run."""
 
@@ -501,7 +494,7 @@ class SessionRun(ABC, Generic[PS]):
         return self.session.run_id
 
     @abstractmethod
-    def plan_dict(self) -> Document:
+    def plan_record(self) -> StoredPlan:
         """The run's plan as stored (what ``resume`` and the report read back)."""
 
     @abstractmethod
@@ -548,7 +541,7 @@ class SessionRun(ABC, Generic[PS]):
         self.before_open()
         with self.target_in_place():
             self.session.open(suite=self.suite, profile=o.profile, quick=o.quick, host=t.host,
-                              plan=self.plan_dict(), versions=dict(t.versions), argv=argv,
+                              plan=self.plan_record(), versions=dict(t.versions), argv=argv,
                               target=self.target_record(), announce=self.announce)
             self.started()
             return self._run(None)

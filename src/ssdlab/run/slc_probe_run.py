@@ -24,10 +24,9 @@ from ssdlab.analysis.slc_probe import (
 from ssdlab.engine import scratch
 from ssdlab.engine.fiolog import FioLogError, completions, read_log
 from ssdlab.engine.runner import Executor, FioRun
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import slc_probe as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.slc_probe import (
     CELL,
     TEST,
@@ -118,8 +117,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.sleep = sleep
         self._round_no = 0
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.o, self.p.args).to_json()
+    def plan_record(self) -> StoredPlan:
+        return plan.plan_record(self.o, self.p.args)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self.run_test, check_target=False)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from ssdlab.engine.runner import FioRun
 from ssdlab.engine.verifylog import VerifyFailure, ranges, verify_failures
 from ssdlab.errors import TargetError, UserError
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import verify as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.verify import (
     MAX_LISTED,
     TEST,
@@ -65,8 +64,8 @@ class VerifyRun(SessionRun[PreparedVerify]):
 
     suite = plan.SUITE
 
-    def plan_dict(self) -> JsonObject:
-        return plan.plan_record(self.p.options, self.p.args, self.p.range).to_json()
+    def plan_record(self) -> StoredPlan:
+        return plan.plan_record(self.p.options, self.p.args, self.p.range)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
         return self.one_test(TEST, self._verify)
@@ -87,7 +86,7 @@ class VerifyRun(SessionRun[PreparedVerify]):
         written, read = (job.write.io_bytes, job.read.io_bytes) if job else (0, 0)
         self.session.fio_round(TEST, 1, run, "verify", status="ok" if job else "failed",
                                tracking={},
-                               cells=[self._cell(written, read, len(failures)).to_json()])
+                               cells=[self._cell(written, read, len(failures))])
         self.session.ground_truth(TEST, "verify")
         error = _error(run, job.error if job else None, job is not None, failures)
         if error is not None:

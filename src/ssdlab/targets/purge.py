@@ -42,15 +42,6 @@ class PurgeOutcome:
     command: tuple[str, ...] | None
     detail: str
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "method": self.method,
-            "ok": self.ok,
-            "seconds": self.seconds,
-            "command": list(self.command) if self.command is not None else None,
-            "detail": self.detail,
-        }
-
 
 def purge_block(
     info: TargetInfo,

@@ -91,12 +91,22 @@ class WorkDir:
         return sorted(os.listdir(self.path)) if self.path.exists() else []
 
 
-def drop_caches() -> dict[str, object]:
+@dataclass(frozen=True)
+class DroppedCaches:
+    """What :func:`drop_caches` did: synced, the caches dropped, and why not (None when
+    they were)."""
+
+    synced: bool
+    dropped: bool
+    why: str | None = None
+
+
+def drop_caches() -> DroppedCaches:
     """``sync`` and ``echo 3 > /proc/sys/vm/drop_caches``; what happened, for the result."""
     os.sync()
     try:
         with open("/proc/sys/vm/drop_caches", "w", encoding="ascii") as fh:
             fh.write("3\n")
     except OSError as exc:
-        return {"synced": True, "dropped": False, "why": exc.strerror or str(exc)}
-    return {"synced": True, "dropped": True}
+        return DroppedCaches(True, False, exc.strerror or str(exc))
+    return DroppedCaches(True, True)

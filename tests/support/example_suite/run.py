@@ -42,7 +42,7 @@ def describe(p: PreparedRead) -> str:
 class ReadRun(SessionRun[PreparedRead]):
     suite = plan.SUITE
 
-    def plan_dict(self) -> ReadPlan:
+    def plan_record(self) -> ReadPlan:
         return plan.stored_plan(self.p.options)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
