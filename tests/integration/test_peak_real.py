@@ -106,13 +106,15 @@ def assert_the_peak_is_the_search_s(steps: list[dict[str, Any]], peak: dict[str,
 def test_a_read_only_peak_run_resumes_without_destroy_data(zram_device: ZramFactory,
                                                            tmp_path: Path) -> None:
     """A run of read workloads needs no --destroy-data on a device, to start or to resume.
-    Two workloads: after the first stored probe the second workload's search (two probes
-    at least) is still to come when the run is interrupted; with one, a search that stops
-    after its second probe (CPU-bound on zram) ended before the interrupt once."""
+    The interrupt must come before the run ends: after the first stored probe, at least
+    seven probes of 1 s each are still to come (psync grows its jobs, then libaio is tried
+    at that load and at the deepest one, in each of two workloads), so the test's 0.2 s
+    poll has seconds to spare on a loaded host. With one workload and 0.5 s probes, a
+    search that stopped after its second probe (CPU-bound on zram) ended first twice."""
     device = zram_device(128 << 20)
     store = tmp_path / "results.sqlite"
-    slow = ("--profile", "quick", "--probe-seconds", "0.5", "--ramp-seconds", "0.1",
-            "--engines", "psync", "--max-threads", "8", "--max-probes", "6",
+    slow = ("--profile", "quick", "--probe-seconds", "1", "--ramp-seconds", "0.1",
+            "--engines", "psync,libaio", "--max-threads", "8", "--max-probes", "6",
             "--workloads", "rnd4k_read,seq128k_read")
     proc = subprocess.Popen([sys.executable, "-m", "ssdlab", "run", "peak", "--target", device,
                              *slow, "--store", str(store)],
