@@ -52,7 +52,7 @@ from ssdlab.plan.specs import (
     cell_dict,
     cell_label,
 )
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
 from ssdlab.units import format_bytes, format_duration
 
@@ -94,10 +94,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class LatencyIopsArgs:
+class LatencyIopsArgs(ProfiledArgs):
     """Raw user input; None means "use the default"."""
 
-    profile: str = "default"
     block_sizes: str | None = None
     mixes: str | None = None
     threads: str | None = None
@@ -118,10 +117,9 @@ class LatencyIopsArgs:
 
 
 @dataclass(frozen=True)
-class LatencyIopsOptions(Profiled):
+class LatencyIopsOptions(ProfiledOptions):
     """Everything a latency-vs-IOPS run was asked for, validated."""
 
-    profile: str
     block_bytes: tuple[int, ...]
     mixes: tuple[int, ...]
     threads: tuple[int, ...]

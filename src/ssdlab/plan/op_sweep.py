@@ -41,7 +41,7 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, format_duration
 
 SUITE = TEST = "op-sweep"
@@ -79,10 +79,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class OpSweepArgs:
+class OpSweepArgs(ProfiledArgs):
     """Raw user input; None means "the profile's default"."""
 
-    profile: str = "default"
     ops: str | None = None  # "0,20,40"
     round_seconds: float | None = None
     max_rounds: int | None = None
@@ -121,8 +120,7 @@ class OpSetting:
 
 
 @dataclass(frozen=True)
-class OpSweepOptions(Profiled):
-    profile: str
+class OpSweepOptions(ProfiledOptions):
     ops: tuple[float, ...]
     round_seconds: float
     max_rounds: int

@@ -33,7 +33,7 @@ from ssdlab.plan.results import (
     Verdict,
 )
 from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.units import check_fio_seconds, format_bytes
 
 SUITE = "peak"
@@ -86,10 +86,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class PeakArgs:
+class PeakArgs(ProfiledArgs):
     """The options as given; None: the default."""
 
-    profile: str = "default"
     workloads: str | None = None
     max_latency: str | None = None
     engines: str | None = None
@@ -104,8 +103,7 @@ class PeakArgs:
 
 
 @dataclass(frozen=True)
-class PeakOptions(Profiled):
-    profile: str
+class PeakOptions(ProfiledOptions):
     workloads: tuple[str, ...]
     limits: tuple[LatencyLimit, ...]
     engines: tuple[str, ...]

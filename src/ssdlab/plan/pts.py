@@ -42,7 +42,7 @@ from ssdlab.plan.specs import (
     cell_label,
     cell_name,
 )
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import Profiled, ProfiledArgs, SuiteSpec, TargetKind, opt
 from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
 from ssdlab.units import format_duration
 
@@ -395,10 +395,9 @@ MIN_ROUND_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
-class PtsArgs:
+class PtsArgs(ProfiledArgs):
     """Raw user input for a PTS run; None means "use the default"."""
 
-    profile: str = "default"
     variant: str = "snia"
     tests: str | None = None
     rule: str | None = None

@@ -31,7 +31,7 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import IOENGINES, KIB, MIB, PURGE_METHODS, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt, stored_plan
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt, stored_plan
 from ssdlab.plan.values import parse_block_sizes
 from ssdlab.units import format_bytes
 
@@ -69,10 +69,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class SlcProbeArgs:
+class SlcProbeArgs(ProfiledArgs):
     """Raw user input; None means "the profile's default"."""
 
-    profile: str = "default"
     write_bytes: int | None = None
     block_size: str | None = None  # "128" (KiB) or "128k"
     iodepth: int | None = None
@@ -87,10 +86,9 @@ class SlcProbeArgs:
 
 
 @dataclass(frozen=True)
-class SlcProbeOptions(Profiled):
+class SlcProbeOptions(ProfiledOptions):
     """A validated SLC probe on a target of ``capacity_bytes``."""
 
-    profile: str
     capacity_bytes: int  # the region written: the capacity, whole blocks
     write_bytes: int
     block_bytes: int
