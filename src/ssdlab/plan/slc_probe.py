@@ -30,9 +30,9 @@ from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import StoredPlan, TestParams, Verdict
-from ssdlab.plan.specs import IOENGINES, KIB, MIB, PURGE_METHODS, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern
 from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt, stored_plan
-from ssdlab.plan.values import parse_block_sizes
+from ssdlab.plan.values import choice, parse_block_sizes, purge_and_engine
 from ssdlab.units import format_bytes
 
 SUITE = TEST = "slc-probe"
@@ -162,12 +162,9 @@ def _block(text: str | None) -> int:
 
 
 def _check_choices(args: SlcProbeArgs, file_target: bool) -> None:
-    for option, value, allowed in (
-        ("--profile", args.profile, tuple(PROFILES)), ("--log", args.log, LOG_KINDS),
-        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, IOENGINES),
-    ):
-        if value not in allowed:
-            raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
+    choice("--profile", args.profile, tuple(PROFILES))
+    choice("--log", args.log, LOG_KINDS)
+    purge_and_engine(args.purge, args.ioengine)
     if file_target and args.purge not in ("auto", "none"):
         raise UserError(f"--purge {args.purge} applies to block devices; a file target is "
                         "purged by recreating it (--purge auto) or not at all (--purge none)")
