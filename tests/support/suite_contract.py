@@ -31,7 +31,9 @@ def check_spec(suite: Suite) -> None:
 
 def check_options_fill_the_arguments(suite: Suite) -> None:
     """Every field of the suite's arguments without a default is filled by an option, and
-    the defaults of the parsed command line make its arguments."""
+    the defaults of the parsed command line make its arguments: the same arguments as the
+    dataclass's own defaults (each default is written twice, in the option and in the
+    field, which is what a run built in code or resumed from an older plan gets)."""
     spec = suite.spec
     filled = {o.args_field for o in spec.options} - {None}
     params = inspect.signature(spec.args_type).parameters
@@ -40,6 +42,10 @@ def check_options_fill_the_arguments(suite: Suite) -> None:
     assert required <= filled, f"fields {required - filled} are filled by no option"
     made = spec.args(_parsed(suite))
     assert dataclasses.is_dataclass(made)
+    own = spec.args_type(**{n: getattr(made, n) for n in required})
+    differ = {f.name: (getattr(made, f.name), getattr(own, f.name))
+              for f in dataclasses.fields(made) if getattr(made, f.name) != getattr(own, f.name)}
+    assert not differ, f"option default != field default (option, field): {differ}"
 
 
 def check_a_command_line_makes_the_arguments(suite: Suite) -> None:

@@ -4,6 +4,7 @@ for the example suite of docs/adding-a-suite.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from ssdlab.errors import UserError
+from ssdlab.plan.slc_probe import SlcProbeArgs
 from ssdlab.run.suite import PreparedSuite, Runner, SuiteLookup
 from ssdlab.suites import SUITES, Suite, find, runnable
 from tests.support.suite_contract import (
@@ -38,6 +40,19 @@ def test_the_spec_is_complete(name: str) -> None:
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_the_options_fill_the_arguments(name: str) -> None:
     check_options_fill_the_arguments(_suite(name))
+
+
+def test_a_field_default_the_option_does_not_have_is_caught() -> None:
+    suite = _suite("slc-probe")
+
+    @dataclasses.dataclass(frozen=True)
+    class Drifted(SlcProbeArgs):
+        purge: str = "none"  # the option's default is "auto"
+
+    drifted = Suite(dataclasses.replace(suite.spec, args_type=Drifted), suite.run_module,
+                    suite.pages_module)
+    with pytest.raises(AssertionError, match=r"\{'purge': \('auto', 'none'\)\}"):
+        check_options_fill_the_arguments(drifted)
 
 
 @pytest.mark.parametrize("name", RUNNABLE)

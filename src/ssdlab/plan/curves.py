@@ -36,7 +36,7 @@ from ssdlab.plan.curve_workloads import (
 from ssdlab.plan.preset_defs import PresetIdentity
 from ssdlab.plan.results import ByteRange, FioCell, StoredPlan, TestParams, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.units import (
     check_fio_seconds,
     format_bytes,
@@ -63,7 +63,7 @@ REGION_ALIGN = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class CurvesArgs:
+class CurvesArgs(ProfiledArgs):
     """Options as given (command line or config file), before validation."""
 
     profile: str = "full"
@@ -81,8 +81,7 @@ class CurvesArgs:
 
 
 @dataclass(frozen=True)
-class CurvesOptions(Profiled):
-    profile: str
+class CurvesOptions(ProfiledOptions):
     workloads: tuple[Workload, ...]
     fractions_pct: tuple[int, ...]
     with_120: bool

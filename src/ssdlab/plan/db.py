@@ -39,7 +39,7 @@ from ssdlab.plan.db_records import (
     WorkspaceEvent,
 )
 from ssdlab.plan.results import Verdict
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, format_duration, parse_size
 
 SUITE = "db"
@@ -104,10 +104,9 @@ PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 @dataclass(frozen=True)
-class DbArgs:
+class DbArgs(ProfiledArgs):
     """The options as given (None: the profile's)."""
 
-    profile: str = "default"
     workloads: str = ",".join(WORKLOADS)
     sysbench_tests: str = SYSBENCH_MODES[0]
     pgbench_modes: str = PGBENCH_MODES[0]
@@ -140,10 +139,9 @@ class DbArgs:
 
 
 @dataclass(frozen=True)
-class DbOptions(Profiled):
+class DbOptions(ProfiledOptions):
     """The validated options (sizes are the ones given, before ``--scale`` fits them)."""
 
-    profile: str
     workloads: tuple[str, ...]
     sysbench_tests: tuple[str, ...]
     pgbench_modes: tuple[str, ...]

@@ -46,7 +46,7 @@ from ssdlab.plan.file_results import (
     WaitStep,
 )
 from ssdlab.plan.filejobs import DIRECTIONS, FileJob
-from ssdlab.plan.suite import Opt, Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import Opt, Profiled, ProfiledArgs, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
@@ -154,12 +154,10 @@ class FilePlan(Profiled):
 
 
 @dataclass(frozen=True)
-class PresetArgs:
+class PresetArgs(ProfiledArgs):
     """What every file-system preset takes: the profile (the review's sizes or quick
     ones). Each preset's arguments add its own options after it, None for "the profile's
     value"."""
-
-    profile: str = "default"
 
 
 def _definition(name: str, profile: str) -> tuple[dict[str, Any], dict[str, Any]]:

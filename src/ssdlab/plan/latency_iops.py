@@ -39,9 +39,7 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.rounds import wipc_cell
 from ssdlab.plan.specs import (
-    IOENGINES,
     KIB,
-    PURGE_METHODS,
     ActiveRange,
     CellSpec,
     JobText,
@@ -51,9 +49,10 @@ from ssdlab.plan.specs import (
     block_label,
     cell_dict,
     cell_label,
+    sector_blocks,
 )
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
+from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes, purge_and_engine
 from ssdlab.units import format_bytes, format_duration
 
 TEST = "latency-iops"
@@ -94,10 +93,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class LatencyIopsArgs:
+class LatencyIopsArgs(ProfiledArgs):
     """Raw user input; None means "use the default"."""
 
-    profile: str = "default"
     block_sizes: str | None = None
     mixes: str | None = None
     threads: str | None = None
@@ -118,10 +116,9 @@ class LatencyIopsArgs:
 
 
 @dataclass(frozen=True)
-class LatencyIopsOptions(Profiled):
+class LatencyIopsOptions(ProfiledOptions):
     """Everything a latency-vs-IOPS run was asked for, validated."""
 
-    profile: str
     block_bytes: tuple[int, ...]
     mixes: tuple[int, ...]
     threads: tuple[int, ...]
@@ -217,8 +214,7 @@ def default_max_threads(threads: tuple[int, ...], cpus: int) -> int:
 def build_options(args: LatencyIopsArgs, cpus: int) -> LatencyIopsOptions:
     """Validate ``args``; a one-line UserError on the first bad value."""
     profile = PROFILES[choice("--profile", args.profile, tuple(PROFILES))]
-    choice("--purge", args.purge, PURGE_METHODS)
-    choice("--ioengine", args.ioengine, IOENGINES)
+    purge_and_engine(args.purge, args.ioengine)
     _check_numbers(args)
     blocks = (parse_block_sizes("--block-sizes", args.block_sizes)
               if args.block_sizes is not None else DEFAULT_BLOCKS)
@@ -313,12 +309,7 @@ def build_plan(
     options: LatencyIopsOptions, capacity_bytes: int, logical_sector: int
 ) -> LatencyIopsPlan:
     rng = active_range(capacity_bytes, options.active_range_pct)
-    kept = tuple(b for b in options.block_bytes if b % logical_sector == 0)
-    skipped = tuple(
-        (cell_label(b, m), f"{block_label(b)} is smaller than or not a multiple of the "
-         f"device's {logical_sector}-byte logical sector")
-        for b in options.block_bytes if b % logical_sector for m in options.mixes
-    )
+    kept, skipped = sector_blocks(options.block_bytes, options.mixes, logical_sector)
     if not kept:
         raise UserError(
             f"--block-sizes: none of {', '.join(block_label(b) for b in options.block_bytes)} "

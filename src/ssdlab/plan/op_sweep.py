@@ -41,7 +41,8 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
+from ssdlab.plan.values import choice, purge_and_engine
 from ssdlab.units import format_bytes, format_duration
 
 SUITE = TEST = "op-sweep"
@@ -79,10 +80,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class OpSweepArgs:
+class OpSweepArgs(ProfiledArgs):
     """Raw user input; None means "the profile's default"."""
 
-    profile: str = "default"
     ops: str | None = None  # "0,20,40"
     round_seconds: float | None = None
     max_rounds: int | None = None
@@ -121,8 +121,7 @@ class OpSetting:
 
 
 @dataclass(frozen=True)
-class OpSweepOptions(Profiled):
-    profile: str
+class OpSweepOptions(ProfiledOptions):
     ops: tuple[float, ...]
     round_seconds: float
     max_rounds: int
@@ -192,12 +191,9 @@ def _positive(option: str, value: float | None, upper: float, integer: bool = Fa
 def build_options(args: OpSweepArgs, default_load: tuple[int, int]) -> OpSweepOptions:
     """Validate ``args``; UserError (one line) on the first bad value. ``default_load`` is
     (threads, QD) for the device class (:func:`ssdlab.plan.optionsets.default_load`)."""
-    for option, value, allowed in (
-        ("--profile", args.profile, tuple(PROFILES)), ("--rule", args.rule, tuple(RULES)),
-        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, specs.IOENGINES),
-    ):
-        if value not in allowed:
-            raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
+    choice("--profile", args.profile, tuple(PROFILES))
+    choice("--rule", args.rule, tuple(RULES))
+    purge_and_engine(args.purge, args.ioengine, PURGE_METHODS)
     prof = PROFILES[args.profile]
     _positive("--round-seconds", args.round_seconds, 3600)
     _positive("--max-rounds", args.max_rounds, 1000, integer=True)

@@ -34,7 +34,7 @@ from ssdlab.plan.results import (
     plan_head,
 )
 from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.units import check_fio_seconds, format_bytes
 
 SUITE = "peak"
@@ -87,10 +87,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class PeakArgs:
+class PeakArgs(ProfiledArgs):
     """The options as given; None: the default."""
 
-    profile: str = "default"
     workloads: str | None = None
     max_latency: str | None = None
     engines: str | None = None
@@ -105,8 +104,7 @@ class PeakArgs:
 
 
 @dataclass(frozen=True)
-class PeakOptions(Profiled):
-    profile: str
+class PeakOptions(ProfiledOptions):
     workloads: tuple[str, ...]
     limits: tuple[LatencyLimit, ...]
     engines: tuple[str, ...]

@@ -22,7 +22,7 @@ from ssdlab import presets
 from ssdlab.errors import UserError
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.specs import CellSpec, Mix, Pattern
-from ssdlab.plan.suite import Profiled
+from ssdlab.plan.suite import Profiled, ProfiledArgs
 from ssdlab.units import format_bytes, parse_size
 
 PROFILES = ("default", "quick")
@@ -89,8 +89,7 @@ class PresetPlan(Profiled):
 
 
 @dataclass(frozen=True)
-class CdmArgs:
-    profile: str = "default"
+class CdmArgs(ProfiledArgs):
     set: str | None = None
     modes: str | None = None  # "read,write,mix"
     mix_read_pct: int | None = None
@@ -102,8 +101,7 @@ class CdmArgs:
 
 
 @dataclass(frozen=True)
-class AttoArgs:
-    profile: str = "default"
+class AttoArgs(ProfiledArgs):
     min_size: str | None = None
     max_size: str | None = None
     factor: int | None = None
@@ -115,8 +113,7 @@ class AttoArgs:
 
 
 @dataclass(frozen=True)
-class IometerArgs:
-    profile: str = "default"
+class IometerArgs(ProfiledArgs):
     set: str | None = None
     block_sizes: str | None = None  # keep only the specs of these transfer sizes (KiB)
     seconds: float | None = None

@@ -28,9 +28,7 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import (
-    IOENGINES,
     KIB,
-    PURGE_METHODS,
     ActiveRange,
     CellSpec,
     JobText,
@@ -41,9 +39,10 @@ from ssdlab.plan.specs import (
     cell_dict,
     cell_label,
     cell_name,
+    sector_blocks,
 )
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes
+from ssdlab.plan.suite import Profiled, ProfiledArgs, SuiteSpec, TargetKind, opt
+from ssdlab.plan.values import choice, parse_block_sizes, parse_mixes, purge_and_engine
 from ssdlab.units import format_duration
 
 IOPS_BLOCKS = (1024 * KIB, 128 * KIB, 64 * KIB, 32 * KIB, 16 * KIB, 8 * KIB, 4 * KIB, 512)
@@ -110,23 +109,6 @@ def _cell(
     )
 
 
-def _split_blocks(
-    blocks: tuple[int, ...], logical_sector: int, test: str, mixes: tuple[int, ...]
-) -> tuple[tuple[int, ...], tuple[tuple[str, str], ...]]:
-    kept = tuple(b for b in blocks if b % logical_sector == 0)
-    skipped = tuple(
-        (
-            cell_label(b, m),
-            f"{block_label(b)} is smaller than or not a multiple of the "
-            f"device's {logical_sector}-byte logical sector",
-        )
-        for b in blocks
-        if b % logical_sector
-        for m in mixes
-    )
-    return kept, skipped
-
-
 def _iops_tracking(cells: tuple[CellSpec, ...]) -> tuple[tuple[str, tuple[TrackingVar, ...]], ...]:
     names = {c.name for c in cells}
     wanted = {
@@ -150,7 +132,7 @@ def _iops_tracking(cells: tuple[CellSpec, ...]) -> tuple[tuple[str, tuple[Tracki
 
 
 def iops_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> RoundTest:
-    blocks, skipped = _split_blocks(opts.iops_block_bytes, logical_sector, "iops", opts.iops_mixes)
+    blocks, skipped = sector_blocks(opts.iops_block_bytes, opts.iops_mixes, logical_sector)
     cells = tuple(
         _cell("iops", Pattern.RANDOM, b, m, opts.threads, opts.iodepth, rng, opts.cell_seconds)
         for m in opts.iops_mixes
@@ -197,9 +179,8 @@ def throughput_test(opts: PtsOptions, rng: ActiveRange, block: int) -> RoundTest
 
 
 def latency_test(opts: PtsOptions, rng: ActiveRange, logical_sector: int) -> RoundTest:
-    blocks, skipped = _split_blocks(
-        opts.latency_block_bytes, logical_sector, "latency", opts.latency_mixes
-    )
+    blocks, skipped = sector_blocks(opts.latency_block_bytes, opts.latency_mixes,
+                                    logical_sector)
     cells = tuple(
         _cell("latency", Pattern.RANDOM, b, m, 1, 1, rng, opts.cell_seconds)
         for m in opts.latency_mixes
@@ -395,10 +376,9 @@ MIN_ROUND_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
-class PtsArgs:
+class PtsArgs(ProfiledArgs):
     """Raw user input for a PTS run; None means "use the default"."""
 
-    profile: str = "default"
     variant: str = "snia"
     tests: str | None = None
     rule: str | None = None
@@ -471,8 +451,7 @@ def build_options(args: PtsArgs, device_class: str, cpu_count: int) -> PtsOption
         "--rule", args.rule or ("review" if variant == "reviews" else "snia"), list(RULES)
     )
     tracking = choice("--tracking", args.tracking or "v2.0", TRACKING_SETS)
-    choice("--purge", args.purge, PURGE_METHODS)
-    choice("--ioengine", args.ioengine, IOENGINES)
+    purge_and_engine(args.purge, args.ioengine)
     _check_numbers(args)
     max_rounds = args.max_rounds or profile.max_rounds
     window = RULES[rule].window

@@ -37,7 +37,7 @@ from ssdlab.plan.results import (
     plan_head,
 )
 from ssdlab.plan.specs import KIB, ActiveRange, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.units import format_bytes, format_duration
 
 SUITE = "saturation"
@@ -77,10 +77,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class SaturationArgs:
+class SaturationArgs(ProfiledArgs):
     """Raw user input; None means "use the profile's default"."""
 
-    profile: str = "default"
     round_seconds: float | None = None
     max_rounds: int | None = None
     max_written: float | None = None
@@ -99,8 +98,7 @@ class SaturationArgs:
 
 
 @dataclass(frozen=True)
-class SaturationOptions(Profiled):
-    profile: str
+class SaturationOptions(ProfiledOptions):
     round_seconds: float
     max_rounds: int
     max_written: float

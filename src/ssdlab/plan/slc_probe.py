@@ -30,9 +30,9 @@ from ssdlab.jsonrecord import JsonObject, Record, key
 from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import StoredPlan, TestParams, Verdict, plan_head
-from ssdlab.plan.specs import IOENGINES, KIB, MIB, PURGE_METHODS, CellSpec, JobText, Mix, Pattern
-from ssdlab.plan.suite import Profiled, SuiteSpec, TargetKind, opt
-from ssdlab.plan.values import parse_block_sizes
+from ssdlab.plan.specs import KIB, MIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
+from ssdlab.plan.values import choice, parse_block_sizes, purge_and_engine
 from ssdlab.units import format_bytes
 
 SUITE = TEST = "slc-probe"
@@ -69,10 +69,9 @@ PROFILES = {
 
 
 @dataclass(frozen=True)
-class SlcProbeArgs:
+class SlcProbeArgs(ProfiledArgs):
     """Raw user input; None means "the profile's default"."""
 
-    profile: str = "default"
     write_bytes: int | None = None
     block_size: str | None = None  # "128" (KiB) or "128k"
     iodepth: int | None = None
@@ -87,10 +86,9 @@ class SlcProbeArgs:
 
 
 @dataclass(frozen=True)
-class SlcProbeOptions(Profiled):
+class SlcProbeOptions(ProfiledOptions):
     """A validated SLC probe on a target of ``capacity_bytes``."""
 
-    profile: str
     capacity_bytes: int  # the region written: the capacity, whole blocks
     write_bytes: int
     block_bytes: int
@@ -164,12 +162,9 @@ def _block(text: str | None) -> int:
 
 
 def _check_choices(args: SlcProbeArgs, file_target: bool) -> None:
-    for option, value, allowed in (
-        ("--profile", args.profile, tuple(PROFILES)), ("--log", args.log, LOG_KINDS),
-        ("--purge", args.purge, PURGE_METHODS), ("--ioengine", args.ioengine, IOENGINES),
-    ):
-        if value not in allowed:
-            raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
+    choice("--profile", args.profile, tuple(PROFILES))
+    choice("--log", args.log, LOG_KINDS)
+    purge_and_engine(args.purge, args.ioengine)
     if file_target and args.purge not in ("auto", "none"):
         raise UserError(f"--purge {args.purge} applies to block devices; a file target is "
                         "purged by recreating it (--purge auto) or not at all (--purge none)")

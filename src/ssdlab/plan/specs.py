@@ -91,6 +91,19 @@ def cell_label(block_bytes: int, read_pct: int) -> str:
     return f"{block_label(block_bytes)} {Mix(read_pct).label}"
 
 
+def sector_blocks(blocks: tuple[int, ...], mixes: tuple[int, ...], logical_sector: int
+                  ) -> tuple[tuple[int, ...], tuple[tuple[str, str], ...]]:
+    """The block sizes a device of ``logical_sector``-byte sectors takes (whole sectors),
+    and the cells of the others, one per mix, as (label, why it is skipped)."""
+    kept = tuple(b for b in blocks if b % logical_sector == 0)
+    skipped = tuple(
+        (cell_label(b, m), f"{block_label(b)} is smaller than or not a multiple of the "
+         f"device's {logical_sector}-byte logical sector")
+        for b in blocks if b % logical_sector for m in mixes
+    )
+    return kept, skipped
+
+
 #: the active range is aligned to the largest block size
 RANGE_ALIGN = MIB
 

@@ -168,6 +168,23 @@ class Profiled:
         return self.profile == "quick"
 
 
+@dataclass(frozen=True)
+class ProfiledOptions(Profiled):
+    """Validated options that start with their profile: the field :class:`Profiled` asks
+    for, declared here once (options with another field first declare it themselves)."""
+
+    profile: str
+
+
+@dataclass(frozen=True)
+class ProfiledArgs:
+    """The arguments of a suite with profiles, as given: the profile first (``--profile``,
+    :func:`ssdlab.plan.optionsets.profile`). A suite's arguments add their own options
+    after it, None for "the profile's value"."""
+
+    profile: str = "default"
+
+
 class Unprofiled:
     """The validated options of a suite without profiles: always "default", never quick."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ssdlab.errors import UserError
-from ssdlab.plan.specs import KIB, Mix
+from ssdlab.plan.specs import IOENGINES, KIB, PURGE_METHODS, Mix
 from ssdlab.units import parse_size
 
 
@@ -16,6 +16,13 @@ def choice(option: str, value: str, allowed: tuple[str, ...] | list[str]) -> str
     if value not in allowed:
         raise UserError(f"{option} {value!r} is not one of: {', '.join(allowed)}")
     return value
+
+
+def purge_and_engine(purge: str, ioengine: str, purges: tuple[str, ...] = PURGE_METHODS
+                     ) -> None:
+    """``--purge`` (one of ``purges``) and ``--ioengine``, checked in that order."""
+    choice("--purge", purge, purges)
+    choice("--ioengine", ioengine, IOENGINES)
 
 
 def parse_block_sizes(option: str, text: str) -> tuple[int, ...]:
