@@ -20,6 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ssdlab.analysis.hostbound import HostBoundRule, HostBoundVerdict
 from ssdlab.analysis.numa import NumaCheck
 from ssdlab.errors import UserError
 from ssdlab.plan import optionsets as common
@@ -31,8 +32,6 @@ from ssdlab.plan.latency_records import (
     LatencyIopsStoredPlan,
 )
 from ssdlab.plan.results import (
-    HostBoundRule,
-    HostBoundVerdict,
     RangeRecord,
     SkippedCell,
     plan_head,

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ssdlab.analysis.hostbound import HostBoundRule, HostBoundVerdict
 from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, flat, key
 from ssdlab.plan.results import (
     ArgsPlan,
     FioCell,
-    HostBoundRule,
-    HostBoundVerdict,
     RangeRecord,
     SkippedCell,
     TestParams,

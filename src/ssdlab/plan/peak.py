@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ssdlab.analysis.hostbound import HostBoundVerdict
 from ssdlab.analysis.peak import (
     DEFAULT_MIN_GAIN_PCT,
     LATENCY_METRICS,
@@ -26,7 +27,6 @@ from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import (
     ByteRange,
     FioCell,
-    HostBoundVerdict,
     HostCpuWindow,
     StoredPlan,
     TestParams,
