@@ -32,7 +32,7 @@ from ssdlab.plan.latency_records import (
     LatencyIopsStoredPlan,
 )
 from ssdlab.plan.results import (
-    RangeRecord,
+    ByteRange,
     SkippedCell,
     plan_head,
 )
@@ -484,5 +484,5 @@ def test_params(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> LatencyIopsP
         list(opts.threads), list(opts.extra_threads), list(opts.qd_ladder), list(opts.qds),
         opts.warmup_s, opts.measure_s, opts.point_seconds,
         HostBoundRule(opts.host_bound_cpu_pct, opts.host_bound_rise_pct),
-        RangeRecord.of(plan.range), opts.purge,
+        ByteRange.of(plan.range), opts.purge,
         None if plan.wipc is None else cell_dict(plan.wipc), _skipped(plan), opts.quick)

@@ -11,8 +11,8 @@ from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, flat, key
 from ssdlab.plan.results import (
     ArgsPlan,
+    ByteRange,
     FioCell,
-    RangeRecord,
     SkippedCell,
     TestParams,
 )
@@ -48,7 +48,7 @@ class LatencyIopsParams(TestParams):
     measure_s: float = 0.0
     cell_seconds: float = 0.0
     host_bound_rule: HostBoundRule | None = None
-    active_range: RangeRecord = field(default_factory=RangeRecord)
+    active_range: ByteRange = field(default_factory=ByteRange)
     purge: str = ""
     precondition: JsonObject | None = None
     skipped: list[SkippedCell] = field(default_factory=list)

@@ -461,7 +461,7 @@ def describe(o: PeakOptions, rng: ActiveRange, job_text: JobText) -> list[str]:
 def plan_record(o: PeakOptions, args: PeakArgs, rng: ActiveRange) -> PeakPlan:
     head = stored_plan(SUITE, args, o)
     return PeakPlan(SUITE, head["args"], head["options"], o.workloads,
-                    ByteRange(rng.offset_bytes, rng.size_bytes))
+                    ByteRange.of(rng))
 
 
 def test_params(o: PeakOptions, w: Workload) -> PeakParams:

@@ -252,10 +252,6 @@ class ByteRange(Record):
         return cls(rng.offset_bytes, rng.size_bytes)
 
 
-#: the active range a test ran on, as its parameters store it
-RangeRecord = ByteRange
-
-
 @dataclass(frozen=True)
 class ArgsPlan(StoredPlan):
     """The head of most suites' stored plans: the suite, its arguments as given (what
