@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: a suite named outside its own modules on purpose: the matrix's default child suite
-#: (changing it changes `ssdlab run matrix --help`)
-EXCEPTIONS = {("ssdlab.plan.matrix", "DEFAULT_CHILD")}
+#: (changing it changes `ssdlab run matrix --help`); the peak suite's name where
+#: `--threads auto --qd auto` of other suites reads the target's newest peak run
+#: (docs/peak.md): a use of that suite's stored results (its PeakResult, its workloads),
+#: which no other suite's runs can stand in for, so no capability of a spec says it
+EXCEPTIONS = {("ssdlab.plan.matrix", "DEFAULT_CHILD"), ("ssdlab.run.peak_load", "SUITE")}
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,25 @@ def _held(module: str, tree: ast.Module, suites: set[str], compared: set[str]
             yield from ((suite, line, name) for suite in held)
 
 
+def _imported(module: str, tree: ast.Module, holders: dict[str, dict[str, list[str]]]
+              ) -> Iterator[tuple[str, int, str]]:
+    """(suite, line, how) of another module's ``*SUITE*`` constants holding a name,
+    imported here and compared here (``from ssdlab.plan.peak import SUITE`` ...
+    ``r.suite == SUITE``). Only ``*SUITE*``: other constants may hold a word that is also
+    a suite's name (reference/published.py's ``TEST_STATUS = "published"``, a status)."""
+    compared = _compared([tree])
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.module not in holders:
+            continue
+        for alias in node.names:
+            local = alias.asname or alias.name
+            held = holders[node.module].get(alias.name, [])
+            if (held and "SUITE" in alias.name and local in compared
+                    and (module, local) not in EXCEPTIONS):
+                yield from ((suite, node.lineno, f"{local} from {node.module}, compared")
+                            for suite in held)
+
+
 def suite_names(sources: dict[str, ast.Module], suites: set[str],
                 own: dict[str, set[str]]) -> list[Named]:
     """A suite named outside its own modules (``own``: suite -> its modules):
@@ -104,14 +126,20 @@ def suite_names(sources: dict[str, ast.Module], suites: set[str],
     (b) a module-level constant holding a name that some comparison in the package uses
         (``suite in REMOTE_SUITES``);
     (c) a registry lookup of a name (``find("pts")``, ``suites.find("pts")``);
-    (d) a module constant ``DEFAULT_*`` or ``*_SUITE*`` whose value is a name.
+    (d) a module constant ``DEFAULT_*`` or ``*_SUITE*`` whose value is a name;
+    (e) a constant ``*SUITE*`` holding a name, imported from another module and compared
+        where it is imported (``from ssdlab.plan.peak import SUITE``, ``r.suite == SUITE``).
 
     Data keys, messages, paths and command names are not flagged: they are not compared.
     """
     compared = _compared(sources.values())
+    holders = {module: {name: held for name, value, _ in module_constants(tree)
+                        if (held := _names_in(value, suites))}
+               for module, tree in sources.items()}
     return [Named(module, line, suite, how) for module, tree in sources.items()
             for suite, line, how in (*_uses(tree, suites),
-                                     *_held(module, tree, suites, compared))
+                                     *_held(module, tree, suites, compared),
+                                     *_imported(module, tree, holders))
             if module not in own.get(suite, set())]
 
 

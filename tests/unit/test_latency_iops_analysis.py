@@ -104,7 +104,7 @@ def test_host_bound_needs_both_busy_cpu_and_flat_iops() -> None:
     assert finding.reason == ("4 KiB 100/0, 2 threads, 2 x QD 4: host CPU 97.0 % >= 90 % and "
                               "IOPS +2.6 % over QD 2 (< 5 %)")
     assert verdict.message.startswith("HOST-BOUND: 1 point(s) measured the host")
-    assert verdict.peak is not None and verdict.peak[3] == 97.0
+    assert verdict.peak is not None and verdict.peak.host_cpu_pct == 97.0
 
 
 def test_not_host_bound_names_the_peak_and_the_rule() -> None:

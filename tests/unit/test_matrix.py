@@ -17,8 +17,8 @@ from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome, show_level
 from ssdlab.report.terminal import render_run
-from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, level_rows
-from ssdlab.run.prepare import PreparedTarget
+from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, level_rows, prepare
+from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun
 from ssdlab.run.suite import SuiteLookup
@@ -188,8 +188,10 @@ def test_the_registry_hands_the_matrix_its_lookup() -> None:
 ])
 def test_the_childs_options_are_checked_as_its_command_line_checks_them(
         words: list[str], error: str) -> None:
+    # before fio or any member is looked at (neither exists here)
+    args = MatrixArgs(members="/nonexistent/a,/nonexistent/b", suite_options=" ".join(words))
     with pytest.raises(UserError) as err:
-        _pts().spec.option_values([*words, "--target", "/dev/null"], "--suite-options")
+        prepare(TargetRequest(None, fio="/nonexistent/fio"), args, find)
     assert str(err.value).startswith(error)
     values = _pts().spec.option_values(["--target", "/dev/null", "--profile", "quick"],
                                        "--suite-options")

@@ -11,15 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.analysis.hostbound import CpuPoint, HostBoundRule, host_bound
+from ssdlab.analysis.hostbound import (
+    CpuPoint,
+    HostBoundRule,
+    HostBoundVerdict,
+    HostCpuPoint,
+    host_bound,
+)
 from ssdlab.analysis.numa import NumaCheck, numa_check
 from ssdlab.analysis.steady import REVIEW_RULE, SNIA_RULE, evaluate, verdict_to_dict
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.jsonrecord import StoredDataError
 from ssdlab.plan.results import (
     FioCell,
-    HostBoundVerdict,
-    HostCpuPoint,
     LittleLaw,
     SteadyVerdict,
     StoredPlan,
@@ -60,11 +64,17 @@ def test_a_host_bound_verdict_is_stored_with_its_keys_in_order() -> None:
         "4 KiB 100/0, 2 threads": [CpuPoint(2, 1, 2000.0, None)],
     }
     for verdict in (host_bound(curves), host_bound({}), host_bound(curves, HostBoundRule(99))):
-        record = HostBoundVerdict.of(verdict)
-        assert list(record.to_json()) == ["host_bound", "rule", "findings", "peak", "message",
-                                          "curves_checked"]
-        assert HostBoundVerdict.from_json(record.to_json()) == record
-    busy = HostBoundVerdict.of(host_bound(curves))
+        assert list(verdict.to_json()) == ["host_bound", "rule", "findings", "peak", "message",
+                                           "curves_checked"]
+        assert HostBoundVerdict.from_json(verdict.to_json()) == verdict
+    busy = host_bound(curves)
+    stored = json.loads(_text(busy.to_json()))
+    assert stored["rule"] == {"cpu_pct": 90.0, "max_rise_pct": 5.0}
+    assert list(stored["findings"][0]) == ["curve", "threads", "iodepth", "host_cpu_pct",
+                                           "iops_rise_pct", "reason"]
+    assert stored["peak"] == {"curve": "4 KiB 100/0, 1 thread", "threads": 1, "iodepth": 4,
+                              "host_cpu_pct": 97.0}
+    assert stored["curves_checked"] == list(curves)
     finding = busy.findings[0]
     assert (finding.curve, finding.threads, finding.iodepth, finding.host_cpu_pct) == (
         "4 KiB 100/0, 1 thread", 1, 4, 97.0)

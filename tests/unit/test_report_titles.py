@@ -97,3 +97,27 @@ def test_every_suite_has_a_title_of_its_own() -> None:
     titles = [s.spec.report_title for s in SUITES]
     assert len(set(titles)) == len(titles), titles
     assert COMPARISON_TITLE not in titles
+
+
+def _cover_says(runs: Sequence[RunData]) -> str:
+    """What the cover says the report holds (after the results store, before the units)."""
+    html, _ = render(runs)
+    said = re.search(r"from the results store\. ([^;]*);", html)
+    assert said is not None
+    return said.group(1)
+
+
+def test_the_cover_says_what_its_runs_pages_are_and_claims_no_pts_for_others(
+        golden_runs: list[RunData]) -> None:
+    cdm, atto = _runs(golden_runs, "cdm")[0], _runs(golden_runs, "atto")[0]
+    pts, published = _runs(golden_runs, "pts")[0], _runs(golden_runs, "published")[0]
+    gone = dataclasses.replace(cdm, suite="gone")
+    assert _cover_says([cdm]) == "Pages per run: CrystalDiskMark-like report"
+    assert _cover_says([atto, cdm, atto]) == (
+        "Pages per run: ATTO-like report, CrystalDiskMark-like report")
+    assert _cover_says([pts, published]) == (
+        f"Pages per run: {PTS_TITLE}, published reference report")
+    assert _cover_says([gone]) == f"Pages per run: {UNKNOWN_TITLE}"
+    for run in golden_runs:
+        if run.suite not in ("pts", "published"):
+            assert "SNIA" not in _cover_says([run]), run.suite

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from ssdlab.analysis.hostbound import HostBoundVerdict
 from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, is_json
 from ssdlab.plan.op_sweep import OpSweepParams
@@ -39,7 +40,6 @@ from ssdlab.plan.results import (
     EVENT_DETAILS,
     STEP_DETAILS,
     FioCell,
-    HostBoundVerdict,
     ProcessEvent,
     RoundParams,
     SteadyVerdict,

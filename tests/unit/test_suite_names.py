@@ -55,3 +55,24 @@ def test_the_names_checker_finds_the_five_patterns_of_84b2068() -> None:
         ("ssdlab.cli.demo_cmd", "pts", "looked up"),
         ("ssdlab.plan.matrix", "db", "DEFAULT_OTHER"),
     ])
+
+
+def test_the_names_checker_sees_a_suites_constant_compared_where_it_is_imported() -> None:
+    suites = {"peak", "db"}
+    own = {"peak": {"ssdlab.plan.peak"}, "db": {"ssdlab.plan.db", "ssdlab.report.db_pages"}}
+    found = suite_names(_parsed({
+        "ssdlab.plan.peak": 'SUITE = "peak"\n',
+        "ssdlab.plan.db": 'SUITE = "db"\n',
+        # shared code comparing another suite's name under its own constant's name
+        "ssdlab.run.shared": "from ssdlab.plan.db import SUITE as DB\n"
+                             "def f(r):\n    return r.suite == DB\n",
+        # the suite's own module may; imported and not compared is no use of the name
+        "ssdlab.report.db_pages": "from ssdlab.plan.db import SUITE\n"
+                                  "def g(r):\n    return r.suite != SUITE\n",
+        "ssdlab.run.other": "from ssdlab.plan.peak import SUITE\nprint(SUITE)\n",
+        # the listed exception: --threads auto --qd auto reads the peak suite's runs
+        "ssdlab.run.peak_load": "from ssdlab.plan.peak import SUITE\n"
+                                "def h(r):\n    return r.suite == SUITE\n",
+    }), suites, own)
+    assert [(n.module, n.suite, n.how) for n in found] == [
+        ("ssdlab.run.shared", "db", "DB from ssdlab.plan.db, compared")]

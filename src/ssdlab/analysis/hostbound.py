@@ -32,31 +32,42 @@ class CpuPoint:
 
 
 @dataclass(frozen=True)
-class HostBoundRule:
+class HostBoundRule(Record):
     cpu_pct: float = DEFAULT_CPU_PCT
     max_rise_pct: float = DEFAULT_MAX_RISE_PCT
 
 
 @dataclass(frozen=True)
-class HostBoundFinding:
-    curve: str
-    threads: int
-    iodepth: int
-    host_cpu_pct: float
-    iops_rise_pct: float
-    reason: str
+class HostCpuPoint(Record):
+    """A point of a curve: its load and the host's CPU there (the busiest one seen is the
+    verdict's ``peak``)."""
+
+    curve: str = ""
+    threads: int = 0
+    iodepth: int = 0
+    host_cpu_pct: float = 0.0
 
 
 @dataclass(frozen=True)
-class HostBoundVerdict:
-    host_bound: bool
-    rule: HostBoundRule
-    findings: tuple[HostBoundFinding, ...]
-    #: the busiest point seen: (curve, threads, iodepth, host CPU %), None if none measured
-    peak: tuple[str, int, int, float] | None
-    message: str
-    curves_checked: list[str] = field(default_factory=list)
+class HostBoundFinding(HostCpuPoint):
+    """A point that measured the host, not the drive: IOPS barely rose at a busy CPU."""
 
+    iops_rise_pct: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class HostBoundVerdict(Record):
+    """Whether the host, not the drive, limited the measurement; stored as a test's
+    ``host_bound`` verdict (docs/results-format.md)."""
+
+    host_bound: bool = False
+    rule: HostBoundRule = field(default_factory=HostBoundRule)
+    findings: tuple[HostBoundFinding, ...] = ()
+    #: the busiest point seen (None: host CPU not measured)
+    peak: HostCpuPoint | None = None
+    message: str = ""
+    curves_checked: tuple[str, ...] = ()
 
 
 def curve_findings(
@@ -80,12 +91,12 @@ def curve_findings(
     return found
 
 
-def _peak(curves: Mapping[str, Sequence[CpuPoint]]) -> tuple[str, int, int, float] | None:
-    best: tuple[str, int, int, float] | None = None
+def _peak(curves: Mapping[str, Sequence[CpuPoint]]) -> HostCpuPoint | None:
+    best: HostCpuPoint | None = None
     for name, points in curves.items():
         for p in points:
-            if p.host_cpu_pct is not None and (best is None or p.host_cpu_pct > best[3]):
-                best = (name, p.threads, p.iodepth, p.host_cpu_pct)
+            if p.host_cpu_pct is not None and (best is None or p.host_cpu_pct > best.host_cpu_pct):
+                best = HostCpuPoint(name, p.threads, p.iodepth, p.host_cpu_pct)
     return best
 
 
@@ -105,11 +116,11 @@ def host_bound(
         message = "host CPU was not measured; host-bound points cannot be judged"
     else:
         message = (
-            f"not host-bound: host CPU peaked at {peak[3]:.1f} % ({peak[0]}, "
-            f"{peak[1]} x QD {peak[2]}); the rule needs >= {rule.cpu_pct:g} % with IOPS "
+            f"not host-bound: host CPU peaked at {peak.host_cpu_pct:.1f} % ({peak.curve}, "
+            f"{peak.threads} x QD {peak.iodepth}); the rule needs >= {rule.cpu_pct:g} % with IOPS "
             f"rising < {rule.max_rise_pct:g} %"
         )
-    return HostBoundVerdict(bool(findings), rule, findings, peak, message, list(curves))
+    return HostBoundVerdict(bool(findings), rule, findings, peak, message, tuple(curves))
 
 
 # -- a set of targets run at once (docs/sets.md) -------------------------------------------

@@ -20,6 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ssdlab.analysis.hostbound import HostBoundRule, HostBoundVerdict
 from ssdlab.analysis.numa import NumaCheck
 from ssdlab.errors import UserError
 from ssdlab.plan import optionsets as common
@@ -31,9 +32,7 @@ from ssdlab.plan.latency_records import (
     LatencyIopsStoredPlan,
 )
 from ssdlab.plan.results import (
-    HostBoundRule,
-    HostBoundVerdict,
-    RangeRecord,
+    ByteRange,
     SkippedCell,
     plan_head,
 )
@@ -476,5 +475,5 @@ def test_params(opts: LatencyIopsOptions, plan: LatencyIopsPlan) -> LatencyIopsP
         list(opts.threads), list(opts.extra_threads), list(opts.qd_ladder), list(opts.qds),
         opts.warmup_s, opts.measure_s, opts.point_seconds,
         HostBoundRule(opts.host_bound_cpu_pct, opts.host_bound_rise_pct),
-        RangeRecord.of(plan.range), opts.purge,
+        ByteRange.of(plan.range), opts.purge,
         None if plan.wipc is None else cell_dict(plan.wipc), _skipped(plan), opts.quick)

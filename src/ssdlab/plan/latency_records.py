@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ssdlab.analysis.hostbound import HostBoundRule, HostBoundVerdict
 from ssdlab.analysis.numa import NumaCheck
 from ssdlab.jsonrecord import JsonObject, Record, flat, key
 from ssdlab.plan.results import (
     ArgsPlan,
+    ByteRange,
     FioCell,
-    HostBoundRule,
-    HostBoundVerdict,
     HostCpuUse,
     HostCpuWindow,
-    RangeRecord,
     SkippedCell,
     TestParams,
 )
@@ -51,7 +50,7 @@ class LatencyIopsParams(TestParams):
     measure_s: float = 0.0
     cell_seconds: float = 0.0
     host_bound_rule: HostBoundRule | None = None
-    active_range: RangeRecord = field(default_factory=RangeRecord)
+    active_range: ByteRange = field(default_factory=ByteRange)
     purge: str = ""
     precondition: JsonObject | None = None
     skipped: list[SkippedCell] = field(default_factory=list)

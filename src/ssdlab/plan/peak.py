@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ssdlab.analysis.hostbound import HostBoundVerdict
 from ssdlab.analysis.peak import (
     DEFAULT_MIN_GAIN_PCT,
     LATENCY_METRICS,
@@ -26,7 +27,6 @@ from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import (
     ByteRange,
     FioCell,
-    HostBoundVerdict,
     HostCpuWindow,
     StoredPlan,
     TestParams,
@@ -458,8 +458,7 @@ def describe(o: PeakOptions, rng: ActiveRange, job_text: JobText) -> list[str]:
 
 
 def plan_record(o: PeakOptions, args: PeakArgs, rng: ActiveRange) -> PeakPlan:
-    return PeakPlan(SUITE, *plan_head(args, o), o.workloads,
-                    ByteRange(rng.offset_bytes, rng.size_bytes))
+    return PeakPlan(SUITE, *plan_head(args, o), o.workloads, ByteRange.of(rng))
 
 
 def test_params(o: PeakOptions, w: Workload) -> PeakParams:

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from ssdlab.analysis import hostbound, steady
+from ssdlab.analysis import steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import consistency, device_rounds, member_rounds
 from ssdlab.plan.specs import ActiveRange
@@ -147,51 +147,6 @@ class SteadyVerdict(Record):
                    {check.variable: WindowStats.of(check) for check in verdict.checks})
 
 
-@dataclass(frozen=True)
-class HostBoundRule(Record):
-    cpu_pct: float = 0.0
-    max_rise_pct: float = 0.0
-
-
-@dataclass(frozen=True)
-class HostCpuPoint(Record):
-    """A point of a curve: its load and the host's CPU there (the busiest one seen is the
-    verdict's ``peak``)."""
-
-    curve: str = ""
-    threads: int = 0
-    iodepth: int = 0
-    host_cpu_pct: float = 0.0
-
-
-@dataclass(frozen=True)
-class HostBoundFinding(HostCpuPoint):
-    """A point that measured the host, not the drive: IOPS barely rose at a busy CPU."""
-
-    iops_rise_pct: float = 0.0
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class HostBoundVerdict(Record):
-    """Whether the host, not the drive, limited the measurement (analysis.hostbound)."""
-
-    host_bound: bool = False
-    rule: HostBoundRule = field(default_factory=HostBoundRule)
-    findings: tuple[HostBoundFinding, ...] = ()
-    peak: HostCpuPoint | None = None
-    message: str = ""
-    curves_checked: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, v: hostbound.HostBoundVerdict) -> HostBoundVerdict:
-        return cls(v.host_bound, HostBoundRule(v.rule.cpu_pct, v.rule.max_rise_pct),
-                   tuple(HostBoundFinding(f.curve, f.threads, f.iodepth, f.host_cpu_pct,
-                                          f.iops_rise_pct, f.reason) for f in v.findings),
-                   None if v.peak is None else HostCpuPoint(*v.peak), v.message,
-                   tuple(v.curves_checked))
-
-
 # -- cells ------------------------------------------------------------------------------
 
 
@@ -304,10 +259,6 @@ class ByteRange(Record):
     def of(cls, rng: ActiveRange) -> ByteRange:
         """The active range a test ran on (plan/specs.py ``ActiveRange``)."""
         return cls(rng.offset_bytes, rng.size_bytes)
-
-
-#: the active range a test ran on, as its parameters store it
-RangeRecord = ByteRange
 
 
 @dataclass(frozen=True)

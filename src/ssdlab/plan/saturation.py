@@ -30,9 +30,9 @@ from ssdlab.plan import optionsets as common
 from ssdlab.plan.config_schema import Kind
 from ssdlab.plan.results import (
     ArgsPlan,
+    ByteRange,
     CellData,
     FioCell,
-    RangeRecord,
     TestParams,
     plan_head,
 )
@@ -358,7 +358,7 @@ class HirResult(Record):
 @dataclass(frozen=True)
 class SaturationPlan(ArgsPlan):
     tests: tuple[str, ...] = ()
-    active_range: RangeRecord = field(default_factory=RangeRecord)
+    active_range: ByteRange = field(default_factory=ByteRange)
     latency: str = ""
 
 
@@ -371,7 +371,7 @@ class WsatParams(TestParams):
     threads: int = 0
     iodepth: int = 0
     block_bytes: int = 0
-    active_range: RangeRecord = field(default_factory=RangeRecord)
+    active_range: ByteRange = field(default_factory=ByteRange)
     purge: str = ""
     log_msec: int = 0
     quick: bool = False
@@ -518,14 +518,14 @@ def describe(o: SaturationOptions, rng: ActiveRange, job_text: JobText) -> list[
 def plan_record(o: SaturationOptions, args: SaturationArgs, rng: ActiveRange
                 ) -> SaturationPlan:
     return SaturationPlan(
-        SUITE, *plan_head(args, o), (WSAT, HIR) if o.hir else (WSAT,), RangeRecord.of(rng),
+        SUITE, *plan_head(args, o), (WSAT, HIR) if o.hir else (WSAT,), ByteRange.of(rng),
         "fio completion latency (clat), per round from that round's json+ histogram")
 
 
 def wsat_params(o: SaturationOptions, rng: ActiveRange) -> WsatParams:
     return WsatParams(
         "Write Saturation", o.round_seconds, o.max_rounds, o.max_written, o.max_hours,
-        o.threads, o.iodepth, o.block_bytes, RangeRecord.of(rng), o.purge, o.log_msec,
+        o.threads, o.iodepth, o.block_bytes, ByteRange.of(rng), o.purge, o.log_msec,
         o.quick, [{"name": WSAT_CELL, "threads": o.threads, "iodepth": o.iodepth,
                    "block_bytes": o.block_bytes, "read_pct": 0, "pattern": "random"}])
 

@@ -257,8 +257,8 @@ def describe(opts: VerifyOptions, rng: ActiveRange, path: str, job_text: JobText
 
 def plan_record(opts: VerifyOptions, args: VerifyArgs, rng: ActiveRange) -> VerifyPlan:
     return VerifyPlan(SUITE, dataclasses.asdict(args), opts, (TEST,),
-                      ByteRange(rng.offset_bytes, rng.size_bytes))
+                      ByteRange.of(rng))
 
 
 def test_params(opts: VerifyOptions, rng: ActiveRange) -> VerifyParams:
-    return VerifyParams("Data integrity", opts, ByteRange(rng.offset_bytes, rng.size_bytes))
+    return VerifyParams("Data integrity", opts, ByteRange.of(rng))

@@ -25,7 +25,7 @@ from ssdlab.report.charts import colour
 from ssdlab.report.files import write_atomic
 from ssdlab.report.html import Page, PrintPart, document, esc, print_parts, table
 from ssdlab.report.pdf import htmls_to_pdf, print_jobs
-from ssdlab.report.registry import quick_banner, report_title
+from ssdlab.report.registry import quick_banner, report_title, run_kinds
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 
@@ -93,7 +93,7 @@ def _cover(runs: Sequence[RunData], title: str, labels: Sequence[str]) -> str:
     return (
         f"<h1>{esc(title)}</h1>"
         f'<p class="small">Generated {stamp} by ssdlab {esc(__version__)} from the results '
-        "store. SNIA Solid State Storage Performance Test Specification pages per run; "
+        f"store. Pages per run: {esc(', '.join(run_kinds(runs)))}; "
         "MiB/s = 2^20 bytes/s, MB/s = 10^6 bytes/s.</p>"
         + warn + table(("run", "device", "suite", "profile", "status"), rows)
     )

@@ -18,7 +18,7 @@ from ssdlab.report import consistency
 from ssdlab.report.consistency import memory_cells
 from ssdlab.report.figures import result_cells, test_kind, test_title
 from ssdlab.report.html import esc, table
-from ssdlab.report.text import num, text_table
+from ssdlab.report.text import found_messages, num, text_table
 from ssdlab.store.records import RunData, TestData
 
 SMALL = ch.Frame(width=470, height=250, left=58, right=104, top=28, bottom=40)
@@ -117,14 +117,8 @@ def finite(value: object) -> float | None:
 
 def _outcome(test: TestData) -> str:
     """What a test found, in a line: a suite's transition, verdict, message or error."""
-    result = test.result
-    transition = result.get("transition")
-    if isinstance(transition, dict) and transition.get("message"):
-        return str(transition["message"])
-    primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
-    if isinstance(primary, dict) and primary.get("message"):
-        return str(primary["message"])
-    return str(result.get("message") or result.get("error") or "")
+    return (next((m for m in found_messages(test) if m), "")
+            or str(test.result.get("error") or ""))
 
 
 def tests_table(run: RunData, tests: Sequence[TestData]) -> str:

@@ -1,6 +1,8 @@
 """The pages of a reference run imported from published reviews (``ssdlab import
 published``): its PTS tests as the SNIA results pages (no rounds: results only), its other
-figures as a table; and what ``ssdlab show`` prints of them."""
+figures as a table; and what ``ssdlab show`` prints of them. The PTS tests' pages are the
+PTS suite's own (report/pts_pages.py ``test_pages``): published figures are results of
+those tests, not a part other suites share, so they stay with that suite."""
 
 from __future__ import annotations
 

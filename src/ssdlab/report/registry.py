@@ -59,12 +59,23 @@ def quick_banner(suites: Iterable[str]) -> str:
     return f"QUICK PROFILE: {quick_summary(suites)}"
 
 
+def _kind(run: RunData) -> str:
+    """What a run's pages are: its suite's ``report_title``."""
+    from ssdlab.suites import find
+    suite = find(run.suite)
+    return suite.spec.report_title if suite is not None else UNKNOWN_TITLE
+
+
+def run_kinds(runs: Sequence[RunData]) -> list[str]:
+    """What the runs' pages are (each one's suite's ``report_title``), each kind once, in
+    the runs' order: what the report's cover says it holds."""
+    return list(dict.fromkeys(_kind(r) for r in runs))
+
+
 def report_title(runs: Sequence[RunData]) -> str:
     """What the report is, after "LABEL: " in its title: the ``report_title`` of the runs'
     suites, one kind or else a "comparison report". Reference runs (imported read-only)
     take the kind of the runs they are compared with; alone, their own."""
-    from ssdlab.suites import find
     measured = [r for r in runs if not r.read_only] or runs
-    kinds = {suite.spec.report_title if (suite := find(r.suite)) is not None
-             else UNKNOWN_TITLE for r in measured}
+    kinds = set(run_kinds(measured))
     return kinds.pop() if len(kinds) == 1 else COMPARISON_TITLE

@@ -56,16 +56,24 @@ def num(value: Any, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
-def verdict_line(test: TestData) -> str:
+def found_messages(test: TestData) -> tuple[str, str, str]:
+    """What a test found, in its stored documents' words, the most telling first: its
+    result's ``transition`` (a saturation test's), its primary verdict's and its result's
+    message ("" where it has none)."""
+    result = test.result if isinstance(test.result, dict) else {}
     primary = test.verdicts.get("primary") if isinstance(test.verdicts, dict) else None
-    transition = test.result.get("transition") if isinstance(test.result, dict) else None
-    if isinstance(transition, dict) and transition.get("message"):
-        extra = str(primary.get("message", "")) if isinstance(primary, dict) else ""
-        return f"{transition['message']}" + (f"; {extra}" if extra else "")
-    if isinstance(primary, dict) and primary.get("message"):
-        return str(primary.get("message", ""))
-    if isinstance(test.result, dict) and test.result.get("message"):
-        return str(test.result["message"])
+    transition = result.get("transition")
+    return (str(transition.get("message") or "") if isinstance(transition, dict) else "",
+            str(primary.get("message") or "") if isinstance(primary, dict) else "",
+            str(result.get("message") or ""))
+
+
+def verdict_line(test: TestData) -> str:
+    transition, primary, message = found_messages(test)
+    if transition:
+        return transition + (f"; {primary}" if primary else "")
+    if primary or message:
+        return primary or message
     return str(test.result.get("error", test.status)) if isinstance(test.result, dict) else ""
 
 

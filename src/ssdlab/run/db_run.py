@@ -247,11 +247,11 @@ class DbRun(SessionRun[PreparedDb]):
         assert self.ws is not None
         failed: list[str] = []
         for workload in self.p.options.workloads:
-            failed += WorkloadRun(self, self.ws, workload).run()
+            failed += DbWorkload(self, self.ws, workload).run()
         return failed
 
 
-class WorkloadRun:
+class DbWorkload:
     """One workload's server, from its start to its removal, and its tests."""
 
     def __init__(self, run: DbRun, ws: Workspace, workload: str) -> None:

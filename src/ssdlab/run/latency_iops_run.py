@@ -308,12 +308,12 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     def _store_result(self, status: str, error: str | None = None) -> HostBoundVerdict:
         verdict = self.verdict()
         flagged = {(f.curve, f.iodepth): f.reason for f in verdict.findings}
-        hb, numa = results.HostBoundVerdict.of(verdict), self.numa
+        numa = self.numa
         result = LatencyIopsResult(
             curves=[c.record(flagged) for c in self.curves],
             points_run=sum(len(c.points) for c in self.curves),
             target_latency_us=self.opts.target_latency_us,
-            host_bound=hb,
+            host_bound=verdict,
             numa=numa,
             pcie=self.pcie,
             fio_cpus=format_cpulist(self.cpus),
@@ -322,7 +322,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
         )
         self.store.set_test(
             self.run_id, TEST, status=status, params=plan.test_params(self.opts, self.p.plan),
-            verdicts={"host_bound": hb, "numa": numa}, result=result,
+            verdicts={"host_bound": verdict, "numa": numa}, result=result,
         )
         return verdict
 

@@ -111,8 +111,8 @@ def prepare(request: TargetRequest, args: MatrixArgs, lookup: SuiteLookup) -> Pr
     checked again once it is torn down), each level's plan."""
     o = validate(args)
     child = _child_suite(o.suite, lookup)
-    child.spec.option_values([*o.suite_argv, *_placeholder_target(child.spec)],
-                             "--suite-options")
+    child.spec.parse_argv([*o.suite_argv, *_placeholder_target(child.spec)],
+                          "--suite-options")
     versions = checked_versions(request.fio)
     paths = [m if is_nbd_target(m) else os.path.abspath(m) for m in o.members]
     held = _held_by_leftovers(paths)

@@ -26,7 +26,7 @@ from ssdlab.plan.peak import (
     build_options,
 )
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import HostBoundVerdict, StoredPlan, Verdict
+from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.run.cells import Cell, cell_from_job
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.prepare import (
@@ -198,7 +198,7 @@ class PeakRun(SessionRun[PreparedPeak]):
         status = "complete" if result.found or measured else "failed"
         self.store.set_test(self.run_id, w.name, status=status, params=params,
                             verdicts={"primary": Verdict(result.message),
-                                      "host_bound": HostBoundVerdict.of(outcome.host)},
+                                      "host_bound": outcome.host},
                             result=result.to_json())
         if status == "failed":
             raise TestFailed(result.message)

@@ -463,8 +463,9 @@ PS = TypeVar("PS", bound=PreparedSuite[Any])
 
 
 class SessionRun(ABC, Generic[PS]):
-    """The shape most suites' runs share: on one device or ssdlab test file (made first
-    when it does not exist yet), one :class:`RunSession` records the run; the suite says
+    """The shape every suite's run has: one :class:`RunSession` records the run on its
+    target (by default one device or ssdlab test file, made first when it does not exist
+    yet; hooks say what else a run works in: :meth:`workspace`); the suite says
     what it plans (:meth:`plan_record`) and runs its tests (:meth:`run_tests`), which
     return the names of the tests that failed. Resuming checks that the target is the same
     one and gives :meth:`run_tests` the stored run."""
