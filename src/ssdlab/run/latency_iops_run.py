@@ -56,7 +56,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run, resume_with
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData, TestData
+from ssdlab.store.records import RunData, TestData, TestState
 from ssdlab.targets.topology import (
     StatSnapshot,
     allowed_cpus,
@@ -148,9 +148,8 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     def _run_test(self, previous: TestData | None) -> list[str]:
         resumed = previous is not None and self._restore(previous)
         if not resumed:
-            self.store.set_test(self.run_id, TEST, status="running",
-                                params=plan.test_params(self.opts, self.p.plan), verdicts={},
-                                result={})
+            self.store.set_test(self.run_id, TEST, TestState(
+                "running", plan.test_params(self.opts, self.p.plan)))
         self._announce(resumed)
         try:
             rng = self.p.plan.range
@@ -320,10 +319,9 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             skipped=[results.SkippedCell(c, r) for c, r in self.p.plan.skipped],
             error=error,
         )
-        self.store.set_test(
-            self.run_id, TEST, status=status, params=plan.test_params(self.opts, self.p.plan),
-            verdicts={"host_bound": verdict, "numa": numa}, result=result,
-        )
+        self.store.set_test(self.run_id, TEST, TestState(
+            status, plan.test_params(self.opts, self.p.plan), {"host_bound": verdict, "numa": numa},
+            result))
         return verdict
 
 

@@ -18,7 +18,6 @@ from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError, command
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import pts as plan
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import (
@@ -33,7 +32,7 @@ from ssdlab.plan.pts import (
     parse_tests,
     skipped_records,
 )
-from ssdlab.plan.results import SteadyVerdict, StoredPlan
+from ssdlab.plan.results import HostVerdictsEvent, SteadyVerdict, StoredPlan
 from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
@@ -51,7 +50,7 @@ from ssdlab.run.progress import Progress, rounds_planned
 from ssdlab.run.session import RunInterrupted, SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run, rounds_progress
 from ssdlab.store.db import Store
-from ssdlab.store.records import RoundData, RunData, TestData
+from ssdlab.store.records import RoundData, RunData, TestData, TestState
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.units import format_bytes
 
@@ -269,10 +268,9 @@ class PtsRun(SessionRun[PreparedPts]):
         earlier = PtsResult.from_json(before.result).prediction if before else None
         if before is not None and (before.status == PREDICTED or earlier is not None):
             self.to_snia[test.name] = earlier  # resumed: on to the SNIA rule, not predicted
-        self.store.set_test(  # a prediction made earlier stays in the result meanwhile
-            self.run_id, test.name, status="running", params=params, verdicts={},
-            result=self._partial(test.name),
-        )
+        # a prediction made earlier stays in the result meanwhile
+        self.store.set_test(self.run_id, test.name, TestState(
+            "running", params, {}, self._partial(test.name)))
         previous = [r for r in before.rounds if r.status == "ok"] if before else []
         if previous:
             self.store.add_event(
@@ -300,10 +298,8 @@ class PtsRun(SessionRun[PreparedPts]):
             raise
 
     def _failed(self, test: RoundTest, params: PtsParams, exc: TestFailed) -> None:
-        self.store.set_test(
-            self.run_id, test.name, status="failed", params=params, verdicts={},
-            result=self._partial(test.name, error=str(exc)),
-        )
+        self.store.set_test(self.run_id, test.name, TestState(
+            "failed", params, {}, self._partial(test.name, error=str(exc))))
 
     def _partial(self, test: str, **fields: Any) -> PtsResult:
         """A running or failed test's partial result, with its earlier prediction if any."""
@@ -405,14 +401,7 @@ class PtsRun(SessionRun[PreparedPts]):
             status = PREDICTED
         stored = {"primary": SteadyVerdict.of(primary)}
         stored.update({name: SteadyVerdict.of(v) for name, v in verdicts.items()})
-        self.store.set_test(
-            self.run_id,
-            test.name,
-            status=status,
-            params=params,
-            verdicts=stored,
-            result=result,
-        )
+        self.store.set_test(self.run_id, test.name, TestState(status, params, stored, result))
         self.progress.line(f"{test.name}: {primary.message}")
         if predicted is not None:
             self.progress.line(f"{test.name}: {predicted.message} (continue to the SNIA rule "
@@ -426,14 +415,14 @@ class PtsRun(SessionRun[PreparedPts]):
         if not events:
             return
         names = [v.name for _, vs in test.tracking_sets for v in vs]
-        verdicts: dict[str, JsonObject] = {}
+        verdicts: dict[str, SteadyVerdict] = {}
         for host, rounds in sorted(host_series(events, names).items()):
             verdict = _verdicts(test, rounds, self.p.options.rule)[test.primary_set]
-            verdicts[host] = SteadyVerdict.of(verdict).to_json()
+            verdicts[host] = SteadyVerdict.of(verdict)
             self.progress.line(f"{test.name} on {host}: {verdict.message}")
         self.store.add_event(self.run_id, test.name, HOST_VERDICT_KIND,
                              f"{test.name}: each host's own steady state",
-                             {"hosts": verdicts})
+                             HostVerdictsEvent(verdicts))
 
 
 def _cells(test: RoundTest, jobs: Sequence[JobResult]) -> list[Cell]:
