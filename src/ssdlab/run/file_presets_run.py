@@ -55,7 +55,7 @@ from ssdlab.plan.file_results import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import StoredPlan
+from ssdlab.plan.results import Reason, StoredPlan
 from ssdlab.run.member_rounds import Sample
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
@@ -325,7 +325,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
                 note = (f"O_DIRECT refused on {self.p.dir.fs_type} ({why}): buffered I/O "
                         "instead, caches dropped before each read")
                 self.notes.append(note)
-                self.store.add_event(self.run_id, self.test, "warning", note, {"why": why})
+                self.store.add_event(self.run_id, self.test, "warning", note, Reason(why))
                 self.progress.line(f"{self.test}: {note}")
         for phase in plan.phases:
             try:

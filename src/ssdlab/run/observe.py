@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any, Protocol
 
 from ssdlab.errors import TargetError
+from ssdlab.plan.results import HealthCount, HealthEvent
+from ssdlab.run.agent_wire import HostTruthEvent
 from ssdlab.run.hosts import HOST_TRUTH_KIND
 from ssdlab.run.remote import RemoteSet
 from ssdlab.store.db import Store
@@ -48,7 +50,7 @@ def health(s: Session, when: str) -> None:
     s.store.add_event(
         s.run_id, None, HEALTH_KIND,
         f"health log at {when}: {reading.host_bytes_written:,} bytes written "
-        f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
+        f"({reading.source})", HealthEvent(when, HealthCount(**dataclasses.asdict(reading))))
 
 
 def ground_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | None:
@@ -74,4 +76,4 @@ def _hosts_truth(s: Session, test: str | None, when: str) -> None:
     truths = s.remote.truth()
     s.store.add_event(s.run_id, test, HOST_TRUTH_KIND,
                       f"ground truth of {len(truths)} hosts after {when}",
-                      {"when": when, "hosts": truths})
+                      HostTruthEvent(when, truths))

@@ -140,7 +140,8 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
                 settings.append(_failed(setting, str(exc)))
                 self.progress.line(f"{TEST} {setting.label}: FAILED: {exc}")
                 self.store.add_event(self.run_id, TEST, "warning",
-                                     f"{setting.label} failed: {exc}", {"op_pct": setting.op_pct})
+                                     f"{setting.label} failed: {exc}",
+                                     plan.SettingFailed(setting.op_pct))
             self.store.set_test(self.run_id, TEST, TestState(
                 "running", params, {}, SettingsSoFar(list(settings))))
         self._finish(params, settings)

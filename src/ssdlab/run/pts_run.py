@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,15 @@ from ssdlab.plan.pts import (
     parse_tests,
     skipped_records,
 )
-from ssdlab.plan.results import HostVerdictsEvent, SteadyVerdict, StoredPlan
+from ssdlab.plan.results import (
+    FioCell,
+    HostPart,
+    HostRoundEvent,
+    HostVerdictsEvent,
+    ResumedAfter,
+    SteadyVerdict,
+    StoredPlan,
+)
 from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
 from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
@@ -230,7 +238,7 @@ class PtsRun(SessionRun[PreparedPts]):
     ) -> None:
         super().__init__(prepared, store, executor, progress)
         #: on several hosts: each test's host-round events (stored ones too, on resume)
-        self.host_rounds: dict[str, list[Mapping[str, object]]] = {}
+        self.host_rounds: dict[str, list[HostRoundEvent]] = {}
         #: tests --predict stopped, resumed: they go on to the SNIA rule, not predicted
         #: again; their prediction stays in their result beside the SNIA verdict
         self.to_snia: dict[str, PtsPrediction | None] = {}
@@ -241,7 +249,8 @@ class PtsRun(SessionRun[PreparedPts]):
     def run_tests(self, previous: RunData | None) -> list[str]:
         for event in previous.events if previous is not None else ():  # resumed
             if event.kind == HOST_ROUND_KIND and event.test and event.detail:
-                self.host_rounds.setdefault(event.test, []).append(dict(event.detail))
+                self.host_rounds.setdefault(event.test, []).append(
+                    HostRoundEvent.from_json(event.detail, f"host-round event of {event.test}"))
         stored = {t.name: t for t in previous.tests} if previous is not None else {}
         self.progress.start(  # resumed: the ETA is what is left, not the whole run's
             self.p.tests,
@@ -277,7 +286,7 @@ class PtsRun(SessionRun[PreparedPts]):
                 self.run_id, test.name, "warning",
                 f"resumed after round {previous[-1].round_no}: the drive was idle "
                 f"{time.time() - previous[-1].ended_at:,.0f} s while the run was stopped",
-                {"after_round": previous[-1].round_no},
+                ResumedAfter(previous[-1].round_no),
             )
             try:
                 self._rounds(test, params, previous)
@@ -315,14 +324,15 @@ class PtsRun(SessionRun[PreparedPts]):
         return run, cells
 
     def _host_parts(self, test: RoundTest, run: FioRun, variables: list[TrackingVar]
-                    ) -> dict[str, dict[str, object]] | None:
+                    ) -> dict[str, HostPart] | None:
         """On several hosts: each host's cells and tracking variables of the round."""
         if not run.per_host:
             return None
-        parts: dict[str, dict[str, object]] = {}
+        parts: dict[str, HostPart] = {}
         for host, jobs in by_host(run.per_host).items():
             cells = _cells(test, jobs)
-            parts[host] = {"tracking": _tracking(variables, cells), "cells": cells}
+            parts[host] = HostPart(_tracking(variables, cells), [
+                FioCell.from_json(c, f"{host}'s cell") for c in cells])
         return parts
 
     def _rounds(
@@ -350,7 +360,7 @@ class PtsRun(SessionRun[PreparedPts]):
                                    cells=cells, hosts=hosts)
             if hosts is not None:
                 self.host_rounds.setdefault(test.name, []).append(
-                    {"round": round_no, "hosts": hosts})
+                    HostRoundEvent(round_no, "round", hosts))
             self.session.ground_truth(test.name, f"round {round_no}")
             if not complete:
                 raise TestFailed(f"round {round_no}: {run.error or 'fio reported fewer cells'}")

@@ -38,7 +38,7 @@ from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.optionsets import DEFAULT_LOADS
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import StoredPlan, Verdict
+from ssdlab.plan.results import ResumedAfter, StoredPlan, Verdict
 from ssdlab.plan.saturation import (
     HIR,
     WSAT,
@@ -220,7 +220,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                 self.run_id, HIR, "warning",
                 f"resumed after round {round_no}: the drive was idle for {idle:,.0f} s, so "
                 "the next burst follows that idle time, not its wait state's",
-                {"after_round": round_no, "idle_s": idle},
+                ResumedAfter(round_no, idle),
             )
         for group, wait_s in enumerate(o.waits_s):
             for index in range(o.bursts):

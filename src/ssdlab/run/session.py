@@ -32,7 +32,15 @@ from ssdlab.engine.runner import (
     TickFn,
 )
 from ssdlab.errors import ExitCode, UserError, command
-from ssdlab.plan.results import HostsEvent, PreconditionStep, ProcessEvent, StoredPlan
+from ssdlab.plan.results import (
+    ErrorDetail,
+    HostPart,
+    HostRoundEvent,
+    HostsEvent,
+    PreconditionStep,
+    ProcessEvent,
+    StoredPlan,
+)
 from ssdlab.plan.specs import CellSpec
 from ssdlab.run import observe, rounds
 from ssdlab.run.consistency import lines as check_lines
@@ -342,7 +350,8 @@ class RunSession:
         if lost is None:
             return
         self.store.add_event(self.run_id, test, "error",
-                             f"stopping the run: {lost} after {test} failed", {"error": str(exc)})
+                             f"stopping the run: {lost} after {test} failed",
+                             ErrorDetail(str(exc)))
         raise TargetLost(f"{test} failed ({exc}) and {lost}: the run stops here; every "
                          f"completed round is kept in {self.store.path}")
 
@@ -405,12 +414,12 @@ class RunSession:
         if lost is None:
             return run
         self.store.add_event(self.run_id, None, "error", f"stopping the run: {lost}",
-                             {"error": run.error})
+                             ErrorDetail(run.error))
         raise HostLost(f"{lost} ({run.error}){self.remote.lost_hint}")
 
     def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
                   tracking: dict[str, float], cells: Sequence[Document],
-                  hosts: Mapping[str, object] | None = None) -> None:
+                  hosts: dict[str, HostPart] | None = None) -> None:
         """Store a round that is one fio invocation, with its record and its times, and
         what the target's members did over it; on several hosts, each host's own part
         (``hosts``: what the suite made of it, else a summary of each host's jobs)."""
@@ -422,7 +431,7 @@ class RunSession:
             per_host = hosts if hosts is not None else host_summaries(run.per_host)
             self.store.add_event(self.run_id, test, HOST_ROUND_KIND,
                                  f"round {round_no} on {len(per_host)} hosts",
-                                 {"round": round_no, "phase": phase, "hosts": per_host})
+                                 HostRoundEvent(round_no, phase, per_host))
 
     def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
                      last_round: int | None = None) -> None:
