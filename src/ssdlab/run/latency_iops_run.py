@@ -32,10 +32,10 @@ from ssdlab.plan.latency_iops import (
     build_options,
     build_plan,
 )
-from ssdlab.plan.latency_records import LadderStop, LatencyIopsResult, PcieLink
+from ssdlab.plan.latency_records import LadderStop, LatencyCell, LatencyIopsResult, PcieLink
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import CellSpec
-from ssdlab.run.cells import Cell, cell_from_job
+from ssdlab.run.cells import Cell, cell_from_job, cell_records
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.ladder_progress import LadderProgress
 from ssdlab.run.latency_curves import (
@@ -274,7 +274,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             TEST, round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": _num(cell.get("iops")), "lat_mean_us": _num(
                 cell.get("lat_mean_us"))} if ok and cell else {},
-            cells=[cell] if cell is not None else [],
+            cells=cell_records(LatencyCell, [cell] if cell is not None else [], TEST),
         )
         self.session.ground_truth(TEST, f"point {round_no}")
         if not ok or cell is None:

@@ -48,7 +48,7 @@ from ssdlab.plan.optionsets import default_load
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.results import SteadyVerdict, StoredPlan, Verdict
 from ssdlab.plan.rounds import RoundTest
-from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
+from ssdlab.run.cells import Cell, cell_from_job, cell_records, metric, window_cells
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
     TargetRequest,
@@ -199,7 +199,8 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         iops = metric(cells[0], "iops") if cells else None
         self.session.fio_round(
             TEST, self._round_no, run, "round", status="ok" if complete else "failed",
-            tracking={TRACKING_NAME: iops if iops is not None else float("nan")}, cells=cells,
+            tracking={TRACKING_NAME: iops if iops is not None else float("nan")},
+            cells=cell_records(plan.OpSweepCell, cells, f"{TEST} {s.label}"),
         )
         if not complete:
             raise TestFailed(f"round {r}: {run.error or 'fio reported no result'}")

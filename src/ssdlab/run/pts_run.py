@@ -43,7 +43,7 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
-from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
+from ssdlab.run.cells import Cell, cell_from_job, cell_records, tracking_value, window_cells
 from ssdlab.run.hosts import HOST_ROUND_KIND, HOST_VERDICT_KIND, host_series
 from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
@@ -331,8 +331,8 @@ class PtsRun(SessionRun[PreparedPts]):
         parts: dict[str, HostPart] = {}
         for host, jobs in by_host(run.per_host).items():
             cells = _cells(test, jobs)
-            parts[host] = HostPart(_tracking(variables, cells), [
-                FioCell.from_json(c, f"{host}'s cell") for c in cells])
+            parts[host] = HostPart(_tracking(variables, cells),
+                                   cell_records(FioCell, cells, f"{test.name} on {host}"))
         return parts
 
     def _rounds(
@@ -357,7 +357,7 @@ class PtsRun(SessionRun[PreparedPts]):
             hosts = self._host_parts(test, run, variables) if complete else None
             self.session.fio_round(test.name, round_no, run, "round",
                                    status="ok" if complete else "failed", tracking=tracking,
-                                   cells=cells, hosts=hosts)
+                                   cells=cell_records(FioCell, cells, test.name), hosts=hosts)
             if hosts is not None:
                 self.host_rounds.setdefault(test.name, []).append(
                     HostRoundEvent(round_no, "round", hosts))

@@ -53,7 +53,7 @@ from ssdlab.plan.saturation import (
     burst_cell,
     wait_label,
 )
-from ssdlab.run.cells import Cell, cell_from_job
+from ssdlab.run.cells import Cell, cell_from_job, cell_records
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -186,7 +186,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                          "gap_s": round(gap, 3), "resumed": state.resumed, "series": series})
         iops = _metric(measured, "iops")
         self.session.fio_round(WSAT, number, run, "round", status="ok", tracking={"IOPS": iops},
-                               cells=[measured])
+                               cells=cell_records(plan.WsatCell, [measured], WSAT))
         self.session.ground_truth(WSAT, f"round {number}")
         self.progress.line(
             f"{WSAT} round {number}: {iops:,.0f} IOPS, p99 "
@@ -249,7 +249,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         ok = run.ok and bool(cells)
         iops = _metric(cells[0], "iops") if ok else math.nan
         self.session.fio_round(HIR, round_no, run, "hir", status="ok" if ok else "failed",
-                               tracking={"IOPS": iops} if ok else {}, cells=cells)
+                               tracking={"IOPS": iops} if ok else {},
+                               cells=cell_records(plan.HirBurstCell, cells, HIR))
         self.session.ground_truth(HIR, f"burst {index + 1} of wait {wait_label(wait_s)}")
         if not ok:
             raise TestFailed(f"burst {index + 1} of wait state {wait_label(wait_s)}: {run.error}")
