@@ -10,7 +10,9 @@ import pytest
 
 from ssdlab.errors import UserError
 from ssdlab.store.db import Store
+from ssdlab.store.records import TestState
 from tests.support.cli import HINTED, one_line_error, sha256_of, ssdlab
+from tests.support.records import doc
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "published-results.csv"
 IMPORTED = re.compile(r"^imported (.+) \((\d+) rows?\) as run (\S+) \(read-only reference\)$")
@@ -176,7 +178,7 @@ def test_a_write_to_a_reference_run_is_refused(tmp_path: Path) -> None:
     before = sha256_of(store)
     with Store.open(store) as opened:
         with pytest.raises(UserError, match="is a read-only reference run"):
-            opened.set_test(run_id, "iops", status="steady", params={}, verdicts={}, result={})
+            opened.set_test(run_id, "iops", TestState("steady", doc()))
         with pytest.raises(UserError, match="is a read-only reference run"):
             opened.finish_run(run_id, "complete")
     assert sha256_of(store) == before

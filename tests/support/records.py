@@ -24,6 +24,17 @@ def fresh(value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Doc(Record):
+    """A document a test stores as it is: a record of no fields of its own, so that every
+    key is kept, in its order (for the tests that care only what the store keeps)."""
+
+
+def doc(document: JsonObject | None = None) -> Doc:
+    """``document`` (none: ``{}``) as a record that writes it back exactly."""
+    return Doc.from_json({} if document is None else document, "a test's document")
+
+
 # -- a suite's records, as the tests of the store's typed API declare them ------------------
 
 

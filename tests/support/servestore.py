@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from ssdlab.store.db import Store
+from ssdlab.store.records import RoundRecord, RunHead, TestState
+from tests.support.records import doc
 
 TEST = "iops"
 CELLS = (("iops_bs4096_r100", 4096, 100), ("iops_bs4096_r0", 4096, 0))
@@ -24,14 +26,12 @@ def params(max_rounds: int = 25) -> dict[str, Any]:
 
 def new_running_run(store: Store, target: str = "/dev/nvme9n1",
                     model: str = "Lab SSD 3840", max_rounds: int = 25) -> str:
-    run_id = store.new_run(
-        suite="pts", profile="quick", quick=True,
-        target={"path": target, "model": model}, host={"hostname": "lab-1"},
-        plan={"suite": "pts", "tests": [TEST, "throughput"],
-              "options": {"rule": "snia", "max_rounds": max_rounds}},
-        versions={"ssdlab": "test"}, argv=["run", "pts"])
-    store.set_test(run_id, TEST, status="running", params=params(max_rounds), verdicts={},
-                   result={})
+    run_id = store.new_run(RunHead(
+        "pts", "quick", True, {"path": target, "model": model}, {"hostname": "lab-1"},
+        doc({"suite": "pts", "tests": [TEST, "throughput"],
+              "options": {"rule": "snia", "max_rounds": max_rounds}}),
+        {"ssdlab": "test"}, ["run", "pts"]))
+    store.set_test(run_id, TEST, TestState("running", doc(params(max_rounds))))
     return run_id
 
 
@@ -55,8 +55,8 @@ def add_round(store: Store, run_id: str, round_no: int, test: str = TEST) -> dic
              for name, block, read_pct in CELLS]
     tracking = {VARIABLE: cells[1]["iops"]}
     now = time.time()
-    store.add_round(run_id, test, round_no, status="ok", tracking=tracking, cells=cells,
-                    fio=None, started_at=now - 2.0, ended_at=now)
+    store.add_round(run_id, test, RoundRecord(
+        round_no, "ok", tracking, [doc(c) for c in cells], None, now - 2.0, now))
     return {"tracking": tracking, "cells": cells}
 
 
@@ -65,10 +65,9 @@ def many_runs(path: Path, count: int) -> None:
     with Store.open(path) as store:
         for n in range(count):
             suite = ("pts", "saturation", "presets", "curves")[n % 4]
-            run_id = store.new_run(
-                suite=suite, profile="quick" if n % 3 else "default", quick=n % 3 != 0,
-                target={"path": f"/dev/nvme{n % 7}n1", "model": f"Model {n % 11}"},
-                host={"hostname": f"lab-{n % 5}"}, plan={"suite": suite},
-                versions={}, argv=["run", suite])
-            store.set_test(run_id, TEST, status="steady", params={}, verdicts={}, result={})
+            run_id = store.new_run(RunHead(
+                suite, "quick" if n % 3 else "default", n % 3 != 0,
+                {"path": f"/dev/nvme{n % 7}n1", "model": f"Model {n % 11}"},
+                {"hostname": f"lab-{n % 5}"}, doc({"suite": suite}), {}, ["run", suite]))
+            store.set_test(run_id, TEST, TestState("steady", doc()))
             store.finish_run(run_id, ("complete", "complete", "failed", "interrupted")[n % 4])

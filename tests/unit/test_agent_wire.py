@@ -121,7 +121,7 @@ def test_a_hosts_check_answer_is_decoded_once() -> None:
     assert host.info == INFO and host.hello.protocol == wire.PROTOCOL
     assert host.hello.ssdlab == __version__ and host.hello.fio is not None
     record = found.host_records()[0]
-    assert (record["host"], record["path"], record["target"]) == (
+    assert (record.host, record.path, record.target) == (
         "h1", "/dev/loop0", INFO.to_dict())
 
 
@@ -174,7 +174,8 @@ def test_the_serving_connection_sends_requests_and_decodes_answers(tmp_path: Pat
         outcome = remote_purge(found, "auto", 0, 4096)
         assert (outcome.method, outcome.ok, outcome.seconds, outcome.detail) == (
             "blkdiscard", True, 0.0, "h1: ok ()")
-        assert found.truth() == [{"host": "h1", "emulator": None, "health": None}]
+        assert [t.to_json() for t in found.truth()] == [
+            {"host": "h1", "emulator": None, "health": None}]
         assert found.lost() is None
     finally:
         _end(found)

@@ -27,9 +27,10 @@ from ssdlab.run.member_rounds import MemberSampler, Sample, device_round
 from ssdlab.serve.data import run_view
 from ssdlab.store import records
 from ssdlab.store.db import Store
-from ssdlab.store.records import EventData, RoundData, RunData
+from ssdlab.store.records import EventData, RoundData, RunData, RunHead
 from ssdlab.targets.members import StatReading, btrfs_sector
 from tests.support.fakesys import VIRTUAL, FakeSys
+from tests.support.records import doc
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -372,8 +373,7 @@ def test_a_plain_drive_stores_devices_events_and_no_member_figures(tmp_path: Pat
     fake.write("loop0", "stat", stat(0, 0))
     sampler = MemberSampler(["loop0"], sysfs=fake.sys, figures=False)
     store = Store.open(tmp_path / "s.sqlite")
-    run_id = store.new_run(suite="pts", profile="quick", quick=True, target={}, host={},
-                           plan={}, versions={}, argv=[])
+    run_id = store.new_run(RunHead("pts", "quick", True, {}, {}, doc(), {}, []))
     output = fio_output({"latency_bs4096_r100": (8 * MIB, 0, 4096)})
 
     def measured() -> str:

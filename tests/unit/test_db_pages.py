@@ -27,7 +27,8 @@ from ssdlab.reference.published import COLUMNS, PublishedRows, read_published
 from ssdlab.report.build import render
 from ssdlab.report.db_pages import PAGES, db_overlay, downsample
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, RunHead, TestState
+from tests.support.records import doc
 
 MIB = 2**20
 GIB = 2**30
@@ -109,17 +110,19 @@ def stored(store: Store, tests: dict[str, tuple[str, dict[str, Any]]], *,
            quick: bool = False) -> RunData:
     """A db run with ``tests`` (name -> (status, result)), as the run module stores one."""
     store.run_labels = dict(labels or {})
-    run_id = store.new_run(suite="db", profile="quick" if quick else "default", quick=quick,
-                           target={"path": "/dev/nvme0n1", "kind": "block", "model": model,
+    run_id = store.new_run(RunHead(
+        "db", "quick" if quick else "default", quick,
+        {"path": "/dev/nvme0n1", "kind": "block", "model": model,
                                    "capacity_bytes": 7_681_501_126_656},
-                           host={"hostname": "lab"}, plan={"options": {"threads": 32}},
-                           versions={"ssdlab": "test"}, argv=["ssdlab", "run", "db"])
+        {"hostname": "lab"}, doc({"options": {"threads": 32}}), {"ssdlab": "test"},
+        ["ssdlab", "run", "db"]))
     for name, (status, result) in tests.items():
         workload = SYSBENCH if name.startswith("sysbench") else PGBENCH
-        store.set_test(run_id, name, status=status,
-                       params={"workload": workload, "mode": name.split("-", 1)[1],
-                               "threads": 32, "warmup_seconds": 120.0, "seconds": 60.0},
-                       verdicts={}, result=result)
+        store.set_test(run_id, name, TestState(
+            status,
+            doc({"workload": workload, "mode": name.split("-", 1)[1],
+                               "threads": 32, "warmup_seconds": 120.0, "seconds": 60.0}),
+            {}, doc(result)))
     failed = [n for n, (status, _) in tests.items() if status == "failed"]
     store.finish_run(run_id, "complete", f"{len(failed)} test(s) failed" if failed else "")
     return store.load(run_id)

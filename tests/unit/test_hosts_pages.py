@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from ssdlab.jsonrecord import StoredDataError
-from ssdlab.plan.results import HostPart, HostRecord, HostRoundEvent, HostVerdictsEvent
+from ssdlab.plan.results import (
+    HostPart,
+    HostRecord,
+    HostRoundEvent,
+    HostVerdictsEvent,
+    StoredPlan,
+    TestParams,
+)
 from ssdlab.report import hosts_pages
 from ssdlab.report.hosts_pages import host_header, hosts_page, show_lines
 from ssdlab.store.db import Store
@@ -28,8 +35,8 @@ def _run(tmp_path: Path) -> RunData:
         run_id = store.new_run(RunHead(
             "pts", "quick", True, {"path": "h1:/dev/loop0,h2:/dev/loop1", "kind": "block",
                                    "details": {"transport": "ssh", "hosts": hosts}},
-            {}, {"suite": "pts"}, {"ssdlab": "1.0"}, ["ssdlab"]))
-        store.set_test(run_id, "iops", TestState("complete", {"title": "IOPS"}))
+            {}, StoredPlan("pts"), {"ssdlab": "1.0"}, ["ssdlab"]))
+        store.set_test(run_id, "iops", TestState("complete", TestParams("IOPS")))
         for n in (1, 2):
             store.add_round(run_id, "iops", RoundRecord(n, "ok", {"iops": 100.0 * n}, [],
                                                         None, n, n + 1.0))
@@ -64,8 +71,8 @@ def test_the_hosts_read_back_typed(tmp_path: Path) -> None:
 def test_a_run_on_one_host_has_no_hosts(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.sqlite") as store:
         run_id = store.new_run(RunHead("pts", "quick", True, {"path": "/dev/loop0"}, {},
-                                       {"suite": "pts"}, {}, []))
-        store.set_test(run_id, "iops", TestState("complete", {"title": "IOPS"}))
+                                       StoredPlan("pts"), {}, []))
+        store.set_test(run_id, "iops", TestState("complete", TestParams("IOPS")))
         run = store.load(run_id)
     assert host_header(run) == [] and show_lines(run, run.test("iops")) == []
     assert hosts_page(run, run.test("iops"), "a", "") is None

@@ -25,7 +25,9 @@ from ssdlab.store.masking import (
     redact,
 )
 from ssdlab.store.merge import merge
+from ssdlab.store.records import RunHead
 from tests.support.cli import ssdlab_in_process
+from tests.support.records import doc
 
 PW = "s3cr3tPw"
 
@@ -113,7 +115,8 @@ def _run(store: Store, argv: list[str], **over: Any) -> str:
         "plan": {"args": {"store": f"postgresql://u:{PW}@h/d"}},
         "versions": {"ssdlab": "0.1.0", "fio": "fio-3.33"}, "argv": argv}
     args.update(over)
-    return store.new_run(**args)
+    args["plan"] = doc(args["plan"])
+    return store.new_run(RunHead(**args))
 
 
 def _every_byte(path: Path) -> bytes:
@@ -134,7 +137,7 @@ def test_nothing_the_store_writes_holds_a_secret(tmp_path: Path) -> None:
         store.reopen_run(run_id, argv)
         store.finish_run(run_id, "failed", f"lost postgresql://u:{PW}@h/d")
         set_id = store.new_set(suite="pts", argv=argv, targets=["/a", "/b"])
-        store.finish_set(set_id, {"errors": [f"postgresql://u:{PW}@h/d"]})
+        store.finish_set(set_id, doc({"errors": [f"postgresql://u:{PW}@h/d"]}))
         run = store.load(run_id)
         assert run.argv == ["run", "pts", "--store", "postgresql://u:***@h/d"]
         assert store.load_set(set_id).argv == run.argv

@@ -24,10 +24,11 @@ from ssdlab.run.pts_run import PtsRun
 from ssdlab.run.suite import SuiteLookup
 from ssdlab.store import records
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, RunHead
 from ssdlab.suites import Suite, find
 from tests.support.fake_fio import FakeFio
 from tests.support.prepared import file_info, make_prepared
+from tests.support.records import doc
 
 STORE = Path(__file__).parent.parent / "fixtures" / "store" / "matrix.sqlite"
 
@@ -165,8 +166,7 @@ def test_the_member_check_says_its_verdict_once_and_its_time_rounded(tmp_path: P
     out = io.StringIO()
     run = MatrixRun(prepared, store, FakeFio(lambda name, _round: 1000.0),
                     Progress(out, live=False))
-    run.session.run_id = store.new_run(suite="matrix", profile="default", quick=False, target={},
-                               host={}, plan={}, versions={}, argv=[])
+    run.session.run_id = store.new_run(RunHead("matrix", "default", False, {}, {}, doc(), {}, []))
     run._member_check()
     text = out.getvalue()
     assert "member check: member check:" not in text

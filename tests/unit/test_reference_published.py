@@ -5,11 +5,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from ssdlab.errors import RunNotFound, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.reference.published import (
     COLUMNS,
     ReferenceRun,
@@ -19,7 +20,8 @@ from ssdlab.reference.published import (
     read_published,
 )
 from ssdlab.store.db import Store
-from ssdlab.store.records import FioRecord
+from ssdlab.store.records import FioRecord, ReferenceTest, RoundRecord, RunHead, TestState
+from tests.support.records import doc
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reference" / "published-results.csv"
 HEADER = ",".join(COLUMNS)
@@ -398,18 +400,18 @@ def test_import_runs_takes_parsed_runs(store: Store) -> None:
 # -- Store.import_reference_run and find_reference_run --------------------------------
 
 
-def _reference(store: Store, tests: list[Any], plan: dict[str, Any] | None = None) -> str:
-    return store.import_reference_run(
-        suite="published",
-        profile="reference",
-        status="reference",
-        target={"path": "published:doc", "model": "Drive A", "kind": "reference"},
-        host={},
-        plan=plan if plan is not None else {"content_sha256": "abc"},
-        versions={"ssdlab": "0.1.0"},
-        argv=["import"],
-        tests=tests,
-    )
+def _reference(store: Store, tests: list[tuple[Any, str, JsonObject, JsonObject, JsonObject]],
+               plan: JsonObject | None = None) -> str:
+    """A reference run of ``tests``: (name, status, params, verdicts, result) each."""
+    head = RunHead("published", "reference", False,
+                   {"path": "published:doc", "model": "Drive A", "kind": "reference"}, {},
+                   doc(plan if plan is not None else {"content_sha256": "abc"}),
+                   {"ssdlab": "0.1.0"}, ["import"])
+    return store.import_reference_run(head, [
+        ReferenceTest(name, TestState(status, doc(params),
+                                      {k: doc(cast(JsonObject, v)) for k, v in verdicts.items()},
+                                      doc(result)))
+        for name, status, params, verdicts, result in tests], status="reference")
 
 
 def test_import_reference_run_writes_the_run_and_its_tests(store: Store) -> None:
@@ -417,7 +419,7 @@ def test_import_reference_run_writes_the_run_and_its_tests(store: Store) -> None
         store,
         [
             ("iops", "published", {"title": "IOPS"}, {}, {"cells": [{"iops": 1.5}]}),
-            ("published", "published", {}, {"v": 1}, {"rows": [{"value": float("nan")}]}),
+            ("published", "published", {}, {"v": {"n": 1}}, {"rows": [{"value": float("nan")}]}),
         ],
     )
     run = store.load(run_id)
@@ -429,7 +431,7 @@ def test_import_reference_run_writes_the_run_and_its_tests(store: Store) -> None
         ("published", "published"),
     ]
     assert run.tests[0].result == {"cells": [{"iops": 1.5}]}
-    assert run.tests[1].verdicts == {"v": 1}
+    assert run.tests[1].verdicts == {"v": {"n": 1}}
     assert store.resolve(run_id[:15]) == run_id
     with pytest.raises(RunNotFound, match="no measured runs"):
         store.resolve("last")  # reference runs are never "last"
@@ -449,19 +451,9 @@ def test_every_write_to_a_reference_run_is_refused(store: Store) -> None:
     fio = FioRecord("round", "[job]\n", ("fio",), "{}", "", 0, 1.0, 2.0)
     writes: list[Callable[[], object]] = [
         lambda: store.add_event(run_id, None, "warning", "no"),
-        lambda: store.add_step(run_id, "iops", "purge", {}, fio),
-        lambda: store.add_round(
-            run_id,
-            "iops",
-            1,
-            status="ok",
-            tracking={},
-            cells=[],
-            fio=fio,
-            started_at=1.0,
-            ended_at=2.0,
-        ),
-        lambda: store.set_test(run_id, "iops", status="steady", params={}, verdicts={}, result={}),
+        lambda: store.add_step(run_id, "iops", "purge", doc(), fio),
+        lambda: store.add_round(run_id, "iops", RoundRecord(1, "ok", {}, [], fio, 1.0, 2.0)),
+        lambda: store.set_test(run_id, "iops", TestState("steady", doc())),
         lambda: store.finish_run(run_id, "complete"),
     ]
     before = store.load(run_id)
@@ -473,16 +465,9 @@ def test_every_write_to_a_reference_run_is_refused(store: Store) -> None:
 
 def test_find_reference_run(store: Store) -> None:
     assert store.find_reference_run("abc") is None
-    store.new_run(  # a measured run with the same key in its plan is not a reference run
-        suite="pts",
-        profile="quick",
-        quick=True,
-        target={"path": "/dev/x"},
-        host={},
-        plan={"content_sha256": "abc", "x": float("nan")},
-        versions={},
-        argv=[],
-    )
+    store.new_run(RunHead(
+        "pts", "quick", True, {"path": "/dev/x"}, {},
+        doc({"content_sha256": "abc", "x": float("nan")}), {}, []))
     assert store.find_reference_run("abc") is None
     run_id = _reference(store, [], plan={"content_sha256": "abc"})
     _reference(store, [], plan={"content_sha256": "def"})

@@ -15,9 +15,11 @@ from ssdlab.run.prepare import PreparedTarget, check_same_target
 from ssdlab.run.progress import Progress, round_estimate
 from ssdlab.run.pts_run import PtsRun, RunInterrupted
 from ssdlab.store.db import Store
+from ssdlab.store.records import RunHead
 from ssdlab.units import format_duration
 from tests.support.fake_fio import FakeFio
 from tests.support.prepared import make_prepared
+from tests.support.records import doc
 
 ARGS = PtsArgs(profile="quick", tests="iops,latency", purge="none", block_sizes="4",
                mixes="100/0,0/100", latency_block_sizes="4", latency_mixes="0/100")
@@ -98,9 +100,8 @@ def test_resume_refuses_another_target(tmp_path: Path) -> None:
 def test_reference_runs_are_not_resumable(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "s.sqlite")
     run_id = store.import_reference_run(
-        suite="published", profile="reference", status="reference", target={"path": "p"},
-        host={}, plan={}, versions={}, argv=[], tests=[],
-    )
+        RunHead("published", "reference", False, {"path": "p"}, {}, doc(), {}, []), [],
+        status="reference")
     with pytest.raises(UserError, match="read-only reference run"):
         check_resumable(store.load(run_id))
 

@@ -23,10 +23,12 @@ from ssdlab.analysis.steady import SNIA_RULE, check_window
 from ssdlab.errors import RunNotFound, UserError
 from ssdlab.serve import auth, data
 from ssdlab.store.db import Store
+from ssdlab.store.records import RoundRecord, RunHead
 from ssdlab.suites import find
 from tests.support import servestore as ss
 from tests.support.cli import killed_at_exit, one_line_error, ssdlab_in_process
 from tests.support.postgres import PgServer
+from tests.support.records import doc
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -331,10 +333,8 @@ def test_the_fingerprint_follows_every_stored_round(store: tuple[Path, str]) -> 
 
 def test_an_eta_is_unknown_where_the_plan_does_not_say(tmp_path: Path) -> None:
     with Store.open(tmp_path / "s.sqlite") as opened:
-        run_id = opened.new_run(suite="presets", profile="x", quick=False, target={},
-                                host={}, plan={}, versions={}, argv=[])
-        opened.add_round(run_id, "t", 1, status="ok", tracking={}, cells=[], fio=None,
-                         started_at=1.0, ended_at=2.0)
+        run_id = opened.new_run(RunHead("presets", "x", False, {}, {}, doc(), {}, []))
+        opened.add_round(run_id, "t", RoundRecord(1, "ok", {}, [], None, 1.0, 2.0))
         view = data.run_view(opened.load(run_id))
     assert view["eta"]["text"].startswith("ETA unknown")
     assert view["tests"][0]["tracking"] == []

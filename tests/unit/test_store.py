@@ -18,12 +18,13 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import ssdlab
 from ssdlab.errors import EnvironmentProblem, ExitCode, RunNotFound, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.store import db as store_db
 from ssdlab.store import schema
 from ssdlab.store.backend import Db, SqliteDb
@@ -35,8 +36,9 @@ from ssdlab.store.export import (
     run_to_json,
     write_export,
 )
-from ssdlab.store.records import FioRecord, RunData
+from ssdlab.store.records import FioRecord, RoundRecord, RunData, RunHead, TestState
 from tests.support.postgres import PgServer
+from tests.support.records import doc
 
 SRC_DIR = Path(ssdlab.__file__).resolve().parent.parent
 
@@ -84,7 +86,8 @@ def _new_run(store: Store, **overrides: Any) -> str:
         "argv": ["ssdlab", "run", "--quick", "/dev/loop7"],
     }
     args.update(overrides)
-    return store.new_run(**args)
+    args["plan"] = doc(args["plan"])
+    return store.new_run(RunHead(**args))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -118,36 +121,23 @@ def _fixed_ids(monkeypatch: pytest.MonkeyPatch, ids: list[str]) -> None:
 
 def _populate(store: Store) -> str:
     run_id = _new_run(store)
-    store.set_test(run_id, "throughput", status="running", params={}, verdicts={}, result={})
+    store.set_test(run_id, "throughput", TestState("running", doc()))
     store.add_event(run_id, None, "purge", "blkdiscard ok", {"method": "blkdiscard"})
-    store.add_step(run_id, "iops", "precondition", {"passes": 2}, _fio("precondition"))
-    store.add_step(run_id, "iops", "purge", {"method": "none"}, None)
+    store.add_step(run_id, "iops", "precondition", doc({"passes": 2}), _fio("precondition"))
+    store.add_step(run_id, "iops", "purge", doc({"method": "none"}), None)
     for n in (1, 2, 3):
-        store.add_round(
-            run_id,
-            "iops",
-            n,
-            status="ok",
-            tracking={"iops": 1000.0 + n},
-            cells=[_cell("4k-70", 1000.0 + n)],
-            fio=_fio(stdout=f"round {n}"),
-            started_at=100.0 * n,
-            ended_at=100.0 * n + 60,
-        )
+        store.add_round(run_id, "iops", RoundRecord(
+            n, "ok", {"iops": 1000.0 + n}, [doc(_cell("4k-70", 1000.0 + n))],
+            _fio(stdout=f"round {n}"), 100.0 * n, 100.0 * n + 60))
     store.add_event(run_id, "iops", "skipped", "cell 1M-0 skipped", {"cell": "1M-0"})
-    store.set_test(
-        run_id,
-        "iops",
-        status="steady",
-        params={"rounds_max": 25},
-        verdicts={"primary": {"rule": "snia", "attained": True}},
-        result={
+    store.set_test(run_id, "iops", TestState(
+        "steady", doc({"rounds_max": 25}), {"primary": doc({"rule": "snia", "attained": True})},
+        doc({
             "cells": [_cell("4k-70", 1003.0)],
             "window_rounds": [1, 2, 3],
             "steady": True,
             "skipped": [{"cell": "1M-0", "reason": "quick"}],
-        },
-    )
+        })))
     store.finish_run(run_id, "complete", "all done")
     return run_id
 
@@ -260,17 +250,9 @@ def test_default_store_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
 
 
 def _round(store: Store, run_id: str, n: int, status: str, iops: float) -> None:
-    store.add_round(
-        run_id,
-        "iops",
-        n,
-        status=status,
-        tracking={"iops": iops},
-        cells=[_cell("c", iops)],
-        fio=_fio(rc=0 if status == "ok" else 1),
-        started_at=0.0,
-        ended_at=1.0,
-    )
+    store.add_round(run_id, "iops", RoundRecord(
+        n, status, {"iops": iops}, [doc(_cell("c", iops))], _fio(rc=0 if status == "ok" else 1),
+        0.0, 1.0))
 
 
 def _count(store: Store, table: str) -> int:
@@ -304,17 +286,8 @@ def test_invalid_writes_are_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="run status"):
         store.finish_run(run_id, "done")
     with pytest.raises(TypeError):  # not JSON-able: refused before anything is written
-        store.add_round(
-            run_id,
-            "iops",
-            1,
-            status="ok",
-            tracking={},
-            cells=[{"x": object()}],
-            fio=_fio(),
-            started_at=0.0,
-            ended_at=1.0,
-        )
+        store.add_round(run_id, "iops", RoundRecord(
+            1, "ok", {}, [doc(cast(JsonObject, {"x": object()}))], _fio(), 0.0, 1.0))
     assert _count(store, "fio_invocations") == 0 and _count(store, "rounds") == 0
     with pytest.raises(RunNotFound):
         _round(store, "20990101-000000-0000", 1, "ok", 1.0)
@@ -339,18 +312,18 @@ _CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from ssdlab.store.db import Store
-    from ssdlab.store.records import FioRecord
+    from ssdlab.jsonrecord import Record
+    from ssdlab.store.records import FioRecord, RoundRecord, RunHead
 
     store = Store.open(sys.argv[1])
-    run = store.new_run(suite="pts-e", profile="p", quick=False, target={"path": "/dev/x"},
-                        host={}, plan={}, versions={}, argv=[])
+    run = store.new_run(RunHead("pts-e", "p", False, {"path": "/dev/x"}, {}, Record(), {}, []))
     print(run, flush=True)
     body = "0123456789abcdef" * 20000
     for i in range(1, 100000):
         fio = FioRecord("round", f"[job{i}]\\n", ("fio",), f"{i}:" + body, "", 0, 0.0, 1.0)
-        store.add_round(run, "iops", i, status="ok", tracking={"iops": float(i)},
-                        cells=[{"cell": "c", "iops": float(i)}], fio=fio,
-                        started_at=float(i), ended_at=i + 0.5)
+        cell = Record.from_json({"cell": "c", "iops": float(i)})
+        store.add_round(run, "iops", RoundRecord(
+            i, "ok", {"iops": float(i)}, [cell], fio, float(i), i + 0.5))
         print(i, flush=True)
     """
 )
@@ -543,7 +516,7 @@ def test_a_version_1_store_migrates_to_sets_and_its_runs_are_in_none(tmp_path: P
         store.set_member = (set_id, 0)
         first = _new_run(store)
         third = _new_run(store)  # not in the set
-        store.finish_set(set_id, {"fio_runs": 7})
+        store.finish_set(set_id, doc({"fio_runs": 7}))
         data = store.load_set(set_id)
         assert data.runs == [(0, first), (1, second)] and data.targets == ["/dev/a", "/dev/b"]
         assert data.detail == {"fio_runs": 7} and data.finished_at is not None
@@ -634,22 +607,12 @@ def test_unicode_and_large_stdout_round_trip_compressed(store: Store) -> None:
     fio = FioRecord(
         "round", "[jöb]\nfilename=/dev/ディスク\n", ("fio", "ü"), stdout, weird, 0, 1.0, 2.0
     )
-    store.add_round(
-        run_id,
-        "iops",
-        1,
-        status="ok",
-        tracking={"iops": 1.0},
-        cells=[],
-        fio=fio,
-        started_at=1.0,
-        ended_at=2.0,
-    )
+    store.add_round(run_id, "iops", RoundRecord(1, "ok", {"iops": 1.0}, [], fio, 1.0, 2.0))
     store.add_step(
         run_id,
         "iops",
         "purge",
-        {"note": "Ωmega"},
+        doc({"note": "Ωmega"}),
         FioRecord("purge", "", (), weird, "", 0, 0.0, 0.0),
     )
     ((stored, size),) = _sql(
@@ -672,18 +635,13 @@ def test_unicode_and_large_stdout_round_trip_compressed(store: Store) -> None:
 
 def _export_run(store: Store) -> RunData:
     run_id = _populate(store)
-    store.set_test(
-        run_id,
-        "throughput",
-        status="not_steady",
-        params={},
-        verdicts={
-            "primary": {
+    store.set_test(run_id, "throughput", TestState(
+        "not_steady", doc(),
+        {"primary": doc({
                 "rule": "snia",
                 "variables": {"bw": {"slope": math.nan, "values": [1.0, math.inf]}},
-            }
-        },
-        result={
+            })},
+        doc({
             "cells": [
                 {
                     "cell": "128k-100",
@@ -693,8 +651,7 @@ def _export_run(store: Store) -> RunData:
                     "bw_bytes_per_s": math.nan,
                 }
             ]
-        },
-    )
+        })))
     return store.load(run_id)
 
 
@@ -805,8 +762,8 @@ def test_postgresql_store_uses_exact_doubles_and_its_own_ids(pg: PgServer) -> No
     url = pg.new_database()
     with Store.open(url) as store:
         run_id = _new_run(store)
-        store.add_round(run_id, "iops", 1, status="ok", tracking={"iops": 1.0}, cells=[],
-                        fio=_fio(), started_at=1764126000.123456, ended_at=1764126060.987654)
+        store.add_round(run_id, "iops", RoundRecord(
+            1, "ok", {"iops": 1.0}, [], _fio(), 1764126000.123456, 1764126060.987654))
         store.add_event(run_id, None, "warning", "a NUL \x00 in fio's text")
         run = store.load(run_id)
         types = dict(_sql(store, "SELECT column_name, data_type FROM information_schema.columns"
@@ -844,16 +801,17 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from ssdlab.store.db import Store
-    from ssdlab.store.records import FioRecord
+    from ssdlab.jsonrecord import Record
+    from ssdlab.store.records import FioRecord, RoundRecord, RunHead
 
     with Store.open(sys.argv[1]) as store:
-        run = store.new_run(suite="pts", profile="p", quick=True, target={"path": sys.argv[2]},
-                            host={}, plan={}, versions={}, argv=[])
+        run = store.new_run(RunHead("pts", "p", True, {"path": sys.argv[2]}, {}, Record(), {},
+                                    []))
         for i in range(1, int(sys.argv[3]) + 1):
             fio = FioRecord("round", "[job]\\n", ("fio",), "x" * 5000, "", 0, 0.0, 1.0)
-            store.add_round(run, "iops", i, status="ok", tracking={"iops": float(i)},
-                            cells=[{"cell": "c", "iops": float(i)}], fio=fio,
-                            started_at=float(i), ended_at=i + 0.5)
+            cell = Record.from_json({"cell": "c", "iops": float(i)})
+            store.add_round(run, "iops", RoundRecord(
+                i, "ok", {"iops": float(i)}, [cell], fio, float(i), i + 0.5))
             store.add_event(run, "iops", "round", f"round {i}")
         store.finish_run(run, "complete")
     print(run)

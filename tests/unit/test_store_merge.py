@@ -13,8 +13,10 @@ from ssdlab.cli.main import main
 from ssdlab.errors import ExitCode
 from ssdlab.store.db import Store
 from ssdlab.store.merge import merge
+from ssdlab.store.records import RoundRecord, RunHead
 from tests.support.exports import exports
 from tests.support.postgres import PgServer
+from tests.support.records import doc
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "store"
 GOLDEN = ("suites.sqlite", "matrix.sqlite", "db.sqlite")
@@ -69,14 +71,14 @@ def test_merging_the_golden_stores_twice_adds_nothing_the_second_time(
 
 
 def _run(store: Store, path: str = "/dev/x") -> str:
-    return store.new_run(suite="pts", profile="quick", quick=True, target={"path": path},
-                         host={"hostname": "laptop"}, plan={}, versions={}, argv=["run"])
+    return store.new_run(RunHead(
+        "pts", "quick", True, {"path": path}, {"hostname": "laptop"}, doc(), {}, ["run"]))
 
 
 def _round(store: Store, run_id: str, n: int, moment: float) -> None:
-    store.add_round(run_id, "iops", n, status="ok", tracking={"iops": float(n)},
-                    cells=[{"cell": "c", "iops": float(n)}], fio=None, started_at=moment,
-                    ended_at=moment + 1)
+    store.add_round(run_id, "iops", RoundRecord(
+        n, "ok", {"iops": float(n)}, [doc({"cell": "c", "iops": float(n)})], None, moment,
+        moment + 1))
 
 
 def test_a_newer_copy_replaces_an_older_one_and_never_the_other_way(

@@ -1,7 +1,7 @@
 """The store's typed API: what a run hands in as records (RunHead, TestState, RoundRecord,
-a step's or an event's detail) is stored exactly as the JSON objects it hands in while
-the suites move to records; the typed views read a stored document as a record, keeping
-its keys, their order and the keys the record does not know."""
+a step's or an event's detail) is stored exactly as the JSON objects they stand for; the
+typed views read a stored document as a record, keeping its keys, their order and the
+keys the record does not know."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.jsonrecord import StoredDataError
+from ssdlab.jsonrecord import JsonObject, StoredDataError
 from ssdlab.plan.results import (
     FioCell,
     PreconditionStep,
@@ -29,7 +29,7 @@ from ssdlab.store.records import (
     RunHead,
     TestState,
 )
-from tests.support.records import ExampleCell, ExampleParams, ExamplePlan
+from tests.support.records import ExampleCell, ExampleParams, ExamplePlan, doc
 
 TARGET = {"path": "/dev/loop7", "model": "Loop Device"}
 VERSIONS = {"ssdlab": "0.1.0", "fio": "fio-3.36"}
@@ -56,32 +56,33 @@ def _typed(store: Store) -> str:
         store.add_round(run_id, "t", RoundRecord(n, "ok", {"iops": 10.0}, [cell], FIO,
                                                  n, n + 0.5))
     store.set_test(run_id, "t", TestState(
-        "complete", ExampleParams("T", 4096), {"primary": Verdict("fine"), "extra": [1, 2]},
+        "complete", ExampleParams("T", 4096), {"primary": Verdict("fine")},
         ExampleCell("c", iops=10.0, written_bytes=8)))
     return run_id
 
 
-def _transitional(store: Store) -> str:
-    """The same run, handed in as JSON objects (the suites' calls until they move)."""
-    run_id = store.new_run(suite="x", profile="quick", quick=True, target=TARGET,
-                           host={"host": "lab"},
-                           plan={"suite": "x", "args": {"password": "p", "size": 1},
-                                 "tests": ["t"]},
-                           versions=VERSIONS, argv=ARGV)
+def _documents(store: Store) -> str:
+    """The same run, handed in as the JSON objects the records stand for (read as records
+    of no fields of their own, which write them back as they are; an event's detail as
+    the object itself)."""
+    run_id = store.new_run(RunHead(
+        "x", "quick", True, TARGET, {"host": "lab"},
+        doc({"suite": "x", "args": {"password": "p", "size": 1}, "tests": ["t"]}),
+        VERSIONS, ARGV))
     store.add_event(run_id, None, "process", "running",
                     {"pid": 7, "host": "lab", "boot_id": "b"})
-    store.set_test(run_id, "t", status="running", params={"title": "T", "block_bytes": 4096},
-                   verdicts={}, result={})
-    store.add_step(run_id, "t", "precondition", {"io_bytes": None, "block_bytes": 131072,
-                                                 "ok": True, "error": None, "seconds": 1.5},
-                   FIO)
+    store.set_test(run_id, "t", TestState("running", doc({"title": "T", "block_bytes": 4096})))
+    store.add_step(run_id, "t", "precondition", doc({"io_bytes": None, "block_bytes": 131072,
+                                                     "ok": True, "error": None,
+                                                     "seconds": 1.5}), FIO)
     cell = FioCell("c", 4096, 70, "random", 2, 8, iops=10.0).to_json()
     for n in (1, 2):
-        store.add_round(run_id, "t", n, status="ok", tracking={"iops": 10.0}, cells=[cell],
-                        fio=FIO, started_at=n, ended_at=n + 0.5)
-    store.set_test(run_id, "t", status="complete", params={"title": "T", "block_bytes": 4096},
-                   verdicts={"primary": {"message": "fine"}, "extra": [1, 2]},
-                   result=ExampleCell("c", iops=10.0, written_bytes=8).to_json())
+        store.add_round(run_id, "t", RoundRecord(
+            n, "ok", {"iops": 10.0}, [doc(cell)], FIO, n, n + 0.5))
+    store.set_test(run_id, "t", TestState(
+        "complete", doc({"title": "T", "block_bytes": 4096}),
+        {"primary": doc({"message": "fine"})},
+        doc(ExampleCell("c", iops=10.0, written_bytes=8).to_json())))
     return run_id
 
 
@@ -105,8 +106,8 @@ def _stored(store: Store, run_id: str) -> list[tuple[object, ...]]:
 
 
 def test_records_are_stored_as_the_json_objects_they_stand_for(store: Store) -> None:
-    typed, transitional = _typed(store), _transitional(store)
-    assert _stored(store, typed) == _stored(store, transitional)
+    typed, documents = _typed(store), _documents(store)
+    assert _stored(store, typed) == _stored(store, documents)
     row = _stored(store, typed)[0]
     assert json.loads(str(row[8]))["args"]["password"] == "***"  # masked as a record too
     assert "s3cret" not in str(row[10])
@@ -128,11 +129,11 @@ def test_the_typed_views_read_what_was_stored(store: Store) -> None:
 def test_a_view_keeps_the_documents_own_keys(store: Store) -> None:
     """A document written by an older or a newer ssdlab (fewer or more keys, another
     order) reads as the record and writes back exactly."""
-    run_id = store.new_run(suite="x", profile="p", quick=False, target=TARGET, host={},
-                           plan={"tests": ["t"], "suite": "x", "new": {"k": 1}},
-                           versions=VERSIONS, argv=[])
-    params = {"block_bytes": 512, "future": True}  # no title, a key ExampleParams lacks
-    store.set_test(run_id, "t", TestState("complete", params))
+    run_id = store.new_run(RunHead(
+        "x", "p", False, TARGET, {}, doc({"tests": ["t"], "suite": "x", "new": {"k": 1}}),
+        VERSIONS, []))
+    params: JsonObject = {"block_bytes": 512, "future": True}  # no title, a key it lacks
+    store.set_test(run_id, "t", TestState("complete", doc(params)))
     run = store.load(run_id)
     assert run.plan_as(ExamplePlan).to_json() == run.plan
     assert list(run.plan_as(ExamplePlan).to_json()) == ["tests", "suite", "new"]
@@ -147,26 +148,23 @@ def _stored_tests(run: RunData) -> list[tuple[str, str, object, object, object]]
 
 def test_a_reference_run_is_imported_from_records_as_from_json_objects(store: Store) -> None:
     head = RunHead("published", "reference", False, {"path": "review"}, {},
-                   {"source_file": "r.csv"}, {"ssdlab": "0"}, ["ssdlab", "import"])
+                   doc({"source_file": "r.csv"}), {"ssdlab": "0"}, ["ssdlab", "import"])
     typed = store.import_reference_run(
         head, [ReferenceTest("iops", TestState("published", ExampleParams("IOPS", 4096), {},
                                                ExampleCell("c")))], status="reference")
-    transitional = store.import_reference_run(
-        suite="published", profile="reference", status="reference", target={"path": "review"},
-        host={}, plan={"source_file": "r.csv"}, versions={"ssdlab": "0"},
-        argv=["ssdlab", "import"],
-        tests=[("iops", "published", {"title": "IOPS", "block_bytes": 4096}, {},
-                ExampleCell("c").to_json())])
-    assert _stored(store, typed) == _stored(store, transitional)
+    documents = store.import_reference_run(
+        head, [ReferenceTest("iops", TestState(
+            "published", doc({"title": "IOPS", "block_bytes": 4096}), {},
+            doc(ExampleCell("c").to_json())))], status="reference")
+    assert _stored(store, typed) == _stored(store, documents)
     loaded = store.load(typed)
-    assert loaded.read_only and loaded.status == "reference"
-    assert _stored_tests(loaded) == _stored_tests(store.load(transitional))
+    assert loaded.read_only and loaded.status == "reference" and not loaded.quick
+    assert _stored_tests(loaded) == _stored_tests(store.load(documents))
 
 
 def test_a_document_that_is_not_the_record_is_one_line_naming_where(store: Store) -> None:
-    run_id = store.new_run(suite="x", profile="p", quick=False, target=TARGET, host={},
-                           plan={"suite": 3}, versions=VERSIONS, argv=[])
-    store.set_test(run_id, "t", TestState("complete", {"block_bytes": "big"}))
+    run_id = store.new_run(RunHead("x", "p", False, TARGET, {}, doc({"suite": 3}), VERSIONS, []))
+    store.set_test(run_id, "t", TestState("complete", doc({"block_bytes": "big"})))
     run = store.load(run_id)
     with pytest.raises(StoredDataError, match=rf"run {run_id} plan\.suite: expected text"):
         run.plan_as(StoredPlan)

@@ -202,8 +202,7 @@ def typed_run(tmp_path: Path) -> RunData:
                                        {"ssdlab": "0"}, ["ssdlab", "run"]))
         store.add_event(run_id, None, "process", "running", ProcessEvent(7, "h", "b"))
         store.set_test(run_id, "t", TestState("complete", ExampleParams("T", 4096),
-                                              {"primary": Verdict("fine"), "outliers": []},
-                                              {}))
+                                              {"primary": Verdict("fine"), "outliers": []}))
         cell = ExampleCell("c", 4096, 0, "random", 1, 4, iops=10.0, written_bytes=8)
         store.add_round(run_id, "t", RoundRecord(1, "ok", {"iops": 10.0}, [cell], None,
                                                  1.0, 2.0))

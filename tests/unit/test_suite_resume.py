@@ -16,10 +16,11 @@ from ssdlab.plan.latency_iops import LatencyIopsArgs
 from ssdlab.plan.saturation import SaturationArgs
 from ssdlab.run.prepare import TargetRequest
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, RunHead
 from ssdlab.suites import find
 from ssdlab.targets.filetarget import create_file_target
 from ssdlab.targets.identity import identify_file
+from tests.support.records import doc
 
 MIB = 1 << 20
 SIZE = 64 * MIB  # the smallest target a suite takes
@@ -36,9 +37,9 @@ def _stopped(tmp_path: Path, suite: str, args: dict[str, Any] | None) -> RunData
     plan: dict[str, Any] = {"suite": suite}
     if args is not None:
         plan["args"] = args
-    run_id = store.new_run(suite=suite, profile="quick", quick=True,
-                           target=identify_file(str(target)).to_dict(), host={}, plan=plan,
-                           versions={}, argv=["run", suite])
+    run_id = store.new_run(RunHead(
+        suite, "quick", True, identify_file(str(target)).to_dict(), {}, doc(plan), {},
+        ["run", suite]))
     return store.load(run_id)
 
 

@@ -307,6 +307,13 @@ class PurgeRecord(Record):
 
 
 @dataclass(frozen=True)
+class SettingFailed(Record):
+    """A setting that failed (the detail of its ``warning`` event): which."""
+
+    op_pct: float
+
+
+@dataclass(frozen=True)
 class _Setting(Record):
     """What every setting's result starts with: which setting, and how it ended."""
 

@@ -372,10 +372,35 @@ class HealthEvent(Record):
 
 
 @dataclass(frozen=True)
+class ErrorDetail(Record):
+    """Why a run stops (an ``error`` event): what failed, in one line (None: not said)."""
+
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ResumedAfter(Record):
+    """A stopped test goes on (a ``warning`` or ``resumed`` event): after which round,
+    and how long the drive was idle since, where the test says it."""
+
+    OMIT_NONE = frozenset({"idle_s"})
+
+    after_round: int
+    idle_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Reason(Record):
+    """Why a run did otherwise than asked (a ``warning`` event's detail)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
 class HostsEvent(Record):
     """A run on several hosts: each host's identity, versions and clock (facts)."""
 
-    hosts: list[JsonObject] = field(default_factory=list)
+    hosts: list[HostRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -395,13 +420,27 @@ class HostRecord(Record):
 
 
 @dataclass(frozen=True)
-class HostPart(Record):
-    """A host's part of a round (a ``host-round`` event): what the suite made of it, with
-    the tracking variables where the suite has them (else a summary of its jobs)."""
+class JobSummary(Record):
+    """A host's job in a round, summarised: its IOPS, bandwidth, p99 completion latency
+    and fio's error code."""
 
-    OMIT_NONE = frozenset({"tracking"})
+    iops: float
+    bw_bytes_per_s: float
+    lat_p99_us: float | None
+    error: int
+
+
+@dataclass(frozen=True)
+class HostPart(Record):
+    """A host's part of a round (a ``host-round`` event): what the suite made of it, its
+    tracking variables and cells where the suite has them, else a summary of each of its
+    jobs (by job name)."""
+
+    OMIT_NONE = frozenset({"tracking", "cells", "jobs"})
 
     tracking: dict[str, float] | None = None
+    cells: list[FioCell] | None = None
+    jobs: dict[str, JobSummary] | None = None
 
 
 @dataclass(frozen=True)
@@ -423,11 +462,16 @@ class HostVerdictsEvent(Record):
 #: the detail of each kind of step the shared run code records
 STEP_DETAILS: dict[str, type[Record]] = {"purge": PurgeStep, "precondition": PreconditionStep}
 #: the detail of each kind of event the shared run code records; None: a document kept
-#: verbatim (the emulated SSD's own statistics), or no detail
+#: verbatim (the emulated SSD's own statistics, as its ``stats`` command gives them), or
+#: no detail. (A ``warning`` says why in the detail of what it warns about: a
+#: :class:`PurgeStep`, :class:`ResumedAfter`, :class:`Reason`, a suite's own record.)
 EVENT_DETAILS: dict[str, type[Record] | None] = {
     "process": ProcessEvent,
     "health": HealthEvent,
     "hosts": HostsEvent,
+    "error": ErrorDetail,
+    "host-round": HostRoundEvent,
+    "host-verdicts": HostVerdictsEvent,
     member_rounds.EVENT_KIND: member_rounds.MemberRound,
     device_rounds.EVENT_KIND: device_rounds.DeviceRound,
     consistency.EVENT_KIND: consistency.ConsistencyChecks,

@@ -28,6 +28,8 @@ from ssdlab.plan.results import CellData, TestParams
 from ssdlab.plan.specs import KIB, block_label, cell_name
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.store.db import Store
+from ssdlab.store.records import ReferenceTest as StoredTest
+from ssdlab.store.records import RunHead, TestState
 
 COLUMNS = (
     "source",
@@ -557,17 +559,12 @@ def import_runs(
         if existing is not None:
             outcomes.append(ImportOutcome(run, existing, created=False))
             continue
-        run_id = store.import_reference_run(
-            suite=SUITE,
-            profile=PROFILE,
-            status=RUN_STATUS,
-            target=run.target(),
-            host={},
-            plan=run.plan(source_file),
-            versions={"ssdlab": __version__},
-            argv=list(argv),
-            tests=[(t.name, TEST_STATUS, t.params, {}, t.result) for t in run.tests],
-        )
+        # published figures are never a quick run's (stored as 0, as always)
+        head = RunHead(SUITE, PROFILE, False, run.target(), {}, run.plan(source_file),
+                       {"ssdlab": __version__}, list(argv))
+        tests = [StoredTest(t.name, TestState(TEST_STATUS, t.params, {}, t.result))
+                 for t in run.tests]
+        run_id = store.import_reference_run(head, tests, status=RUN_STATUS)
         outcomes.append(ImportOutcome(run, run_id, created=True))
     return outcomes
 

@@ -79,6 +79,14 @@ class HostTruth(Record):
 
 
 @dataclass(frozen=True)
+class HostTruthEvent(Record):
+    """Every host's ground truth after a step of the run (a ``host-truth`` event)."""
+
+    when: str
+    hosts: list[HostTruth]
+
+
+@dataclass(frozen=True)
 class ControlAnswer(Record):
     """The control command the emulated SSD took."""
 

@@ -58,7 +58,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
 from ssdlab.targets.workdir import (
@@ -299,8 +299,7 @@ class PresetRun(SessionRun[PreparedPreset]):
 
     def _store_test(self, status: str, params: PresetParams, result: PresetResult) -> None:
         verdicts = {"primary": Verdict(result.message)} if result.message else {}
-        self.store.set_test(self.run_id, self.test, status=status, params=params,
-                            verdicts=verdicts, result=result.to_json())
+        self.store.set_test(self.run_id, self.test, TestState(status, params, verdicts, result))
 
     def _measure_all(self, params: PresetParams) -> None:
         self._prefill()

@@ -12,7 +12,7 @@ read+write histogram (fio json+ bins).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeGuard
+from typing import TypeGuard, TypeVar
 
 from ssdlab.analysis.consistency import (
     EXCEEDS,
@@ -27,9 +27,12 @@ from ssdlab.analysis.consistency import (
 )
 from ssdlab.engine.model import DirectionStats, JobResult
 from ssdlab.engine.parser import merged_percentile_ns
+from ssdlab.jsonrecord import Record
+from ssdlab.plan.results import FioCell
 from ssdlab.plan.specs import CellSpec
 
 Cell = dict[str, object]
+R = TypeVar("R", bound=Record)
 PERCENTILES = {"lat_p50_us": 50.0, "lat_p99_us": 99.0, "lat_p99_9_us": 99.9, "lat_p99_99_us": 99.99}
 IDENTITY_KEYS = ("cell", "block_bytes", "read_pct", "pattern", "threads", "iodepth")
 
@@ -111,6 +114,17 @@ def cell_from_job(spec: CellSpec, job: JobResult) -> Cell:
         cell[key] = value
     cell.update(little_keys(verdict, dirs))
     return cell
+
+
+def fio_cell(spec: CellSpec, job: JobResult) -> FioCell:
+    """The cell of ``job`` (:func:`cell_from_job`) as its record."""
+    return FioCell.from_json(cell_from_job(spec, job), f"cell {spec.name}")
+
+
+def cell_records(record: type[R], cells: Sequence[Cell], where: str) -> list[R]:
+    """Measured cells as the suite's cell record stores them (``SuiteSpec.cells``): their
+    keys, in their order; one that does not fit is a StoredDataError naming ``where``."""
+    return [record.from_json(c, f"{where} cell {c.get('cell')}") for c in cells]
 
 
 def little_keys(verdict: LittleVerdict | None, dirs: list[DirectionStats]) -> Cell:

@@ -449,7 +449,7 @@ def record_checks(store: Store, run_id: str, *, local: bool = True) -> list[Cons
 
     checks = check_run(run, stack, load)
     for c in checks:
-        store.add_event(run_id, c.test, EVENT_KIND, c.message, c.to_json())
+        store.add_event(run_id, c.test, EVENT_KIND, c.message, c)
     return checks
 
 

@@ -43,7 +43,7 @@ from ssdlab.run.workload_target import (
     prepare_workload_target,
 )
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, TestState
 from ssdlab.targets.topology import StatSnapshot, host_cpu_usage, read_proc_stat
 
 #: a point during which the hypervisor took at least this share of CPU time says so
@@ -233,9 +233,8 @@ class CurvesRun(WorkloadRun[PreparedCurves]):
             short_points=sum(1 for w in self.results for q in w.points if q.short),
             error=error)
         verdicts = {w.name: Verdict(w.summary()) for w in self.results}
-        self.store.set_test(self.run_id, TEST, status=status,
-                            params=cv.test_params(self.o, self.p.layout), verdicts=verdicts,
-                            result=result.to_json())
+        self.store.set_test(self.run_id, TEST, TestState(
+            status, cv.test_params(self.o, self.p.layout), verdicts, result))
 
 
 def planned(p: PreparedCurves) -> PlannedTime:

@@ -65,7 +65,7 @@ from ssdlab.run.progress import PhaseProgress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import Document, FioRecord, RunData, TestState
+from ssdlab.store.records import FioRecord, RoundRecord, RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import DirInfo, describe_dir, drop_caches
 from ssdlab.units import format_bytes
@@ -467,16 +467,16 @@ class DbWorkload:
 
     def _store_round(self, name: str, done: ToolRun, result: DbResult | None) -> None:
         # a failed phase's cell is its name and workload only (no metric, not even null)
-        cell: Document = {"cell": name, "workload": self.workload}
+        cell = DbCell.partial(cell=name, workload=self.workload)
         tracking: dict[str, float] = {}
         if result is not None:
             cell = DbCell(name, self.workload, result.tps, result.qps, result.latency_avg_ms,
                           result.latency_p95_ms, result.latency_p99_ms, result.errors)
             tracking = {"tps": result.tps}
-        self.store.add_round(self.run_id, name, 1, status="ok" if result else "failed",
-                             tracking=tracking, cells=[cell],
-                             fio=_record(done, "measure", f"{name}: measured phase"),
-                             started_at=done.started_at, ended_at=done.ended_at)
+        self.store.add_round(self.run_id, name, RoundRecord(
+            1, "ok" if result else "failed", tracking, [cell],
+            _record(done, "measure", f"{name}: measured phase"), done.started_at,
+            done.ended_at))
 
     def _result(self, mode: str, done: ToolRun, log_dir: Path, sampling: float | None
                 ) -> DbResult:

@@ -55,14 +55,14 @@ from ssdlab.plan.file_results import (
 )
 from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import StoredPlan
+from ssdlab.plan.results import Reason, StoredPlan
 from ssdlab.run.member_rounds import Sample
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner
 from ssdlab.store.db import Store
-from ssdlab.store.records import Document, RunData, TestState
+from ssdlab.store.records import RoundRecord, RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.workdir import WORK_PREFIX, DirInfo, WorkDir, describe_dir, drop_caches
 from ssdlab.units import format_bytes
@@ -325,7 +325,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
                 note = (f"O_DIRECT refused on {self.p.dir.fs_type} ({why}): buffered I/O "
                         "instead, caches dropped before each read")
                 self.notes.append(note)
-                self.store.add_event(self.run_id, self.test, "warning", note, {"why": why})
+                self.store.add_event(self.run_id, self.test, "warning", note, Reason(why))
                 self.progress.line(f"{self.test}: {note}")
         for phase in plan.phases:
             try:
@@ -348,7 +348,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         cache = drop_cache_record(self.p.dir)
         if not cache.dropped:
             self.store.add_event(self.run_id, self.test, "warning",
-                                 f"caches not dropped: {cache.why}", cache.to_json())
+                                 f"caches not dropped: {cache.why}", cache)
         return cache
 
     def _fio_phase(self, phase: FioPhase, base: Path) -> None:
@@ -401,7 +401,7 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         """A measured phase: one stored round, one phase of the result, and what the
         members did over it."""
         self.phases.append(record)
-        self._add_round("ok", record.cell, [record.to_json()], run, started, ended)
+        self._add_round("ok", record.cell, [record], run, started, ended)
         members = self.session.members
         if members is not None and sample is not None:
             members.store(self.store, self.run_id, self.test, sample, self.round_no,
@@ -413,15 +413,15 @@ class FilePresetRun(SessionRun[PreparedFiles]):
         self._add_round("failed", key, [], run, now, now)
         raise TestFailed(message)
 
-    def _add_round(self, status: str, key: str, cells: Sequence[Document],
+    def _add_round(self, status: str, key: str, cells: Sequence[PhaseRecord],
                    run: FioRun | None, started: float, ended: float) -> None:
         """One stored round: with its fio run's record and times, or the times given."""
         self.round_no += 1
-        self.store.add_round(
-            self.run_id, self.test, self.round_no, status=status, tracking={}, cells=cells,
-            fio=fio_record(run, key) if run is not None else None,
-            started_at=run.started_at if run is not None else started,
-            ended_at=run.ended_at if run is not None else ended)
+        self.store.add_round(self.run_id, self.test, RoundRecord(
+            self.round_no, status, {}, cells,
+            fio_record(run, key) if run is not None else None,
+            run.started_at if run is not None else started,
+            run.ended_at if run is not None else ended))
 
     def _copy_phase(self, phase: CopyPhase, base: Path) -> None:
         cache = self._cache(True, False)

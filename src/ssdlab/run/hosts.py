@@ -3,13 +3,11 @@ state, its purge (the run's target as a whole is their aggregate: run/remote.py)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
-from ssdlab.jsonrecord import JsonObject, Record
+from ssdlab.plan.results import HostPart, HostRoundEvent, JobSummary
 from ssdlab.run.remote import RemoteSet
 from ssdlab.targets.purge import PurgeOutcome
 
@@ -23,26 +21,16 @@ HOST_TRUTH_KIND = "host-truth"
 HOST_VERDICT_KIND = "host-verdicts"
 
 
-@dataclass(frozen=True)
-class JobSummary(Record):
-    """A host's job in a round, summarised: its IOPS, bandwidth, p99 completion latency
-    and fio's error code."""
-
-    iops: float
-    bw_bytes_per_s: float
-    lat_p99_us: float | None
-    error: int
-
-    @classmethod
-    def of(cls, job: JobResult) -> JobSummary:
-        pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
-        return cls(job.total_iops, job.total_bw_bytes_per_s,
-                   pct[99.0] / 1000 if 99.0 in pct else None, job.error)
+def job_summary(job: JobResult) -> JobSummary:
+    """A host's job in a round, summarised."""
+    pct = {**job.read.clat_percentiles_ns, **job.write.clat_percentiles_ns}
+    return JobSummary(job.total_iops, job.total_bw_bytes_per_s,
+                      pct[99.0] / 1000 if 99.0 in pct else None, job.error)
 
 
-def host_summaries(per_host: Sequence[JobResult]) -> dict[str, JsonObject]:
+def host_summaries(per_host: Sequence[JobResult]) -> dict[str, HostPart]:
     """Each host's jobs in a round, summarised (for suites that say nothing more)."""
-    return {host: {"jobs": {job.name: JobSummary.of(job).to_json() for job in jobs}}
+    return {host: HostPart(jobs={job.name: job_summary(job) for job in jobs})
             for host, jobs in by_host(per_host).items()}
 
 
@@ -57,13 +45,13 @@ def remote_purge(remote: RemoteSet, method: str, offset: int, size: int) -> Purg
     return PurgeOutcome(used.pop() if len(used) == 1 else method, ok, seconds, None, detail)
 
 
-def host_series(events: Sequence[Mapping[str, Any]], names: Sequence[str]
+def host_series(events: Sequence[HostRoundEvent], names: Sequence[str]
                 ) -> dict[str, list[dict[str, float]]]:
     """Each host's tracking variables round by round, from a test's host-round events."""
     series: dict[str, list[dict[str, float]]] = {}
-    for data in sorted(events, key=lambda d: int(d.get("round", 0))):
-        for host, part in dict(data.get("hosts", {})).items():
-            tracking = part.get("tracking", {}) if isinstance(part, dict) else {}
+    for event in sorted(events, key=lambda e: e.round):
+        for host, part in event.hosts.items():
+            tracking = part.tracking or {}
             series.setdefault(host, []).append({n: float(tracking[n]) for n in names
                                                 if n in tracking})
     return series

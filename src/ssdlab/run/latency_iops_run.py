@@ -32,10 +32,10 @@ from ssdlab.plan.latency_iops import (
     build_options,
     build_plan,
 )
-from ssdlab.plan.latency_records import LadderStop, LatencyIopsResult, PcieLink
+from ssdlab.plan.latency_records import LadderStop, LatencyCell, LatencyIopsResult, PcieLink
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import CellSpec
-from ssdlab.run.cells import Cell, cell_from_job
+from ssdlab.run.cells import Cell, cell_from_job, cell_records
 from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
 from ssdlab.run.ladder_progress import LadderProgress
 from ssdlab.run.latency_curves import (
@@ -56,7 +56,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run, resume_with
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData, TestData
+from ssdlab.store.records import RunData, TestData, TestState
 from ssdlab.targets.topology import (
     StatSnapshot,
     allowed_cpus,
@@ -148,9 +148,8 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     def _run_test(self, previous: TestData | None) -> list[str]:
         resumed = previous is not None and self._restore(previous)
         if not resumed:
-            self.store.set_test(self.run_id, TEST, status="running",
-                                params=plan.test_params(self.opts, self.p.plan), verdicts={},
-                                result={})
+            self.store.set_test(self.run_id, TEST, TestState(
+                "running", plan.test_params(self.opts, self.p.plan)))
         self._announce(resumed)
         try:
             rng = self.p.plan.range
@@ -275,7 +274,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             TEST, round_no, run, "round", status="ok" if ok else "failed",
             tracking={"iops": _num(cell.get("iops")), "lat_mean_us": _num(
                 cell.get("lat_mean_us"))} if ok and cell else {},
-            cells=[cell] if cell is not None else [],
+            cells=cell_records(LatencyCell, [cell] if cell is not None else [], TEST),
         )
         self.session.ground_truth(TEST, f"point {round_no}")
         if not ok or cell is None:
@@ -320,10 +319,9 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             skipped=[results.SkippedCell(c, r) for c, r in self.p.plan.skipped],
             error=error,
         )
-        self.store.set_test(
-            self.run_id, TEST, status=status, params=plan.test_params(self.opts, self.p.plan),
-            verdicts={"host_bound": verdict, "numa": numa}, result=result,
-        )
+        self.store.set_test(self.run_id, TEST, TestState(
+            status, plan.test_params(self.opts, self.p.plan), {"host_bound": verdict, "numa": numa},
+            result))
         return verdict
 
 

@@ -244,12 +244,12 @@ class MemberSampler:
         devices = device_round(sample, round_no, phase, output, job_text,
                                last_round=last_round)
         if devices is not None:
-            store.add_event(run_id, test, DEVICES_KIND, devices.message, devices.to_json())
+            store.add_event(run_id, test, DEVICES_KIND, devices.message, devices)
         if not self.figures:
             return None
         record = self.record(sample, round_no, phase, output, last_round=last_round)
         if record is not None:
-            store.add_event(run_id, test, EVENT_KIND, record.message, record.to_json())
+            store.add_event(run_id, test, EVENT_KIND, record.message, record)
         return record
 
 

@@ -7,9 +7,12 @@ calls these (its methods of the same names).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ssdlab.errors import TargetError
+from ssdlab.jsonrecord import JsonObject
+from ssdlab.plan.results import HealthCount, HealthEvent
+from ssdlab.run.agent_wire import HostTruthEvent
 from ssdlab.run.hosts import HOST_TRUTH_KIND
 from ssdlab.run.remote import RemoteSet
 from ssdlab.store.db import Store
@@ -48,7 +51,7 @@ def health(s: Session, when: str) -> None:
     s.store.add_event(
         s.run_id, None, HEALTH_KIND,
         f"health log at {when}: {reading.host_bytes_written:,} bytes written "
-        f"({reading.source})", {"when": when, **dataclasses.asdict(reading)})
+        f"({reading.source})", HealthEvent(when, HealthCount(**dataclasses.asdict(reading))))
 
 
 def ground_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | None:
@@ -61,10 +64,10 @@ def ground_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | No
     truth = emulator_stats(s.emulator)
     counters = truth.get("counters")
     waf = counters.get("write_amplification") if isinstance(counters, dict) else None
-    s.store.add_event(
+    s.store.add_event(  # the emulator's own document (JSON it wrote), kept verbatim
         s.run_id, test, "emulator-stats",
-        f"emulator ground truth after {when}: write amplification {waf}", truth,
-    )
+        f"emulator ground truth after {when}: write amplification {waf}",
+        cast(JsonObject, truth))
     return truth
 
 
@@ -74,4 +77,4 @@ def _hosts_truth(s: Session, test: str | None, when: str) -> None:
     truths = s.remote.truth()
     s.store.add_event(s.run_id, test, HOST_TRUTH_KIND,
                       f"ground truth of {len(truths)} hosts after {when}",
-                      {"when": when, "hosts": truths})
+                      HostTruthEvent(when, truths))

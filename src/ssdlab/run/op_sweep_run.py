@@ -48,7 +48,7 @@ from ssdlab.plan.optionsets import default_load
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.results import SteadyVerdict, StoredPlan, Verdict
 from ssdlab.plan.rounds import RoundTest
-from ssdlab.run.cells import Cell, cell_from_job, metric, window_cells
+from ssdlab.run.cells import Cell, cell_from_job, cell_records, metric, window_cells
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
     TargetRequest,
@@ -59,7 +59,7 @@ from ssdlab.run.prepare import (
 from ssdlab.run.progress import round_estimate, rounds_planned
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run, rounds_progress
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, TestState
 from ssdlab.targets.purge import PurgeOutcome
 from ssdlab.units import format_bytes
 
@@ -126,8 +126,7 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
     def run_tests(self, previous: RunData | None) -> list[str]:
         """Every setting in increasing OP; the names of failed settings."""
         params = plan.test_params(self.p.plan)
-        self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
-                            result={})
+        self.store.set_test(self.run_id, TEST, TestState("running", params))
         tests = plan.progress_tests(self.p.plan)
         self.progress.start(tests)
         settings: list[SettingRecord] = []
@@ -141,9 +140,10 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
                 settings.append(_failed(setting, str(exc)))
                 self.progress.line(f"{TEST} {setting.label}: FAILED: {exc}")
                 self.store.add_event(self.run_id, TEST, "warning",
-                                     f"{setting.label} failed: {exc}", {"op_pct": setting.op_pct})
-            self.store.set_test(self.run_id, TEST, status="running", params=params,
-                                verdicts={}, result=SettingsSoFar(list(settings)).to_json())
+                                     f"{setting.label} failed: {exc}",
+                                     plan.SettingFailed(setting.op_pct))
+            self.store.set_test(self.run_id, TEST, TestState(
+                "running", params, {}, SettingsSoFar(list(settings))))
         self._finish(params, settings)
         return failed
 
@@ -199,7 +199,8 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
         iops = metric(cells[0], "iops") if cells else None
         self.session.fio_round(
             TEST, self._round_no, run, "round", status="ok" if complete else "failed",
-            tracking={TRACKING_NAME: iops if iops is not None else float("nan")}, cells=cells,
+            tracking={TRACKING_NAME: iops if iops is not None else float("nan")},
+            cells=cell_records(plan.OpSweepCell, cells, f"{TEST} {s.label}"),
         )
         if not complete:
             raise TestFailed(f"round {r}: {run.error or 'fio reported no result'}")
@@ -255,8 +256,8 @@ class OpSweepRun(SessionRun[PreparedOpSweep]):
             status = "failed"
         else:
             status = "steady" if all(x.steady for x in measured) else "not_steady"
-        self.store.set_test(self.run_id, TEST, status=status, params=params,
-                            verdicts={"primary": Verdict(rec.message)}, result=result)
+        self.store.set_test(self.run_id, TEST, TestState(
+            status, params, {"primary": Verdict(rec.message)}, result))
         self.progress.line(f"{TEST}: {rec.message}")
         if agrees is not None:
             self.progress.line(

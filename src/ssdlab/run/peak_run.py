@@ -42,7 +42,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedRange, Runner, dry_run
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData, TestData
+from ssdlab.store.records import RunData, TestData, TestState
 from ssdlab.targets.topology import StatSnapshot, allowed_cpus, node_cpus, read_proc_stat
 
 #: a peak run checked: the range its probes use
@@ -180,8 +180,7 @@ class PeakRun(SessionRun[PreparedPeak]):
                 stored[m.probe] = (r.round_no, m)
         if stored:
             self.progress.line(f"{w.name}: resuming after {len(stored)} stored probes")
-        self.store.set_test(self.run_id, w.name, status="running", params=params,
-                            verdicts={}, result={})
+        self.store.set_test(self.run_id, w.name, TestState("running", params))
         rounds = {m.probe: n for n, m in stored.values()}
 
         def measure(p: Probe) -> Measured:
@@ -196,10 +195,9 @@ class PeakRun(SessionRun[PreparedPeak]):
         # no peak within the ceiling is a verdict, not a failure; no I/O at all is one
         measured = any(s.measured.ok for s in outcome.steps)
         status = "complete" if result.found or measured else "failed"
-        self.store.set_test(self.run_id, w.name, status=status, params=params,
-                            verdicts={"primary": Verdict(result.message),
-                                      "host_bound": outcome.host},
-                            result=result.to_json())
+        self.store.set_test(self.run_id, w.name, TestState(
+            status, params, {"primary": Verdict(result.message), "host_bound": outcome.host},
+            result))
         if status == "failed":
             raise TestFailed(result.message)
         self.progress.line(f"{w.name}: {result.message if result.found else result.verdict}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,6 @@ from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
 from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.errors import UserError, command
-from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan import pts as plan
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.pts import (
@@ -33,10 +32,18 @@ from ssdlab.plan.pts import (
     parse_tests,
     skipped_records,
 )
-from ssdlab.plan.results import SteadyVerdict, StoredPlan
+from ssdlab.plan.results import (
+    FioCell,
+    HostPart,
+    HostRoundEvent,
+    HostVerdictsEvent,
+    ResumedAfter,
+    SteadyVerdict,
+    StoredPlan,
+)
 from ssdlab.plan.rounds import RoundTest, TrackingVar
 from ssdlab.plan.specs import CellSpec, Pattern
-from ssdlab.run.cells import Cell, cell_from_job, tracking_value, window_cells
+from ssdlab.run.cells import Cell, cell_from_job, cell_records, tracking_value, window_cells
 from ssdlab.run.hosts import HOST_ROUND_KIND, HOST_VERDICT_KIND, host_series
 from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
@@ -51,7 +58,7 @@ from ssdlab.run.progress import Progress, rounds_planned
 from ssdlab.run.session import RunInterrupted, SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run, rounds_progress
 from ssdlab.store.db import Store
-from ssdlab.store.records import RoundData, RunData, TestData
+from ssdlab.store.records import RoundData, RunData, TestData, TestState
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.units import format_bytes
 
@@ -231,7 +238,7 @@ class PtsRun(SessionRun[PreparedPts]):
     ) -> None:
         super().__init__(prepared, store, executor, progress)
         #: on several hosts: each test's host-round events (stored ones too, on resume)
-        self.host_rounds: dict[str, list[Mapping[str, object]]] = {}
+        self.host_rounds: dict[str, list[HostRoundEvent]] = {}
         #: tests --predict stopped, resumed: they go on to the SNIA rule, not predicted
         #: again; their prediction stays in their result beside the SNIA verdict
         self.to_snia: dict[str, PtsPrediction | None] = {}
@@ -242,7 +249,8 @@ class PtsRun(SessionRun[PreparedPts]):
     def run_tests(self, previous: RunData | None) -> list[str]:
         for event in previous.events if previous is not None else ():  # resumed
             if event.kind == HOST_ROUND_KIND and event.test and event.detail:
-                self.host_rounds.setdefault(event.test, []).append(dict(event.detail))
+                self.host_rounds.setdefault(event.test, []).append(
+                    HostRoundEvent.from_json(event.detail, f"host-round event of {event.test}"))
         stored = {t.name: t for t in previous.tests} if previous is not None else {}
         self.progress.start(  # resumed: the ETA is what is left, not the whole run's
             self.p.tests,
@@ -269,17 +277,16 @@ class PtsRun(SessionRun[PreparedPts]):
         earlier = PtsResult.from_json(before.result).prediction if before else None
         if before is not None and (before.status == PREDICTED or earlier is not None):
             self.to_snia[test.name] = earlier  # resumed: on to the SNIA rule, not predicted
-        self.store.set_test(  # a prediction made earlier stays in the result meanwhile
-            self.run_id, test.name, status="running", params=params, verdicts={},
-            result=self._partial(test.name),
-        )
+        # a prediction made earlier stays in the result meanwhile
+        self.store.set_test(self.run_id, test.name, TestState(
+            "running", params, {}, self._partial(test.name)))
         previous = [r for r in before.rounds if r.status == "ok"] if before else []
         if previous:
             self.store.add_event(
                 self.run_id, test.name, "warning",
                 f"resumed after round {previous[-1].round_no}: the drive was idle "
                 f"{time.time() - previous[-1].ended_at:,.0f} s while the run was stopped",
-                {"after_round": previous[-1].round_no},
+                ResumedAfter(previous[-1].round_no),
             )
             try:
                 self._rounds(test, params, previous)
@@ -300,10 +307,8 @@ class PtsRun(SessionRun[PreparedPts]):
             raise
 
     def _failed(self, test: RoundTest, params: PtsParams, exc: TestFailed) -> None:
-        self.store.set_test(
-            self.run_id, test.name, status="failed", params=params, verdicts={},
-            result=self._partial(test.name, error=str(exc)),
-        )
+        self.store.set_test(self.run_id, test.name, TestState(
+            "failed", params, {}, self._partial(test.name, error=str(exc))))
 
     def _partial(self, test: str, **fields: Any) -> PtsResult:
         """A running or failed test's partial result, with its earlier prediction if any."""
@@ -319,14 +324,15 @@ class PtsRun(SessionRun[PreparedPts]):
         return run, cells
 
     def _host_parts(self, test: RoundTest, run: FioRun, variables: list[TrackingVar]
-                    ) -> dict[str, dict[str, object]] | None:
+                    ) -> dict[str, HostPart] | None:
         """On several hosts: each host's cells and tracking variables of the round."""
         if not run.per_host:
             return None
-        parts: dict[str, dict[str, object]] = {}
+        parts: dict[str, HostPart] = {}
         for host, jobs in by_host(run.per_host).items():
             cells = _cells(test, jobs)
-            parts[host] = {"tracking": _tracking(variables, cells), "cells": cells}
+            parts[host] = HostPart(_tracking(variables, cells),
+                                   cell_records(FioCell, cells, f"{test.name} on {host}"))
         return parts
 
     def _rounds(
@@ -351,10 +357,10 @@ class PtsRun(SessionRun[PreparedPts]):
             hosts = self._host_parts(test, run, variables) if complete else None
             self.session.fio_round(test.name, round_no, run, "round",
                                    status="ok" if complete else "failed", tracking=tracking,
-                                   cells=cells, hosts=hosts)
+                                   cells=cell_records(FioCell, cells, test.name), hosts=hosts)
             if hosts is not None:
                 self.host_rounds.setdefault(test.name, []).append(
-                    {"round": round_no, "hosts": hosts})
+                    HostRoundEvent(round_no, "round", hosts))
             self.session.ground_truth(test.name, f"round {round_no}")
             if not complete:
                 raise TestFailed(f"round {round_no}: {run.error or 'fio reported fewer cells'}")
@@ -405,14 +411,7 @@ class PtsRun(SessionRun[PreparedPts]):
             status = PREDICTED
         stored = {"primary": SteadyVerdict.of(primary)}
         stored.update({name: SteadyVerdict.of(v) for name, v in verdicts.items()})
-        self.store.set_test(
-            self.run_id,
-            test.name,
-            status=status,
-            params=params,
-            verdicts=stored,
-            result=result,
-        )
+        self.store.set_test(self.run_id, test.name, TestState(status, params, stored, result))
         self.progress.line(f"{test.name}: {primary.message}")
         if predicted is not None:
             self.progress.line(f"{test.name}: {predicted.message} (continue to the SNIA rule "
@@ -426,14 +425,14 @@ class PtsRun(SessionRun[PreparedPts]):
         if not events:
             return
         names = [v.name for _, vs in test.tracking_sets for v in vs]
-        verdicts: dict[str, JsonObject] = {}
+        verdicts: dict[str, SteadyVerdict] = {}
         for host, rounds in sorted(host_series(events, names).items()):
             verdict = _verdicts(test, rounds, self.p.options.rule)[test.primary_set]
-            verdicts[host] = SteadyVerdict.of(verdict).to_json()
+            verdicts[host] = SteadyVerdict.of(verdict)
             self.progress.line(f"{test.name} on {host}: {verdict.message}")
         self.store.add_event(self.run_id, test.name, HOST_VERDICT_KIND,
                              f"{test.name}: each host's own steady state",
-                             {"hosts": verdicts})
+                             HostVerdictsEvent(verdicts))
 
 
 def _cells(test: RoundTest, jobs: Sequence[JobResult]) -> list[Cell]:

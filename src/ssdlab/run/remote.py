@@ -239,10 +239,10 @@ class RemoteSet:
                        "bytes): every host runs on the smallest one's range")
         return out
 
-    def host_records(self) -> list[JsonObject]:
+    def host_records(self) -> list[HostRecord]:
         return [HostRecord(h.name, h.target.path, h.hello.hostname, h.hello.ssdlab,
                            h.hello.fio, round(h.clock_offset_s, 3),
-                           cast(JsonObject, h.info.to_dict()), h.hello.host).to_json()
+                           cast(JsonObject, h.info.to_dict()), h.hello.host)
                 for h in self.hosts]
 
     def combined_info(self) -> TargetInfo:
@@ -264,7 +264,7 @@ class RemoteSet:
             physical_sector_bytes=max(i.physical_sector_bytes for i in infos),
             rotational=None, numa_node=None, scheduler=None,
             discard_max_bytes=min((i.discard_max_bytes or 0) for i in infos) or None,
-            details={"transport": "ssh", "hosts": self.host_records()},
+            details={"transport": "ssh", "hosts": [r.to_json() for r in self.host_records()]},
         )
 
     # -- while the run runs ------------------------------------------------------------
@@ -350,11 +350,11 @@ class RemoteSet:
             return host.name, decode(host.name, "purge", found, PurgeStep)
         return self._or_lost(lambda: parallel(self.hosts, one))
 
-    def truth(self) -> list[JsonObject]:
-        """Every host's ground truth, as the run stores it (:class:`HostTruth`)."""
-        def one(host: RemoteHost) -> JsonObject:
+    def truth(self) -> list[HostTruth]:
+        """Every host's ground truth, as the run stores it."""
+        def one(host: RemoteHost) -> HostTruth:
             found = decode(host.name, "truth", self.ask(host, "truth"), TruthAnswer)
-            return HostTruth(host.name, found).to_json()
+            return HostTruth(host.name, found)
         return self._or_lost(lambda: parallel(self.hosts, one))
 
     def _or_lost(self, work: Callable[[], T]) -> T:

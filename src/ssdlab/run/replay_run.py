@@ -34,7 +34,7 @@ from ssdlab.run.workload_target import (
     dry_run_head,
     prepare_workload_target,
 )
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, TestState
 
 MIB = 1 << 20
 #: a trace without timing (or replayed without stalls) is presumed stuck below this
@@ -122,8 +122,7 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
     def _replay(self) -> None:
         s, o = self.session, self.p.options
         params = rp.test_params(o)
-        self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
-                            result=ReplayResult().to_json())
+        self.store.set_test(self.run_id, TEST, TestState("running", params, {}, ReplayResult()))
         with scratch.scratch_dir("iolog") as logdir:
             prefix = str(logdir / "replay")
             text = job_text(self.p, rp.replay_job(o, s.info.path, prefix))
@@ -138,13 +137,12 @@ class ReplayRun(WorkloadRun[PreparedReplay]):
         s.ground_truth(TEST, "replay")
         if not ok or cell is None:
             error = run.error or "fio measured no I/O"
-            self.store.set_test(self.run_id, TEST, status="failed", params=params,
-                                verdicts={}, result=ReplayResult(error=error).to_json())
+            self.store.set_test(self.run_id, TEST, TestState(
+                "failed", params, {}, ReplayResult(error=error)))
             raise TestFailed(error)
         result = self._result(run, cell, timeline(entries, o.log_interval_ms))
-        self.store.set_test(self.run_id, TEST, status="complete", params=params,
-                            verdicts={"primary": Verdict(result.message or "")},
-                            result=result.to_json())
+        self.store.set_test(self.run_id, TEST, TestState(
+            "complete", params, {"primary": Verdict(result.message or "")}, result))
         self.progress.line(f"{TEST}: {result.message}")
 
     def _result(self, run: FioRun, cell: ReplayCell, series: list[TimelinePoint]

@@ -10,7 +10,7 @@ import time
 from typing import Protocol
 
 from ssdlab.engine.runner import Executor
-from ssdlab.plan.results import PurgeStep
+from ssdlab.plan.results import PurgeStep, ResumedAfter
 from ssdlab.run.hosts import remote_purge
 from ssdlab.run.nbd import purge_nbd
 from ssdlab.run.progress import Progress
@@ -74,4 +74,4 @@ def resumed_after(s: Session, test: str, kind: str, last: RoundData, unit: str,
     idle = time.time() - last.ended_at
     s.store.add_event(
         s.run_id, test, kind, f"resumed after {unit} {last.round_no}: the drive was idle "
-        f"for {idle:,.0f} s{consequence}", {"after_round": last.round_no, "idle_s": idle})
+        f"for {idle:,.0f} s{consequence}", ResumedAfter(last.round_no, idle))

@@ -38,7 +38,7 @@ from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.optionsets import DEFAULT_LOADS
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
-from ssdlab.plan.results import StoredPlan, Verdict
+from ssdlab.plan.results import ResumedAfter, StoredPlan, Verdict
 from ssdlab.plan.saturation import (
     HIR,
     WSAT,
@@ -53,7 +53,7 @@ from ssdlab.plan.saturation import (
     burst_cell,
     wait_label,
 )
-from ssdlab.run.cells import Cell, cell_from_job
+from ssdlab.run.cells import Cell, cell_from_job, cell_records
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -66,7 +66,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedRange, Runner, dry_run_head, resume_with
 from ssdlab.store.db import Store
-from ssdlab.store.records import RoundData, RunData, TestData
+from ssdlab.store.records import RoundData, RoundRecord, RunData, TestData, TestState
 
 #: a saturation run checked: the range it writes
 PreparedSaturation = PreparedRange[SaturationOptions, SaturationArgs]
@@ -139,8 +139,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         o, rng = self.o, self.p.range
         params = plan.wsat_params(o, rng)
         rounds = [r for r in previous.rounds if r.status == "ok"] if previous else []
-        self.store.set_test(self.run_id, WSAT, status="running", params=params, verdicts={},
-                            result={})
+        self.store.set_test(self.run_id, WSAT, TestState("running", params))
         if not rounds:
             if previous is not None:
                 self.store.add_event(self.run_id, WSAT, "warning",
@@ -187,7 +186,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                          "gap_s": round(gap, 3), "resumed": state.resumed, "series": series})
         iops = _metric(measured, "iops")
         self.session.fio_round(WSAT, number, run, "round", status="ok", tracking={"IOPS": iops},
-                               cells=[measured])
+                               cells=cell_records(plan.WsatCell, [measured], WSAT))
         self.session.ground_truth(WSAT, f"round {number}")
         self.progress.line(
             f"{WSAT} round {number}: {iops:,.0f} IOPS, p99 "
@@ -201,17 +200,16 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         if not rounds:
             raise TestFailed("no complete round was measured")
         result = wsat_result(rounds, self.o, self.p.range.size_bytes)
-        self.store.set_test(self.run_id, WSAT,
-                            status="steady" if result.steady else "not_steady",
-                            params=params, verdicts={"primary": result.verdict}, result=result)
+        self.store.set_test(self.run_id, WSAT, TestState(
+            "steady" if result.steady else "not_steady", params, {"primary": result.verdict},
+            result))
         self.progress.line(f"{WSAT}: {result.transition.message}")
 
     # -- Host Idle Recovery --------------------------------------------------------------
     def hir(self, previous: TestData | None) -> None:
         o = self.o
         params = plan.hir_params(o)
-        self.store.set_test(self.run_id, HIR, status="running", params=params, verdicts={},
-                            result={})
+        self.store.set_test(self.run_id, HIR, TestState("running", params))
         done = {(int(r.cells[0]["group"]), r.cells[0]["kind"], int(r.cells[0]["index"]))
                 for r in (previous.rounds if previous else []) if r.status == "ok" and r.cells}
         round_no = max((r.round_no for r in previous.rounds), default=0) if previous else 0
@@ -222,7 +220,7 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                 self.run_id, HIR, "warning",
                 f"resumed after round {round_no}: the drive was idle for {idle:,.0f} s, so "
                 "the next burst follows that idle time, not its wait state's",
-                {"after_round": round_no, "idle_s": idle},
+                ResumedAfter(round_no, idle),
             )
         for group, wait_s in enumerate(o.waits_s):
             for index in range(o.bursts):
@@ -251,7 +249,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
         ok = run.ok and bool(cells)
         iops = _metric(cells[0], "iops") if ok else math.nan
         self.session.fio_round(HIR, round_no, run, "hir", status="ok" if ok else "failed",
-                               tracking={"IOPS": iops} if ok else {}, cells=cells)
+                               tracking={"IOPS": iops} if ok else {},
+                               cells=cell_records(plan.HirBurstCell, cells, HIR))
         self.session.ground_truth(HIR, f"burst {index + 1} of wait {wait_label(wait_s)}")
         if not ok:
             raise TestFailed(f"burst {index + 1} of wait state {wait_label(wait_s)}: {run.error}")
@@ -287,15 +286,13 @@ class SaturationRun(SessionRun[PreparedSaturation]):
             if length < o.burst_seconds * 0.5 or index >= o.baseline_rounds or point.rate <= 0:
                 continue
             round_no += 1
-            record = {"cell": cell.name, "group": group, "kind": "baseline", "index": index,
-                      "wait_s": wait_s, "iops": point.rate,
-                      "lat_mean_us": outstanding / point.rate * 1e6,
-                      "block_bytes": o.block_bytes, "read_pct": 0, "pattern": "random",
-                      "threads": o.threads, "iodepth": o.iodepth}
+            record = plan.HirBaselineCell(
+                cell.name, plan.HirPoint(group, "baseline", index, wait_s), point.rate,
+                outstanding / point.rate * 1e6, o.block_bytes, 0, "random", o.threads,
+                o.iodepth)
             ended = run.started_at + point.elapsed_s
-            self.store.add_round(self.run_id, HIR, round_no, status="ok",
-                                 tracking={"IOPS": point.rate}, cells=[record], fio=None,
-                                 started_at=ended - length, ended_at=ended)
+            self.store.add_round(self.run_id, HIR, RoundRecord(
+                round_no, "ok", {"IOPS": point.rate}, [record], None, ended - length, ended))
             index += 1
         if round_no >= first_round:  # the members over the whole fio run, its rounds
             self.session.member_round(HIR, first_round, run, "hir-baseline",
@@ -307,10 +304,9 @@ class SaturationRun(SessionRun[PreparedSaturation]):
     def _hir_finish(self, params: plan.HirParams) -> None:
         run = self.store.load(self.run_id)
         result = hir_result(run.test(WSAT), run.test(HIR), self.o)
-        self.store.set_test(self.run_id, HIR,
-                            status="recovered" if result.recovered else "no_recovery",
-                            params=params, verdicts={"primary": Verdict(result.message)},
-                            result=result)
+        self.store.set_test(self.run_id, HIR, TestState(
+            "recovered" if result.recovered else "no_recovery", params,
+            {"primary": Verdict(result.message)}, result))
         self.progress.line(f"{HIR}: {result.message}")
 
 

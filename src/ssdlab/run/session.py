@@ -32,6 +32,8 @@ from ssdlab.engine.runner import (
     TickFn,
 )
 from ssdlab.errors import ExitCode, UserError, command
+from ssdlab.jsonrecord import Record
+from ssdlab.plan import results
 from ssdlab.plan.results import HostsEvent, PreconditionStep, ProcessEvent, StoredPlan
 from ssdlab.plan.specs import CellSpec
 from ssdlab.run import observe, rounds
@@ -54,7 +56,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.remote import HostLost, RemoteSet
 from ssdlab.run.suite import FioSetup, PreparedSuite, made_file, setup_of, timeout_for
 from ssdlab.store.db import Store, StoreWriteError
-from ssdlab.store.records import Document, FioRecord, RoundData, RoundRecord, RunData, RunHead
+from ssdlab.store.records import FioRecord, RoundData, RoundRecord, RunData, RunHead
 from ssdlab.targets.emulator import Emulator, emulator_of
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND, unreachable
@@ -342,7 +344,8 @@ class RunSession:
         if lost is None:
             return
         self.store.add_event(self.run_id, test, "error",
-                             f"stopping the run: {lost} after {test} failed", {"error": str(exc)})
+                             f"stopping the run: {lost} after {test} failed",
+                             results.ErrorDetail(str(exc)))
         raise TargetLost(f"{test} failed ({exc}) and {lost}: the run stops here; every "
                          f"completed round is kept in {self.store.path}")
 
@@ -405,12 +408,12 @@ class RunSession:
         if lost is None:
             return run
         self.store.add_event(self.run_id, None, "error", f"stopping the run: {lost}",
-                             {"error": run.error})
+                             results.ErrorDetail(run.error))
         raise HostLost(f"{lost} ({run.error}){self.remote.lost_hint}")
 
     def fio_round(self, test: str, round_no: int, run: FioRun, phase: str, *, status: str,
-                  tracking: dict[str, float], cells: Sequence[Document],
-                  hosts: Mapping[str, object] | None = None) -> None:
+                  tracking: dict[str, float], cells: Sequence[Record],
+                  hosts: dict[str, results.HostPart] | None = None) -> None:
         """Store a round that is one fio invocation, with its record and its times, and
         what the target's members did over it; on several hosts, each host's own part
         (``hosts``: what the suite made of it, else a summary of each host's jobs)."""
@@ -422,7 +425,7 @@ class RunSession:
             per_host = hosts if hosts is not None else host_summaries(run.per_host)
             self.store.add_event(self.run_id, test, HOST_ROUND_KIND,
                                  f"round {round_no} on {len(per_host)} hosts",
-                                 {"round": round_no, "phase": phase, "hosts": per_host})
+                                 results.HostRoundEvent(round_no, phase, per_host))
 
     def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
                      last_round: int | None = None) -> None:

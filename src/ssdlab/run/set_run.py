@@ -30,6 +30,7 @@ from ssdlab.engine.mux import WAIT_S, SetExecutor
 from ssdlab.engine.runner import Executor, FioInterrupted, FioRun
 from ssdlab.engine.status import status_of
 from ssdlab.errors import ExitCode, TargetError, UserError
+from ssdlab.jsonrecord import Record
 from ssdlab.run.array import member_consent
 from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import OUTPUT_LOCK, Progress, rates_text, write
@@ -356,26 +357,20 @@ class SetRun:
         warning = _warning(verdict, numa)
         with Store.open(self.store_path) as store:
             data = store.load_set(set_id)
-            before = data.detail if resumed and isinstance(data.detail, dict) else {}
+            before = SetDetail.from_json(data.detail, f"set {set_id}") if resumed and isinstance(
+                data.detail, dict) else SetDetail()
             # resuming, the members are the stopped runs, not every place of the set
             stored = dict(data.runs) if not resumed else {
                 i: m.run_id for i, m in enumerate(self.members) if m.run_id is not None}
             outcomes = tuple(_outcome(m, i, results, stored)
                              for i, m in enumerate(self.members))
-            earlier = before.get("fio_runs")
-            detail = {
-                **before,
-                "fio_runs": fio_runs + (earlier if isinstance(earlier, int) else 0),
-                "interrupted": interrupted,
-                "host": verdict.to_json(),
-                "numa": {name: check.to_json() for name, check in numa},
-                "errors": {o.member.name: _one_line(o.error) for o in outcomes
-                           if o.error is not None},
-            }
-            if resumed:
-                detail["resumed"] = int(before.get("resumed", 0) or 0) + 1
-            else:
-                detail["names"] = [m.name for m in self.members]
+            detail = SetDetail(
+                fio_runs + before.fio_runs, interrupted, verdict, dict(numa),
+                {o.member.name: _one_line(o.error) for o in outcomes if o.error is not None},
+                None if resumed else [m.name for m in self.members],
+                (before.resumed or 0) + 1 if resumed else None)
+            if resumed:  # the stopped set's keys stay, in their places, with the new values
+                detail = SetDetail.from_json({**before.to_json(), **detail.to_json()})
             for o in outcomes:
                 if o.run_id is not None:
                     _host_events(store, o.run_id, set_id, verdict, numa, warning)
@@ -418,11 +413,37 @@ def _warning(verdict: SetHostVerdict, numa: Sequence[tuple[str, NumaCheck]]) -> 
     return "; ".join(parts) if parts else None
 
 
+@dataclass(frozen=True)
+class SetHostEvent(Record):
+    """A set's host check, as each of its runs keeps it (a ``set-host`` event, and the
+    detail of its warning)."""
+
+    set: str
+    host: SetHostVerdict
+    numa: dict[str, NumaCheck]
+
+
+@dataclass(frozen=True)
+class SetDetail(Record):
+    """What a set recorded when it ended (``Store.finish_set``): its fio runs, whether it
+    was interrupted, its host check, its runs' errors, and its targets' names (or, when
+    resumed, how many times)."""
+
+    OMIT_NONE = frozenset({"names", "resumed"})
+
+    fio_runs: int = 0
+    interrupted: bool = False
+    host: SetHostVerdict | None = None
+    numa: dict[str, NumaCheck] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    names: list[str] | None = None
+    resumed: int | None = None
+
+
 def _host_events(store: Store, run_id: str, set_id: str, verdict: SetHostVerdict,
                  numa: Sequence[tuple[str, NumaCheck]], warning: str | None) -> None:
     """Each run of the set keeps the set's host check, and its warning when there is one."""
-    detail = {"set": set_id, "host": verdict.to_json(),
-              "numa": {name: check.to_json() for name, check in numa}}
+    detail = SetHostEvent(set_id, verdict, dict(numa))
     store.add_event(run_id, None, SET_HOST_KIND, f"set {set_id}: {verdict.message}", detail)
     if warning is not None:
         store.add_event(run_id, None, "warning", f"set {set_id}: {warning}", detail)

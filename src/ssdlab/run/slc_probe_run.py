@@ -54,7 +54,7 @@ from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run
 from ssdlab.store.db import Store
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RoundRecord, RunData, TestState
 from ssdlab.units import format_bytes, format_duration
 
 
@@ -125,13 +125,12 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
 
     def run_test(self) -> None:
         params = plan.test_params(self.o)
-        self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
-                            result={})
+        self.store.set_test(self.run_id, TEST, TestState("running", params))
         try:
             self._probe(params)
         except TestFailed as exc:
-            self.store.set_test(self.run_id, TEST, status="failed", params=params, verdicts={},
-                                result=SlcProbeResult.partial(error=str(exc)).to_json())
+            self.store.set_test(self.run_id, TEST, TestState(
+                "failed", params, {}, SlcProbeResult.partial(error=str(exc))))
             raise
 
     def _idle(self, seconds: float, why: str) -> None:
@@ -156,9 +155,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             passes.append((again, o.repeat_after_s))
             recovery = recovery_text(first, again, o.repeat_after_s, o.min_change)
         result = self._result(passes, recovery, truth, purge is None or purge.ok)
-        self.store.set_test(self.run_id, TEST, status="complete", params=params,
-                            verdicts={"primary": Verdict(result.message)},
-                            result=result.to_json())
+        self.store.set_test(self.run_id, TEST, TestState(
+            "complete", params, {"primary": Verdict(result.message)}, result))
         self.progress.line(f"{TEST}: {result.message}")
         if recovery:
             self.progress.line(f"{TEST}: {recovery}")
@@ -230,11 +228,9 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             self._round_no += 1
             cell = SliceCell(CELL, pass_no, point.bytes_done, point.bytes_done - previous_bytes,
                              point.rate, point.rate, point.seconds)
-            self.store.add_round(
-                self.run_id, TEST, self._round_no, status="ok", tracking={TRACKING: point.rate},
-                cells=[cell], fio=None, started_at=started + previous_s,
-                ended_at=started + point.seconds,
-            )
+            self.store.add_round(self.run_id, TEST, RoundRecord(
+                self._round_no, "ok", {TRACKING: point.rate}, [cell], None,
+                started + previous_s, started + point.seconds))
             previous_bytes, previous_s = point.bytes_done, point.seconds
 
 

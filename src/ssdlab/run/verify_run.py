@@ -24,7 +24,7 @@ from ssdlab.plan.verify import (
 from ssdlab.run.prepare import TargetRequest, checked_range, engine_for, prepare_device
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedRange, Runner, timeout_for
-from ssdlab.store.records import RunData
+from ssdlab.store.records import RunData, TestState
 from ssdlab.units import format_bytes
 
 #: a verify run checked: the range it writes and reads back
@@ -73,8 +73,7 @@ class VerifyRun(SessionRun[PreparedVerify]):
     def _verify(self) -> None:
         o = self.p.options
         params = plan.test_params(o, self.p.range)
-        self.store.set_test(self.run_id, TEST, status="running", params=params, verdicts={},
-                            result={})
+        self.store.set_test(self.run_id, TEST, TestState("running", params))
         cell = verify_cell(o, self.p.range)
         self.progress.phase("verify")
         run = self.session.run_fio(plan.job(o, self.p.range, self.session.fio.job_text),
@@ -91,16 +90,14 @@ class VerifyRun(SessionRun[PreparedVerify]):
         error = _error(run, job.error if job else None, job is not None, failures)
         if error is not None:
             result = self._result(failures, written, read, error=error)
-            self.store.set_test(self.run_id, TEST, status="failed", params=params,
-                                verdicts={}, result=result.to_json())
+            self.store.set_test(self.run_id, TEST, TestState("failed", params, {}, result))
             raise TestFailed(error)
         status, message = ("corrupt", _corruption(failures)) if failures else (
             "passed", f"no corruption: {format_bytes(read)} read back and checked, every "
             f"{format_bytes(o.interval_bytes)} ({o.checksum})")
-        self.store.set_test(self.run_id, TEST, status=status, params=params,
-                            verdicts={"primary": Verdict(message)},
-                            result=self._result(failures, written, read,
-                                                message=message).to_json())
+        self.store.set_test(self.run_id, TEST, TestState(
+            status, params, {"primary": Verdict(message)},
+            self._result(failures, written, read, message=message)))
         self.progress.line(f"{TEST}: {message}")
 
     def _result(self, failures: list[VerifyFailure], written: int, read: int, *,

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, overload
 
 from ssdlab.errors import EnvironmentProblem, RunNotFound, UserError, command
+from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.store import records as rec
 from ssdlab.store.backend import Db
 from ssdlab.store.location import DEFAULT_STORE_ENV, StoreLocation, default_store_location
 from ssdlab.store.masking import mask_argv, mask_json, mask_text
 from ssdlab.store.records import (
-    Document,
     FioRecord,
     ReferenceTest,
     RoundRecord,
@@ -26,7 +25,6 @@ from ssdlab.store.records import (
     RunSummary,
     SetData,
     TestState,
-    as_json,
 )
 from ssdlab.store.schema import connect
 
@@ -42,10 +40,6 @@ _SUMMARY_COLS = (
     "id, created_at, finished_at, suite, profile, quick, status, target_path,"
     " target_model, message, read_only"
 )
-
-#: One test of an imported reference run as the transitional call gives it (issue 31):
-#: (name, status, params, verdicts, result).
-ReferenceTestRow = tuple[str, str, Document, Mapping[str, object], Document]
 
 
 def default_store_path() -> StoreLocation:
@@ -134,22 +128,13 @@ class Store:
 
     # -- writing -------------------------------------------------------------------
 
-    @overload
-    def new_run(self, head: RunHead, /) -> str: ...
-
-    @overload  # transitional (issue 31): RunHead's fields as keywords
-    def new_run(self, *, suite: str, profile: str, quick: bool, target: Mapping[str, object],
-                host: Mapping[str, object], plan: Document, versions: Mapping[str, str],
-                argv: Sequence[str]) -> str: ...
-
-    def new_run(self, head: RunHead | None = None, **fields: Any) -> str:
+    def new_run(self, head: RunHead) -> str:
         """Record a new run with status "running"; return its id ``YYYYMMDD-HHMMSS-xxxx``."""
-        head = head if head is not None else RunHead(**fields)
         target = head.target
         if self.run_labels:
             target = {**target, "labels": dict(self.run_labels)}
         target, host, plan = mask_json(target), mask_json(head.host), mask_json(
-            as_json(head.plan))
+            head.plan.to_json())
         model = target.get("model")
         blobs = [rec.dumps(v) for v in (target, host, plan, dict(head.versions),
                                         mask_argv(list(head.argv)))]
@@ -194,10 +179,13 @@ class Store:
         test: str | None,
         kind: str,
         message: str,
-        detail: Document | None = None,
+        detail: Record | JsonObject | None = None,
     ) -> None:
-        """Record an event (purge outcome, preconditioning, skipped cell, warning)."""
-        detail_json = None if detail is None else rec.dumps(mask_json(as_json(detail)))
+        """Record an event (purge outcome, preconditioning, skipped cell, warning); its
+        detail a record, or a document kept verbatim (the emulated SSD's statistics)."""
+        if isinstance(detail, Record):
+            detail = detail.to_json()
+        detail_json = None if detail is None else rec.dumps(mask_json(detail))
         with self._tx() as c:
             self._writable(c, run_id)
             c.execute(
@@ -207,10 +195,10 @@ class Store:
             )
 
     def add_step(
-        self, run_id: str, test: str, kind: str, detail: Document, fio: FioRecord | None
+        self, run_id: str, test: str, kind: str, detail: Record, fio: FioRecord | None
     ) -> None:
         """Record a purge / precondition step and its fio invocation in one transaction."""
-        detail_json = rec.dumps(mask_json(as_json(detail)))
+        detail_json = rec.dumps(mask_json(detail.to_json()))
         with self._tx() as c:
             self._writable(c, run_id)
             self._ensure_test(c, run_id, test)
@@ -221,26 +209,15 @@ class Store:
                 (run_id, test, kind, detail_json, time.time(), fio_id),
             )
 
-    @overload
-    def add_round(self, run_id: str, test: str, rnd: RoundRecord, /) -> None: ...
-
-    @overload  # transitional (issue 31): the round's number, then RoundRecord's fields
-    def add_round(self, run_id: str, test: str, rnd: int, /, *, status: str,
-                  tracking: Mapping[str, float], cells: Sequence[Document],
-                  fio: FioRecord | None, started_at: float, ended_at: float) -> None: ...
-
-    def add_round(self, run_id: str, test: str, rnd: RoundRecord | int,
-                  **fields: Any) -> None:
+    def add_round(self, run_id: str, test: str, rnd: RoundRecord) -> None:
         """Record one round and its fio invocation in one durable transaction.
 
         A round already stored as "failed" is replaced; one stored as "ok" raises ValueError.
         """
-        if not isinstance(rnd, RoundRecord):
-            rnd = RoundRecord(round_no=rnd, **fields)
         if rnd.status not in ROUND_STATUSES:
             raise ValueError(f"round status must be one of {ROUND_STATUSES}, not "
                              f"{rnd.status!r}")
-        data = (rec.dumps(dict(rnd.tracking)), rec.dumps([as_json(c) for c in rnd.cells]),
+        data = (rec.dumps(dict(rnd.tracking)), rec.dumps([c.to_json() for c in rnd.cells]),
                 rnd.started_at, rnd.ended_at)
         key = (run_id, test, rnd.round_no)
         with self._tx() as c:
@@ -261,17 +238,8 @@ class Store:
                 (*key, rnd.status, *data, fio_id),
             )
 
-    @overload
-    def set_test(self, run_id: str, test: str, state: TestState, /) -> None: ...
-
-    @overload  # transitional (issue 31): TestState's fields as keywords
-    def set_test(self, run_id: str, test: str, /, *, status: str, params: Document,
-                 verdicts: Mapping[str, object], result: Document) -> None: ...
-
-    def set_test(self, run_id: str, test: str, state: TestState | None = None,
-                 **fields: Any) -> None:
+    def set_test(self, run_id: str, test: str, state: TestState) -> None:
         """Insert or update a test's status, parameters, verdicts and result."""
-        state = state if state is not None else TestState(**fields)
         blobs = tuple(rec.dumps(d) for d in state.documents())
         with self._tx() as c:
             self._writable(c, run_id)
@@ -295,39 +263,23 @@ class Store:
                 (status, mask_text(message), time.time(), run_id),
             )
 
-    @overload
-    def import_reference_run(self, head: RunHead, tests: Sequence[ReferenceTest], /, *,
-                             status: str) -> str: ...
-
-    @overload  # transitional (issue 31): RunHead's fields (not quick) as keywords
-    def import_reference_run(self, *, suite: str, profile: str, status: str,
-                             target: Mapping[str, object], host: Mapping[str, object],
-                             plan: Document,
-                             versions: Mapping[str, str], argv: Sequence[str],
-                             tests: Sequence[ReferenceTestRow]) -> str: ...
-
-    def import_reference_run(self, head: RunHead | None = None,
-                             tests: Sequence[ReferenceTest | ReferenceTestRow] = (), *,
-                             status: str, **fields: Any) -> str:
+    def import_reference_run(self, head: RunHead, tests: Sequence[ReferenceTest], *,
+                             status: str) -> str:
         """Record a finished read-only reference run and its tests in one transaction.
 
         ``tests`` in order (names unique). The run is never writable afterwards (see
         :meth:`_writable`); a crash leaves nothing of it.
         """
-        if head is None:
-            head = RunHead(quick=False, **fields)
-        rows = [t if isinstance(t, ReferenceTest) else
-                ReferenceTest(t[0], TestState(t[1], t[2], t[3], t[4])) for t in tests]
-        names = [t.name for t in rows]
+        names = [t.name for t in tests]
         if len(set(names)) != len(names):
             raise ValueError(f"test names of a reference run must be unique: {names}")
         target, host, plan = mask_json(head.target), mask_json(head.host), mask_json(
-            as_json(head.plan))
+            head.plan.to_json())
         model = target.get("model")
         blobs = [rec.dumps(v) for v in (target, host, plan, dict(head.versions),
                                         mask_argv(list(head.argv)))]
         documents = [(t.name, t.state.status, *(rec.dumps(d) for d in t.state.documents()))
-                     for t in rows]
+                     for t in tests]
         now = time.time()
 
         def write(c: Db, run_id: str) -> None:
@@ -387,11 +339,11 @@ class Store:
 
         return self._insert_new("sets", SET_PREFIX, now, write)
 
-    def finish_set(self, set_id: str, detail: Document) -> None:
+    def finish_set(self, set_id: str, detail: Record) -> None:
         """The set has ended (each run records how it ended); what it recorded."""
         with self._tx() as c:
             c.execute("UPDATE sets SET finished_at = ?, detail_json = ? WHERE id = ?",
-                      (time.time(), rec.dumps(mask_json(as_json(detail))), set_id))
+                      (time.time(), rec.dumps(mask_json(detail.to_json())), set_id))
 
     def _taken(self, table: str, key: str) -> bool:
         """Whether a run or set with the id ``key`` exists (another writer's)."""

@@ -5,7 +5,9 @@ What a run hands in: :class:`RunHead` (a new run), :class:`TestState` (a test's 
 parameters, verdicts and result), :class:`RoundRecord` (a round), a step's or an event's
 detail. The documents among them (the plan, the params, each verdict, the result, each
 cell, a detail) are :class:`~ssdlab.jsonrecord.Record` s, written as their ``to_json()``;
-while the suites move to records (issue 31), a JSON object is taken as it is too.
+only an event's detail may be a :data:`~ssdlab.jsonrecord.JsonObject` instead, for a
+document kept verbatim (the emulated SSD's own statistics). The target and host are
+facts (JSON objects shown as key/value).
 
 What a read gives back keeps each stored document as it is (a dict); the typed views
 (``test.params_as(T)``, ``test.verdict_as(name, T)``, ``rnd.cells_as(T)``,
@@ -20,9 +22,9 @@ import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ssdlab.jsonrecord import Record
+from ssdlab.jsonrecord import JsonObject, JsonValue, Record
 from ssdlab.store.masking import mask_argv, mask_json, mask_text
 
 if TYPE_CHECKING:
@@ -31,16 +33,8 @@ if TYPE_CHECKING:
 #: a stored document as read (the typed views read it as a record); transitional: the
 #: readers still index it, until they read it typed (issue 31)
 JSONDict = dict[str, Any]
-#: a document a caller hands in: a record, or (transitional, issue 31) a mapping of
-#: JSON-able values (checked as it is written)
-Document: TypeAlias = Record | Mapping[str, object]
 _SURROGATE = re.compile("[\ud800-\udfff]")
 R = TypeVar("R", bound=Record)
-
-
-def as_json(document: Document) -> Mapping[str, object]:
-    """The JSON object of a document a caller hands in."""
-    return document.to_json() if isinstance(document, Record) else document
 
 
 @dataclass(frozen=True)
@@ -54,28 +48,34 @@ class RunHead:
     quick: bool
     target: Mapping[str, object]
     host: Mapping[str, object]
-    plan: Document
+    plan: Record
     versions: Mapping[str, str]
     argv: Sequence[str]
 
 
 @dataclass(frozen=True)
+class NoResult(Record):
+    """The result of a test that has none yet (a running test's): stored as ``{}``."""
+
+
+@dataclass(frozen=True)
 class TestState:
     """A test as stored (``Store.set_test``): its status, parameters, verdicts by name
-    (a record each, or a JSON value) and result."""
+    (a record each, or a JSON value a suite declares so: matrix's list of outliers) and
+    result (none yet: :class:`NoResult`)."""
 
     __test__ = False  # not a pytest test class
 
     status: str
-    params: Document = field(default_factory=dict)
-    verdicts: Mapping[str, object] = field(default_factory=dict)
-    result: Document = field(default_factory=dict)
+    params: Record
+    verdicts: Mapping[str, Record | JsonValue] = field(default_factory=dict)
+    result: Record = field(default_factory=NoResult)
 
-    def documents(self) -> tuple[Mapping[str, object], ...]:
+    def documents(self) -> tuple[JsonObject, JsonObject, JsonObject]:
         """The params, verdicts and result as the store writes them."""
-        verdicts = {name: v.to_json() if isinstance(v, Record) else v
-                    for name, v in self.verdicts.items()}
-        return as_json(self.params), verdicts, as_json(self.result)
+        verdicts: JsonObject = {name: v.to_json() if isinstance(v, Record) else v
+                                for name, v in self.verdicts.items()}
+        return self.params.to_json(), verdicts, self.result.to_json()
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class RoundRecord:
     round_no: int
     status: str
     tracking: Mapping[str, float]
-    cells: Sequence[Document]
+    cells: Sequence[Record]
     fio: FioRecord | None
     started_at: float
     ended_at: float

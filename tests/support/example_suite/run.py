@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.results import Verdict
-from ssdlab.run.cells import cell_from_job
+from ssdlab.run.cells import fio_cell
 from ssdlab.run.prepare import TargetRequest, prepare_device
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner, dry_run
@@ -54,16 +54,15 @@ class ReadRun(SessionRun[PreparedRead]):
         self.store.set_test(self.run_id, TEST, TestState("running", params))
         run = self.session.run_fio(self.p.job_text((cell,), f"{TEST} read"), (cell,),
                                    json_plus=True)
-        measured = [cell_from_job(cell, job) for job in run.output.jobs] if run.output else []
+        measured = [fio_cell(cell, job) for job in run.output.jobs] if run.output else []
         self.session.fio_round(TEST, 1, run, "read", status="ok" if run.ok else "failed",
-                               tracking={}, cells=list(measured))
+                               tracking={}, cells=measured)
         if not run.ok or not measured:
             error = f"the read failed: {run.error or 'no result'}"
             self.store.set_test(self.run_id, TEST, TestState(
                 "failed", params, result=ReadResult.partial(error=error)))
             raise TestFailed(error)
-        bw, lat = measured[0]["bw_bytes_per_s"], measured[0]["lat_mean_us"]
-        assert isinstance(bw, float) and isinstance(lat, float | None)
+        bw, lat = measured[0].bw_bytes_per_s, measured[0].lat_mean_us
         result = ReadResult(size, bw, lat, f"read at {bw / 1e6:,.1f} MB/s")
         self.store.set_test(self.run_id, TEST, TestState(
             "complete", params, {"primary": Verdict(result.message)}, result))
