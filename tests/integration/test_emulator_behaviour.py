@@ -299,30 +299,78 @@ def test_sequential_128k_writes_from_purge_have_write_amplification_near_one(
 def test_client_slc_cache_cliff_is_at_the_configured_size(
     start_emulator: Start, tmp_path: Path
 ) -> None:
+    # Judged by what the model guarantees, not by where a fit finds a step in fio's rate:
+    # a reply or a reap that comes late makes one window slow and the next fast, so a
+    # loaded host puts steps anywhere (analysis.cliff found the first at 38 MiB of a
+    # 61.4 MiB cache) and single windows of the TLC phase above the TLC dies' bound
+    # (measured 0.25-4.8x it). Where the SLC filled is the emulator's count; fio's log
+    # shows the cliff against die-time bounds from the config.
     emu = start_emulator("slc", "client-slc", 512 * MIB)
-    cache = truth(emu)["config"]["slc_bytes"]
+    config = truth(emu)["config"]
+    cache, page, dies = config["slc_bytes"], config["page_size"], config["dies"]
+    block, depth = MIB, 8
+    size = (2 * cache // block + 32) * block  # whole writes: fio rounds a partial one up
     # 1 MiB writes, 8 at a time: 2,048 pages in flight keep each of the 8 dies 46 ms of
-    # SLC programs ahead, so the host's noise does not set the SLC rate (128 KiB writes
-    # kept them 6 ms ahead: with one CPU kept busy the SLC rate fell, the cliff's ratio
-    # rose from 0.21 to 0.45, and a noise step of 0.44 came after it)
+    # SLC programs ahead, so the host's noise does not set the SLC rate
     fio(
         emu,
         "--rw=write",
-        "--bs=1m",
-        "--iodepth=8",
-        f"--size={2 * cache + 32 * MIB}",
+        f"--bs={block}",
+        f"--iodepth={depth}",
+        f"--size={size}",
         "--write_lat_log=seq",
         "--log_offset=1",
         cwd=tmp_path,
     )
-    ios = completions(read_log(next(tmp_path.glob("seq_lat*.log"))), "write")
-    cliffs = find_cliffs(rate_by_bytes(ios, 2 * MIB))
-    print(f"SLC {cache / MIB:.1f} MiB; cliffs at "
-          f"{[(round(c.at_bytes / MIB, 1), round(c.ratio, 2)) for c in cliffs]}")
-    assert cliffs, "no cliff in a sequential write through an SLC cache"
-    first = cliffs[0]
-    assert first.at_bytes == pytest.approx(cache, rel=0.10)
-    assert first.ratio < 0.5
+    counters = truth(emu)["counters"]
+    # in the order fio logged them (its ms clock never runs backwards)
+    entries = sorted((e for e in read_log(next(tmp_path.glob("seq_lat.*.log")))
+                      if e.direction == "write"), key=lambda e: e.time_ms)
+    assert len(entries) == size // block
+    assert all(e.block_size == block and e.offset is not None for e in entries)
+    points = rate_by_bytes(completions(entries, "write"), 2 * MIB)
+    tlc_bound = dies * page * 1e6 / (config["time_scale"] * config["t_prog_us"])  # bytes/s
+    slc_phase = [p.rate for p in points if p.bytes_done <= cache]
+    tlc_phase = [p.rate for p in points if p.bytes_done > 1.1 * cache]
+
+    # The TLC phase as a whole: the writes wholly past the cache, issued in offset order.
+    # fio has depth slots and logs a completion before it reuses its slot, so when the
+    # first of them was issued, at least first_tlc - depth + 1 completions were in the
+    # log: from that one's time (floored to the ms: earlier still) to each TLC write's
+    # reply (sent at most fuse_floor_max_us early; its ms floored too) every page of the
+    # TLC writes done by then took t_prog of one die's time. Pages that folding let back
+    # into the SLC (only after a second of idle host) are allowed for.
+    first_tlc = -(-cache // block)  # the writes before it
+    anchor_s = entries[first_tlc - depth].time_ms / 1000
+    slack_s = 0.001 + config["fuse_floor_max_us"] / 1e6
+    folded = counters["slc_fold_pages"] * page
+    done, worst = 0, 0.0
+    for e in entries:
+        if e.offset is not None and e.offset >= first_tlc * block:
+            done += e.block_size
+            allowed = tlc_bound * (e.time_ms / 1000 + slack_s - anchor_s) + folded
+            worst = max(worst, done / allowed)
+    cliffs = [(round(c.at_bytes / MIB, 1), round(c.ratio, 2)) for c in find_cliffs(points)]
+    print(f"SLC {cache / MIB:.1f} MiB, TLC bound {tlc_bound / MIB:.1f} MiB/s; SLC phase: best "
+          f"window {max(slc_phase) / tlc_bound:.2f}x the bound; TLC phase: windows "
+          f"{min(tlc_phase) / tlc_bound:.2f}-{max(tlc_phase) / tlc_bound:.2f}x, as a whole at "
+          f"most {worst:.3f}x; find_cliffs {cliffs}; {counters['nand_prog_pages_slc']} SLC, "
+          f"{counters['nand_prog_pages_tlc']} TLC programs, {folded // page} folded")
+
+    # where the SLC filled, from the counters: it took exactly its configured size (more
+    # only by what folding freed in it), and every other host page went straight to TLC
+    assert counters["host_write_bytes"] == size
+    assert counters["host_prog_pages"] == size // page
+    assert counters["nand_prog_pages_slc"] - counters["slc_fold_pages"] == cache // page
+    assert counters["nand_prog_pages_tlc"] == (size - cache) // page
+    assert counters["blocks_erased"] == counters["pages_relocated"] == 0  # a fresh drive
+    # the cliff, from fio's log: past the cache the writes ran no faster than the TLC dies
+    # allow, a bound no host can cross (measured at most 0.984 of it, quiet, with both
+    # CPUs kept busy, and with a zram fio load besides) ...
+    assert worst <= 1.0, worst
+    # ... while before it the best windows ran well above it (measured 5.2-58x: the best
+    # of 30 windows, which noise pulls down only by slowing every one of them)
+    assert max(slc_phase) >= 2 * tlc_bound
 
 
 def _idle(emu: emulator.Emulator, idle_s: float) -> tuple[int, int, int]:
