@@ -98,14 +98,16 @@ def test_a_killed_owners_guest_and_emulator_are_gone_after_the_next_session_star
     ready = tmp_path / "ready.json"
     labs_before = _own_labs()
     # the owner: a pytest holding a guest whose drive is an emulated SSD (killed_owner.py)
-    owner = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s", str(HOLDER)],
-        cwd=REPO, env={**os.environ, "VMLAB_READY_FILE": str(ready)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tmp_path / "owner.log"
+    with log.open("wb") as out:
+        owner = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-s", str(HOLDER)],
+            cwd=REPO, env={**os.environ, "VMLAB_READY_FILE": str(ready)},
+            stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 900
         while not ready.exists():
-            assert owner.poll() is None, owner.communicate()[0].decode(errors="replace")
+            assert owner.poll() is None, log.read_text(errors="replace")
             assert time.monotonic() < deadline, "the owner's guest did not start in 900 s"
             time.sleep(1)
         held = json.loads(ready.read_text())
