@@ -19,7 +19,7 @@ help:
 	@echo "make bench  - performance benchmarks (results in bench/results/)"
 	@echo "make lint   - ruff and mypy (needs only python3 with its venv module)"
 	@echo "make unit   - the unit tests (the same: no apt packages, no emulator, no fio)"
-	@echo "make vmlab  - build (5-7 min) or reuse the VM lab's guest image (docs/vmlab.md)"
+	@echo "make vmlab  - build (5-15 min) or reuse the VM lab's guest image (docs/vmlab.md)"
 
 # setup installs the apt packages first (python3-venv among them), then the rest
 setup: apt

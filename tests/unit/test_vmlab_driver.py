@@ -4,8 +4,10 @@ QEMU (tests/support/vmimage.py, tests/support/vmlab.py; the guests: tests/vmlab/
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,67 @@ def test_only_labs_of_dead_owners_are_cleared(tmp_path: Path,
         (lab_dir / "g1" / "console.log").write_text("boot\n")
     assert vmlab.clear_dead_labs() == [dead]
     assert mine.exists() and foreign.exists() and not dead.exists()
+
+
+def test_a_missing_tool_names_its_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which",
+                        lambda tool: None if tool.startswith("qemu") else f"/usr/bin/{tool}")
+    problem = vmimage.host_problem()
+    assert problem is not None
+    assert "apt-get install qemu-system-x86 qemu-utils" in problem
+
+
+FAKE_BUILD = """#!/bin/bash
+# a stand-in for build.sh: counts its runs, takes a moment, writes an entry's files
+set -e
+echo run >> "$(dirname "$0")/../runs"
+sleep 0.5
+[ -e "$(dirname "$0")/../fail" ] && { echo "E: Unable to locate package zfs-dkms"; exit 100; }
+mkdir -p "$1/out" "$1/rootfs/etc"
+for name in root.raw vmlinuz initrd.img; do echo "$name" > "$1/out/$name"; done
+echo "fio 3.33-3" > "$1/out/packages.txt"
+echo 6.1.0-test > "$1/out/kernel.txt"
+"""
+
+
+@pytest.fixture
+def fake_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    recipe = tmp_path / "recipe"
+    recipe.mkdir()
+    (recipe / "build.sh").write_text(FAKE_BUILD)
+    monkeypatch.setattr(vmimage, "RECIPE_DIR", recipe)
+    monkeypatch.setattr(vmimage, "CACHE_ROOT", tmp_path / "cache")
+    monkeypatch.setattr(vmimage, "host_problem", lambda: None)
+    return recipe
+
+
+def test_two_builders_at_once_build_one_entry_and_both_use_it(fake_recipe: Path) -> None:
+    key = vmimage.recipe_key()
+    stale = vmimage.CACHE_ROOT / f".build-{key}-999999999"  # a killed builder's
+    (stale / "rootfs").mkdir(parents=True)
+    said: list[str] = []
+    with ThreadPoolExecutor(2) as pool:
+        images = list(pool.map(lambda _: vmimage.ensure_image(said.append), range(2)))
+    assert images[0] == images[1] == vmimage.cached_image(key)
+    assert (fake_recipe.parent / "runs").read_text() == "run\n"
+    assert any("waiting for it" in line for line in said)
+    manifest = images[0].manifest()
+    assert manifest["key"] == key and manifest["kernel"] == "6.1.0-test"
+    assert manifest["packages"] == 1
+    assert sorted(p.name for p in vmimage.CACHE_ROOT.iterdir()) == [f".lock-{key}", key]
+    assert vmimage.ensure_image(said.append) == images[0]  # reused: no third run
+    assert (fake_recipe.parent / "runs").read_text() == "run\n"
+
+
+def test_a_failed_build_names_its_log_and_leaves_no_entry(fake_recipe: Path) -> None:
+    (fake_recipe.parent / "fail").write_text("")
+    key = vmimage.recipe_key()
+    with pytest.raises(vmimage.VmLabError) as failed:
+        vmimage.ensure_image(lambda _: None)
+    log = vmimage.CACHE_ROOT / f"build-{key}.log"
+    assert f"the whole log is {log}" in str(failed.value)
+    assert "Unable to locate package zfs-dkms" in str(failed.value)
+    assert vmimage.cached_image(key) is None
+    assert sorted(p.name for p in vmimage.CACHE_ROOT.iterdir()) == [
+        f".lock-{key}", f"build-{key}.log"]

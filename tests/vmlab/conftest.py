@@ -17,7 +17,7 @@ from tests.support.vmimage import VmLabError, host_problem
 from tests.support.vmlab import VmLab
 
 #: a test of this tier may take this long (pytest.mark.timeout): the first one also pays
-#: for building the image when it is not cached (5-7 minutes; make test builds it first)
+#: for building the image when it is not cached (5-15 minutes; make test builds it first)
 VMLAB_TEST_TIMEOUT_S = 1800
 
 
