@@ -225,7 +225,10 @@ def _build(key: str, lock_fd: int, say: Callable[[str], None]) -> Image:
         out_dir.rename(CACHE_ROOT / key)
         say(f"vmlab: built the guest image {key} in {seconds:.0f} s")
     finally:
-        remove_tree(work)
+        try:
+            remove_tree(work)
+        except VmLabError as exc:  # the entry is whole; the next builder clears this
+            say(f"vmlab: {exc}")
     image = cached_image(key)
     assert image is not None
     return image
