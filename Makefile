@@ -7,10 +7,11 @@ APT_PACKAGES := fio nvme-cli util-linux mount procps e2fsprogs python3 python3-v
 	fuse3 libfuse3-dev pkg-config gcc make chromium chromium-headless-shell poppler-utils fonts-dejavu-core \
 	xfsprogs btrfs-progs fdisk lvm2 mdadm smartmontools hdparm \
 	openssh-server openssh-client sshfs nbdkit libnbd-bin iproute2 \
-	mariadb-server mariadb-client sysbench postgresql
+	mariadb-server mariadb-client sysbench postgresql \
+	qemu-system-x86 qemu-utils debootstrap
 STAMP := .make
 
-.PHONY: setup apt venv emulator demo test lint unit integration bench clean distclean help
+.PHONY: setup apt venv emulator vmlab demo test lint unit integration bench clean distclean help
 
 help:
 	@echo "make demo   - set up, then run the quick PTS suite on the built-in target"
@@ -18,6 +19,7 @@ help:
 	@echo "make bench  - performance benchmarks (results in bench/results/)"
 	@echo "make lint   - ruff and mypy (needs only python3 with its venv module)"
 	@echo "make unit   - the unit tests (the same: no apt packages, no emulator, no fio)"
+	@echo "make vmlab  - build (5-15 min) or reuse the VM lab's guest image (docs/vmlab.md)"
 
 # setup installs the apt packages first (python3-venv among them), then the rest
 setup: apt
@@ -74,13 +76,20 @@ unit: venv
 integration: setup
 	$(BIN)/pytest tests/integration -q
 
-# the suite in two parts: two test files at a time (pytest-xdist, each file whole on one
-# worker), then the files marked solo, which judge speed, alone
-test: setup
+# the VM lab's guest image, cached outside the clone in /var/cache/ssdlab-vmlab/<key>/
+# (docs/vmlab.md): built from Debian's packages when the recipe is new, else reused
+vmlab: setup
+	$(BIN)/python -m tests.support.vmimage build
+
+# the suite in three parts: two test files at a time (pytest-xdist, each file whole on one
+# worker), then the files marked solo, which judge speed, alone, then the VM lab's tests
+# (guests under QEMU's software emulation take the CPU: nothing runs beside them)
+test: setup vmlab
 	@$(MAKE) --no-print-directory lint
 	$(MAKE) -s -C emulator test
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo" --durations=10
-	$(BIN)/pytest -q -m solo --durations=5
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo and not vmlab" --durations=10
+	$(BIN)/pytest -q -m "solo and not vmlab" --durations=5
+	$(BIN)/pytest -q -m vmlab tests/vmlab --durations=5
 
 bench: setup
 	$(BIN)/python bench/harness_overhead.py

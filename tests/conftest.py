@@ -23,6 +23,7 @@ from hypothesis import settings
 
 from tests.support.leftovers import clear_dead_test_emulators
 from tests.support.postgres import PgServer, pg_server
+from tests.support.vmlab import clear_dead_labs
 from tests.support.zram import Zram, create_zram, remove_zram, zram_unavailable
 
 SHM = Path("/dev/shm")
@@ -35,7 +36,8 @@ settings.load_profile("ssdlab")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A killed run's dead emulator mounts are cleared (tests/support/leftovers.py), and
+    """A killed run's dead emulator mounts (tests/support/leftovers.py) and VM lab guests
+    (tests/support/vmlab.py) are cleared, and
     Ctrl-C reaches the programs the tests start, however ``make test`` was started.
 
     A shell without job control starts a background command (``make test &``, ``nohup``,
@@ -47,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.geteuid() == 0 and not hasattr(config, "workerinput"):
+        for lab_dir in clear_dead_labs():
+            print(f"cleared a killed test run's VM lab: {lab_dir}", file=sys.stderr)
         for point in clear_dead_test_emulators():
             print(f"cleared a killed test run's dead emulator mount: {point}", file=sys.stderr)
 

@@ -21,7 +21,7 @@ TEST_DIRS = "/dev/shm/ssdlab-"
 EMULATOR_FS = "fuse.ssdlab-emu"
 
 
-def _loops_over(directory: str) -> dict[str, str]:
+def loops_over(directory: str) -> dict[str, str]:
     """Loop device name -> its major:minor, for the loop devices whose backing file lies
     under ``directory``."""
     found = {}
@@ -44,7 +44,7 @@ def clear_dead_test_emulators() -> list[str]:
                  and m.mount_point.startswith(TEST_DIRS)]
     cleared = []
     for point in dead_fuse_mounts(emulators):
-        loops = _loops_over(point)
+        loops = loops_over(point)
         for entry in sorted(read_mountinfo(), key=lambda m: len(m.mount_point), reverse=True):
             if f"{entry.major}:{entry.minor}" in loops.values():
                 subprocess.run(["umount", "-l", entry.mount_point], capture_output=True,
