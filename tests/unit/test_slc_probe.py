@@ -25,6 +25,7 @@ from ssdlab.engine.runner import FioRun, TickFn
 from ssdlab.errors import UserError
 from ssdlab.plan.slc_probe import SlcProbeArgs, build_slc_options
 from ssdlab.report.build import render
+from ssdlab.report.slc_probe_pages import show_lines
 from ssdlab.run.prepare import PreparedTarget
 from ssdlab.run.progress import Progress
 from ssdlab.run.slc_probe_run import PreparedSlcProbe, SlcProbeRun, describe
@@ -166,6 +167,35 @@ def test_a_flat_write_says_honestly_that_no_cliff_was_found() -> None:
     assert verdict.estimate_bytes is None and verdict.cliffs == ()
     assert verdict.message.startswith("no cliff found: throughput never dropped by 30 %")
     assert verdict.mean_rate == pytest.approx(36 * MB, rel=0.05)
+
+
+def _stalled(edge: int, total: int, stall: tuple[int, int]) -> list[tuple[float, int]]:
+    """180 MB/s up to the cache edge, 36 MB/s after, 35 MB/s while the host stalled."""
+    out, t, done, block = [], 0.0, 0, 128 * 1024
+    while done < total:
+        stalled = stall[0] <= done < stall[1]
+        t += block / (35 * MB if stalled else 180 * MB if done < edge else 36 * MB)
+        done += block
+        out.append((round(t * 1000) / 1000, block))
+    return out
+
+
+def test_a_stall_the_rate_came_back_from_is_said_and_is_not_the_estimate() -> None:
+    points = rate_by_bytes(_stalled(62 * MIB, 160 * MIB, (38 * MIB, 50 * MIB)), MIB)
+    verdict = analyse_pass(points, 0.3)
+    assert verdict.estimate_bytes == pytest.approx(62 * MIB, abs=MIB)
+    assert [round(d.at_bytes / MIB) for d in verdict.dips] == [38]
+    assert verdict.message.startswith("SLC cache estimate 62.0 MiB (first cliff at 62.0 MiB")
+    assert ("; the rate left its level and came back (a host stall, or late completions "
+            "reaped at once): a 12.0 MiB dip at 38.0 MiB written (1") in verdict.message
+    assert verdict.message.endswith("not the cache edge")
+    # a stall alone: no cliff, said so, and the dip named
+    alone = analyse_pass(rate_by_bytes(_stalled(200 * MIB, 64 * MIB, (40 * MIB, 52 * MIB)),
+                                       MIB), 0.3)
+    assert alone.estimate_bytes is None and len(alone.dips) == 1
+    assert alone.message.startswith("no cliff found: throughput never dropped by 30 % or "
+                                    "more for good over 64.0 MiB written")
+    assert "a 12.0 MiB dip at 40.0 MiB written" in alone.message
 
 
 def test_too_few_points_and_no_points_are_not_errors() -> None:
@@ -361,6 +391,33 @@ def test_the_report_page_draws_the_curve_with_the_cliff_and_the_estimate(tmp_pat
     assert "data written since the purge (MiB)" in page and "throughput (MB/s)" in page
     assert "cache 60" in page  # the cliff marked on the chart
     assert "after 10 s idle" in page
+
+
+def test_a_stall_is_stored_as_a_dip_and_shown_runs_without_have_no_dips_key(
+    tmp_path: Path
+) -> None:
+    def curve(_pass: int, done: int) -> float:
+        return 35 * MB if 38 * MIB <= done < 50 * MIB else step(62 * MIB)(_pass, done)
+
+    store, runner = execute(tmp_path, LoggingFakeFio(curve), write_bytes=160 * MIB)
+    run = store.load(runner.run_id)
+    result = run.test("slc-probe").result
+    assert result["estimate_bytes"] == pytest.approx(62 * MIB, abs=4 * MIB)
+    (dip,) = result["passes"][0]["dips"]
+    assert list(dip) == ["at_bytes", "length_bytes", "rate_level_bytes_per_s",
+                         "rate_during_bytes_per_s", "rate_back_bytes_per_s"]
+    assert dip["at_bytes"] == pytest.approx(38 * MIB, abs=4 * MIB)
+    assert dip["rate_during_bytes_per_s"] < 0.5 * dip["rate_level_bytes_per_s"]
+    assert "dip at" in result["message"] and "not the cache edge" in result["message"]
+    page, _ = render([run])
+    assert "Dips: the rate came back, not cliffs" in page
+    assert "not the cache edge" in "\n".join(show_lines(run, run.test("slc-probe")))
+    # without a dip the key is left out, as in the runs stored before dips were told apart
+    store, runner = execute(tmp_path / "plain", LoggingFakeFio(step(60 * MIB)),
+                            write_bytes=160 * MIB)
+    run = store.load(runner.run_id)
+    assert "dips" not in run.test("slc-probe").result["passes"][0]
+    assert "Dips:" not in render([run])[0]
 
 
 def test_the_report_says_no_cliff_found(tmp_path: Path) -> None:

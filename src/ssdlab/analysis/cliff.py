@@ -7,6 +7,16 @@ constant; the cliffs are the steps. We find them by binary segmentation: split t
 series where two constant segments fit it best (least squares), keep the split if the
 two levels differ by at least ``min_change`` of the higher one, and repeat on each side.
 
+Not every step is a cliff. The host can stall the write for a moment (another process on
+the CPU, a late reply): the rate drops, then comes back to the level it had. And a
+window's rate is measured from the previous window's close, so the completions fio reaps
+late make one window slow and the next fast, which segments as a burst above the level.
+A drive's cache edge is a step the rate does not come back from within the write. So
+the segments are read as levels (:func:`find_levels`): a segment that leaves the level
+(down or up by ``min_change``) is an excursion when a later segment comes back within
+``min_change`` of it; excursions (:class:`Dip`) are reported but are neither cliffs nor
+part of the levels; only a step down that the rate never comes back from is a cliff.
+
 Input is what fio's per-I/O log gives: completion time and size of every I/O, in
 completion order. :func:`rate_by_bytes` turns it into (bytes written, MB/s) points over
 windows of equal bytes, so the cliff position is resolved to a window, not to a second.
@@ -14,8 +24,9 @@ windows of equal bytes, so the cliff position is resolved to a window, not to a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 MIN_POINTS_PER_SEGMENT = 3
 
@@ -29,8 +40,8 @@ class RatePoint:
 @dataclass(frozen=True)
 class Cliff:
     at_bytes: float  # bytes written when the rate changed
-    rate_before: float  # bytes/s, mean of the segment before
-    rate_after: float  # bytes/s, mean of the segment after
+    rate_before: float  # bytes/s, the level before: its windows' mean, dips left out
+    rate_after: float  # bytes/s, the level after
 
     @property
     def ratio(self) -> float:
@@ -82,15 +93,34 @@ def _best_split(rates: Sequence[float], lo: int, hi: int) -> int | None:
     return best
 
 
-def find_cliffs(points: Sequence[RatePoint], min_change: float = 0.3) -> list[Cliff]:
-    """Every step down in rate of at least ``min_change`` (a fraction of the rate before).
+@dataclass(frozen=True)
+class Dip:
+    """The rate left its level and came back: a host stall (down), or the completions of
+    one reaped late (up, a burst), not a level of the drive."""
 
-    Steps up (a cache that refilled while idle) are not cliffs and are not returned,
-    but they still split the series so the levels around them are measured right.
-    """
-    if not 0 < min_change < 1:
-        raise ValueError("min_change must be between 0 and 1")
-    rates = [p.rate for p in points]
+    at_bytes: float  # bytes written when the rate left the level
+    end_bytes: float  # bytes written when it was back
+    rate_level: float  # bytes/s, the level it left (its windows' mean, dips left out)
+    rate_during: float  # bytes/s, its bytes over its time
+    rate_back: float  # bytes/s, the segment it came back with (its windows' mean)
+
+    @property
+    def length_bytes(self) -> float:
+        return self.end_bytes - self.at_bytes
+
+    @property
+    def is_burst(self) -> bool:
+        return self.rate_during > self.rate_level
+
+
+@dataclass(frozen=True)
+class Levels:
+    cliffs: tuple[Cliff, ...]
+    dips: tuple[Dip, ...]
+
+
+def _segments(rates: Sequence[float], min_change: float) -> list[int]:
+    """Binary segmentation: the split indices, in order."""
     splits: list[int] = []
 
     def mean(lo: int, hi: int) -> float:
@@ -108,11 +138,89 @@ def find_cliffs(points: Sequence[RatePoint], min_change: float = 0.3) -> list[Cl
         segment(k, hi)
 
     segment(0, len(rates))
-    splits.sort()
-    bounds = [0, *splits, len(rates)]
-    cliffs = []
-    for i, k in enumerate(splits):
-        before, after = mean(bounds[i], k), mean(k, bounds[i + 2])
-        if after < before:
-            cliffs.append(Cliff(points[k - 1].bytes_done, before, after))
-    return cliffs
+    return sorted(splits)
+
+
+@dataclass
+class _Walk:
+    """The segments read as levels (see :func:`find_levels`)."""
+
+    levels: list[list[int]]  # each level: its segments
+    steps: list[int]  # the segment that started each level after the first
+    dips: list[tuple[int, int]]  # (first segment of the excursion, the one that came back)
+
+
+def _walk(count: int, mean: Callable[[Sequence[int]], float], min_change: float) -> _Walk:
+    def near(value: float, level: float) -> bool:
+        return abs(value - level) < min_change * max(value, level)
+
+    walk = _Walk([[0]], [], [])
+    s = 1
+    while s < count:
+        level = mean(walk.levels[-1])
+        if near(mean([s]), level):
+            walk.levels[-1].append(s)
+            s += 1
+            continue
+        back = next((b for b in range(s + 1, count) if near(mean([b]), level)), None)
+        if back is None:
+            walk.levels.append([s])
+            walk.steps.append(s)
+            s += 1
+        else:
+            walk.dips.append((s, back))
+            walk.levels[-1].append(back)
+            s = back + 1
+    return walk
+
+
+def find_levels(points: Sequence[RatePoint], min_change: float = 0.3) -> Levels:
+    """The cliffs (steps down the rate never comes back from) and the dips (excursions
+    from a level that came back to it), in order of bytes written.
+
+    The segments are walked in order, holding the current level (its segments, the
+    excursions left out). A segment within ``min_change`` of the level (of the higher of
+    the two; means of the windows' rates, as the segmentation compares them) joins it.
+    One that is not leaves it: if a later segment comes back within ``min_change`` of the
+    level, the segments in between are a :class:`Dip` and the level goes on with the one
+    that came back; if none does, a new level starts there, and when it is lower, the
+    step is a :class:`Cliff`. Steps up (a cache that refilled while idle) are not cliffs.
+
+    A level's rate (a cliff's before and after, the level a dip left) is the mean of its
+    windows' rates, its dips left out: without dips, what the segmentation found. A dip's
+    own rate is its bytes over its time (a burst of completions reaped late took almost
+    no time: a mean of the windows' rates would make it far faster than it was).
+    """
+    if not 0 < min_change < 1:
+        raise ValueError("min_change must be between 0 and 1")
+    rates = [p.rate for p in points]
+    bounds = [0, *_segments(rates, min_change), len(rates)]
+    segments = list(pairwise(bounds))
+    sizes = [b - a for a, b in pairwise([0.0, *(p.bytes_done for p in points)])]
+
+    def mean(parts: Sequence[int]) -> float:  # of the windows' rates, as segmented
+        values = [r for s in parts for r in rates[segments[s][0]:segments[s][1]]]
+        return sum(values) / len(values)
+
+    def rate(parts: Sequence[int]) -> float:  # a dip's rate: its bytes over its time
+        windows = [i for s in parts for i in range(*segments[s])]
+        seconds = sum(sizes[i] / rates[i] for i in windows if rates[i] > 0)
+        return sum(sizes[i] for i in windows) / seconds if seconds > 0 else mean(parts)
+
+    def start(s: int) -> float:  # bytes written when segment s began
+        return points[segments[s][0] - 1].bytes_done
+
+    walk = _walk(len(segments), mean, min_change)
+    levels = walk.levels
+    cliffs = tuple(Cliff(start(s), mean(levels[i]), mean(levels[i + 1]))
+                   for i, s in enumerate(walk.steps) if mean(levels[i + 1]) < mean(levels[i]))
+    level_of = {s: mean(parts) for parts in levels for s in parts}
+    return Levels(cliffs, tuple(
+        Dip(start(first), start(back), level_of[back], rate(range(first, back)), mean([back]))
+        for first, back in walk.dips))
+
+
+def find_cliffs(points: Sequence[RatePoint], min_change: float = 0.3) -> list[Cliff]:
+    """Every step down in rate of at least ``min_change`` (a fraction of the rate before)
+    that the rate does not come back from (:func:`find_levels`)."""
+    return list(find_levels(points, min_change).cliffs)

@@ -8,9 +8,10 @@ Pure functions on what fio logged during one sequential write from purge:
   interval) is added so the bytes add up to what fio reports having written.
 
 Both become (time, bytes) transfers, cut into slices of equal bytes by
-:func:`ssdlab.analysis.cliff.rate_by_bytes`; :func:`ssdlab.analysis.cliff.find_cliffs`
-finds the steps down. The cache size estimate is the first cliff: the bytes written when
-the rate first dropped by at least ``min_change``.
+:func:`ssdlab.analysis.cliff.rate_by_bytes`; :func:`ssdlab.analysis.cliff.find_levels`
+finds the steps down the rate does not come back from. The cache size estimate is the
+first cliff: the bytes written when the rate first dropped by at least ``min_change`` for
+good. A drop the rate recovered from (a host stall) is a dip: reported, never the estimate.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ssdlab.analysis.cliff import Cliff, RatePoint, find_cliffs
+from ssdlab.analysis.cliff import Cliff, Dip, RatePoint, find_levels
 
 MB = 1_000_000
 MIB = 1 << 20
@@ -83,6 +84,7 @@ class PassVerdict:
     written_bytes: float
     mean_rate: float  # bytes/s over the whole pass
     message: str
+    dips: tuple[Dip, ...] = ()  # the rate left its level and came back: not cliffs
 
 
 def _mb(rate: float) -> str:
@@ -102,10 +104,28 @@ def cliff_text(cliff: Cliff) -> str:
     )
 
 
+def dip_text(dip: Dip) -> str:
+    """E.g. "a 2.0 MiB dip at 38.0 MiB written (183 -> 35 MB/s), the rate recovered (180
+    MB/s): not the cache edge"."""
+    what = "burst" if dip.is_burst else "dip"
+    return (f"a {_size(dip.length_bytes)} {what} at {_size(dip.at_bytes)} written "
+            f"({_mb(dip.rate_level)} -> {_mb(dip.rate_during)}), the rate came back "
+            f"({_mb(dip.rate_back)}): not the cache edge")
+
+
+def dips_text(dips: Sequence[Dip]) -> str:
+    """The sentence the verdict ends with when the rate left its level and came back."""
+    if not dips:
+        return ""
+    return ("; the rate left its level and came back (a host stall, or late completions "
+            "reaped at once): " + "; ".join(dip_text(d) for d in dips))
+
+
 def analyse_pass(
     points: Sequence[RatePoint], min_change: float, written_bytes: float | None = None
 ) -> PassVerdict:
-    """Find the cliffs of one pass; the first is the cache size estimate.
+    """Find the cliffs of one pass; the first is the cache size estimate. Dips (the rate
+    came back) are said in the message, after the verdict.
 
     ``written_bytes`` is what fio reports having written (default: the last point's bytes;
     the slices leave out the last partial one).
@@ -119,17 +139,21 @@ def analyse_pass(
         return PassVerdict((), None, written, mean, (
             f"too few slices ({len(points)}) to look for a cliff; at least {MIN_POINTS} "
             "are needed (write more or use smaller slices)"))
-    cliffs = tuple(find_cliffs(points, min_change))
+    levels = find_levels(points, min_change)
+    cliffs, dips = levels.cliffs, levels.dips
     if not cliffs:
+        for_good = " for good" if dips else ""
         return PassVerdict((), None, written, mean, (
-            f"no cliff found: throughput never dropped by {min_change * 100:g} % or more over "
-            f"{_size(written)} written (mean {_mb(mean)}); either there is no SLC cache, it "
-            "is larger than the amount written, or it was full when the write began"))
+            f"no cliff found: throughput never dropped by {min_change * 100:g} % or more"
+            f"{for_good} over {_size(written)} written (mean {_mb(mean)}); either there is no "
+            "SLC cache, it is larger than the amount written, or it was full when the write "
+            f"began{dips_text(dips)}"), dips)
     first = cliffs[0]
     more = "" if len(cliffs) == 1 else "; further cliffs " + "; ".join(
         cliff_text(c) for c in cliffs[1:])
     return PassVerdict(cliffs, first.at_bytes, written, mean, (
-        f"SLC cache estimate {_size(first.at_bytes)} (first cliff {cliff_text(first)}){more}"))
+        f"SLC cache estimate {_size(first.at_bytes)} (first cliff {cliff_text(first)}){more}"
+        f"{dips_text(dips)}"), dips)
 
 
 def recovery_text(first: PassVerdict, again: PassVerdict, idle_s: float, min_change: float

@@ -296,8 +296,22 @@ class CliffRecord(Record):
 
 
 @dataclass(frozen=True)
+class DipRecord(Record):
+    """The rate left its level and came back (analysis.cliff.Dip): not a cliff."""
+
+    at_bytes: float
+    length_bytes: float
+    rate_level_bytes_per_s: float  # the level it left
+    rate_during_bytes_per_s: float  # the mean over the dip (above the level: a burst)
+    rate_back_bytes_per_s: float  # the segment it came back with
+
+
+@dataclass(frozen=True)
 class PassRecord(Record):
-    """One sequential write: what it wrote, its cliffs and its cache estimate."""
+    """One sequential write: what it wrote, its cliffs and its cache estimate; ``dips``
+    only when the rate left its level and came back (not in runs stored before)."""
+
+    OMIT_NONE = frozenset({"dips"})
 
     pass_no: int = key("pass")
     idle_before_s: float = 0.0
@@ -306,6 +320,7 @@ class PassRecord(Record):
     estimate_bytes: float | None = None
     cliffs: list[CliffRecord] = field(default_factory=list)
     message: str = ""
+    dips: list[DipRecord] | None = None
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,16 @@ def _cliff_rows(passes: list[PassRecord]) -> list[list[str]]:
     return rows
 
 
+def _dip_rows(passes: list[PassRecord]) -> list[list[str]]:
+    """The dips (the rate left its level and came back); runs stored before have none."""
+    return [[esc(p.pass_no), esc(format_bytes(float(d.at_bytes))),
+             esc(format_bytes(float(d.length_bytes))),
+             esc(fmt_value(d.rate_level_bytes_per_s / MB, 0)),
+             esc(fmt_value(d.rate_during_bytes_per_s / MB, 0)),
+             esc(fmt_value(d.rate_back_bytes_per_s / MB, 0))]
+            for p in passes for d in p.dips or ()]
+
+
 def _parameters(test: TestData, log: str) -> list[tuple[str, object]]:
     p = test.params_as(SlcProbeParams)
     step = next((s for s in test.steps if s.kind == "purge"), None)
@@ -134,6 +144,13 @@ def slc_probe_pages(run: RunData, test: TestData, anchor: str) -> list[Page]:
     if rows:
         parts.append("<h3>Cliffs</h3>" + table(
             ("pass", "cliff", "written", "GB", "MB/s before", "MB/s after", "ratio"), rows))
+    dips = _dip_rows(result.passes)
+    if dips:
+        parts.append("<h3>Dips: the rate came back, not cliffs</h3>" + note(
+            "The rate left its level and came back to it: a host stall, or completions fio "
+            "reaped late (one slice slow, the next fast). The cache edge is a drop the rate "
+            "does not come back from, so these are neither the estimate nor cliffs.") + table(
+            ("pass", "at", "length", "MB/s of the level", "MB/s during", "MB/s back"), dips))
     parts.append(_truth(result))
     parts.append("<h3>How it was measured</h3>" + kv_table(_parameters(test, result.log)))
     return [Page(anchor, title, "".join(parts), head_left(run), run.quick)]

@@ -32,6 +32,7 @@ from ssdlab.plan.slc_probe import (
     TEST,
     TRACKING,
     CliffRecord,
+    DipRecord,
     PassRecord,
     SlcProbeArgs,
     SlcProbeOptions,
@@ -170,7 +171,7 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             message=first.message if purged else
             f"{first.message} (the purge failed: the write did not start from an empty cache)",
             passes=[PassRecord(n, idle, v.written_bytes, v.mean_rate, v.estimate_bytes,
-                               _cliffs(v), v.message)
+                               _cliffs(v), v.message, _dips(v))
                     for n, (v, idle) in enumerate(passes, 1)],
             recovery=recovery,
             slice_bytes=self.o.slice_bytes,
@@ -237,6 +238,12 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
 def _cliffs(verdict: PassVerdict) -> list[CliffRecord]:
     return [CliffRecord(c.at_bytes, c.rate_before, c.rate_after, c.ratio)
             for c in verdict.cliffs]
+
+
+def _dips(verdict: PassVerdict) -> list[DipRecord] | None:
+    """None when there were none: the key is left out, as in runs stored before."""
+    return [DipRecord(d.at_bytes, d.length_bytes, d.rate_level, d.rate_during, d.rate_back)
+            for d in verdict.dips] or None
 
 
 def _slc_truth(truth: Mapping[str, object] | None, estimate: float | None
