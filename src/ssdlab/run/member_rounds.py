@@ -152,6 +152,18 @@ def host_io(output: FioOutput | None) -> tuple[int, int, int, int]:
             sum(j.read.io_bytes for j in jobs), sum(j.write.io_bytes for j in jobs))
 
 
+def small_write_of(details: Mapping[str, object]) -> tuple[float | None, str | None]:
+    """What a small random write costs the array ssdlab built, as it recorded at build
+    time (``details["array"]["small_write"]``: md's, with the write method md takes on a
+    parity level), and that method; (None, None) where it did not record one."""
+    array = details.get("array")
+    small = array.get("small_write") if isinstance(array, Mapping) else None
+    if not isinstance(small, Mapping) or not isinstance(small.get("penalty"), int | float):
+        return None, None
+    method = small.get("method")
+    return float(small["penalty"]), method if isinstance(method, str) else None
+
+
 def array_level(details: Mapping[str, object]) -> tuple[str | None, str | None]:
     """The RAID level and backend of an array ssdlab built (``details["array"]``), else
     (None, None)."""
@@ -171,12 +183,17 @@ class MemberSampler:
     def __init__(self, names: list[str], *, level: str | None = None,
                  backend: str | None = None, sysfs: Path = SYSFS,
                  clock: Callable[[], float] = time.monotonic, figures: bool = True,
-                 file: str | None = None, wall: Callable[[], float] = time.time) -> None:
+                 file: str | None = None, wall: Callable[[], float] = time.time,
+                 small_write: tuple[float | None, str | None] = (None, None)) -> None:
         self.names = names
         #: a file target: how much of it was never written is read before each fio run
         self.file = file
         self.level = level
-        self.textbook = textbook_penalty(level, backend)
+        #: the value a small write costs: what the array recorded (md's, by the write
+        #: method it takes) or else the level's textbook value
+        self.textbook = small_write[0] if small_write[0] is not None else \
+            textbook_penalty(level, backend, len(names))
+        self.method = small_write[1]
         self.sysfs = sysfs
         self.clock = clock
         self.wall = wall
@@ -233,7 +250,8 @@ class MemberSampler:
             return None
         return MemberRound.build(round_no, phase, seconds, periods, host=host_io(output),
                                  level=self.level, textbook=self.textbook,
-                                 last_round=last_round, host_seconds=host_seconds, note=note)
+                                 last_round=last_round, host_seconds=host_seconds, note=note,
+                                 method=self.method)
 
     def store(self, store: Store, run_id: str, test: str, sample: Sample, round_no: int,
               phase: str, output: FioOutput | None, *, last_round: int | None = None,
@@ -329,7 +347,8 @@ def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object],
     level, backend = array_level(details)
     plain = len(names) < 2 and level is None
     sampler = MemberSampler(names, level=level, backend=backend, sysfs=sysfs,
-                            figures=not plain, file=path if kind == "file" else None)
+                            figures=not plain, file=path if kind == "file" else None,
+                            small_write=small_write_of(details))
     if sampler.read() is None:
         return None, (f"member devices not sampled: the I/O statistics of "
                       f"{', '.join(names)} cannot be read")
