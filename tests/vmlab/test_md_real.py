@@ -158,4 +158,7 @@ def test_the_matrix_measures_what_md_writes_per_host_write(guest: Guest) -> None
         else:
             assert "write_method" not in result
         assert result.get("slow_member") is None
+        # each member's own count of what it wrote (QEMU's NVMe SMART log), before and after
+        assert sorted(w["member"] for w in result["written"]) == MEMBERS
+        assert all(w["host_bytes"] > 0 for w in result["written"])
     assert_blank(guest)
