@@ -158,6 +158,15 @@ def test_the_matrix_measures_what_md_writes_per_host_write(guest: Guest) -> None
         else:
             assert "write_method" not in result
         assert result.get("slow_member") is None
+        # the array's own /sys/block/mdX/stat, kept in each round: fio's writes, one for one
+        child = export(guest, STORE, result["child_run"])
+        rounds = [e["detail"] for e in child["events"] if e["kind"] == "members"]
+        assert len(rounds) == 5
+        for r in rounds:
+            assert r["array"]["writes"] == r["host_writes"] > 0, (level, r)
+            member_ios = sum(m["reads"] + m["writes"] for m in r["members"])
+            own = (member_ios - r["array"]["reads"]) / r["array"]["writes"]
+            assert abs(own / EXPECTED[level] - 1) <= 0.10, (level, own)
         # each member's own count of what it wrote (QEMU's NVMe SMART log), before and after
         assert sorted(w["member"] for w in result["written"]) == MEMBERS
         assert all(w["host_bytes"] > 0 for w in result["written"])

@@ -67,7 +67,7 @@ class MemberRound(Record):
     has one record, from its first round to ``last_round``."""
 
     OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"last_round", "host_seconds", "note",
-                                                      "method"})
+                                                      "method", "array"})
 
     round_no: int = key("round")
     phase: str = ""
@@ -91,12 +91,17 @@ class MemberRound(Record):
     note: str | None = None
     #: the write method ``textbook`` is the cost of (md RAID 5/6: rmw or rcw)
     method: str | None = None
+    #: the array device's own counters over the members' period (its
+    #: ``/sys/block/mdX/stat``): the host's I/Os as the array counted them; None where
+    #: the target is no array device or a warm-up split the period
+    array: MemberStat | None = None
 
     @classmethod
     def build(cls, round_no: int, phase: str, seconds: float, periods: list[MemberPeriod], *,
               host: tuple[int, int, int, int], level: str | None, textbook: float | None,
               last_round: int | None = None, host_seconds: float | None = None,
-              note: str | None = None, method: str | None = None) -> MemberRound:
+              note: str | None = None, method: str | None = None,
+              array: MemberPeriod | None = None) -> MemberRound:
         """The record of a round from its members' periods and ``host``'s (read I/Os,
         write I/Os, read bytes, write bytes) over ``host_seconds`` (None: ``seconds``)."""
         reads, writes, read_bytes, write_bytes = host
@@ -105,7 +110,8 @@ class MemberRound(Record):
         return cls(round_no, phase, seconds, level, [MemberStat.of(p) for p in periods],
                    reads, writes, read_bytes, write_bytes, judged.write_penalty,
                    judged.textbook, judged.imbalance, judged.slow_member, judged.verdict,
-                   last_round, host_seconds, note, method)
+                   last_round, host_seconds, note, method,
+                   MemberStat.of(array) if array is not None else None)
 
     @property
     def host_scale(self) -> float | None:
@@ -140,6 +146,15 @@ class MemberRound(Record):
         """Whether its host writes are the small writes a textbook penalty is about."""
         size = self.mean_host_write_bytes
         return size is not None and size <= SMALL_WRITE_BYTES
+
+    @property
+    def array_penalty(self) -> float | None:
+        """Member I/Os, less one member read per array read, per write the array itself
+        counted over the same period (None without the array's counters or writes): the
+        write penalty without fio's counts or their scaling."""
+        if self.array is None or not self.array.writes:
+            return None
+        return (self.member_ios - self.array.reads) / self.array.writes
 
     @property
     def reads_per_write(self) -> float | None:
