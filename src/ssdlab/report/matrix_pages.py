@@ -263,6 +263,8 @@ def show_level(run: RunData, test: TestData) -> list[str]:
     lines = [f"  {r.backend} {r.level}: run {r.child_run or '-'} "
              f"({r.child_status or test.status}); write penalty {_penalty(r)}, slow member "
              f"{_slow(r)}"]
+    if r.write_method_note:
+        lines.append(f"  write method: {r.write_method_note}")
     if r.error:
         lines.append(f"  error: {r.error}")
     lines += [f"  | {line}" for line in r.outcome]
