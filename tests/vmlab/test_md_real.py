@@ -117,12 +117,13 @@ def export(guest: Guest, store: str, run_id: str) -> dict[str, Any]:
     return record
 
 
-def run_matrix(guest: Guest, levels: str, store: str = STORE) -> dict[str, dict[str, Any]]:
+def run_matrix(guest: Guest, levels: str, store: str = STORE,
+               suite_options: str = QUICK_WRITES) -> dict[str, dict[str, Any]]:
     """``ssdlab run matrix`` of md ``levels`` on the four drives with the quick 4 KiB
     random-write PTS run; each level's result (the run complete)."""
     out = guest.run(
         f"SSDLAB_STORE={store} ssdlab run matrix --members {','.join(MEMBERS)} --backend md "
-        f"--levels {levels} --suite pts --suite-options {shlex.quote(QUICK_WRITES)} "
+        f"--levels {levels} --suite pts --suite-options {shlex.quote(suite_options)} "
         "--member-check-seconds 0 --destroy-data", timeout=1800)
     found = re.search(r"matrix (\S+): ", out)
     assert found, out
