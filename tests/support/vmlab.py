@@ -480,6 +480,31 @@ class Guest:
                  traceback: TracebackType | None) -> None:
         self.stop()
 
+    def reboot(self) -> float:
+        """Reboot the guest (a reset, no shutdown: ``sysrq b`` after a ``sync``) and wait
+        for SSH again; the seconds until it answered. Its root overlay and its drives stay,
+        so what the guest wrote to them is there after the reboot."""
+        assert self.qemu is not None
+        boot_id = self.run("cat /proc/sys/kernel/random/boot_id").strip()
+        self.qmp("set-action", reboot="reset")  # QEMU runs with -no-reboot: reset instead
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.ssh("sync; echo 1 > /proc/sys/kernel/sysrq; "
+                     "(sleep 1; echo b > /proc/sysrq-trigger) >/dev/null 2>&1 &", timeout=30)
+        if self.master is not None:
+            self.master.kill()
+            self.master.wait()
+            self.master = None
+        with contextlib.suppress(FileNotFoundError):
+            (self.dir / "ssh.ctl").unlink()
+        started = time.monotonic()
+        time.sleep(3.0)  # the old sshd may still answer for the second before the reset
+        self._await_ssh(started)
+        seconds = time.monotonic() - started
+        if self.run("cat /proc/sys/kernel/random/boot_id").strip() == boot_id:
+            raise VmLabError(f"guest {self.name} did not reboot (the same boot id)")
+        self.lab.say(f"vmlab: guest {self.name} answered SSH {seconds:.1f} s after its reboot")
+        return seconds
+
     # commands
     def ssh(self, command: str, *, stdin: bytes | None = None,
             timeout: float = COMMAND_TIMEOUT_S) -> subprocess.CompletedProcess[str]:

@@ -184,3 +184,30 @@ def test_a_test_file_on_a_btrfs_array_is_found_with_its_provenance(state_dir: Pa
     assert prov["chunk_bytes"] == 64 * 1024 and prov["usable_bytes"] == 128 * MIB
     assert [m["serial"] for m in prov["members"]] == ["Sa", "Sb", "Sc", "Sd"]
     assert arrays.array_of_target("/somewhere/else") is None
+
+
+def test_teardown_finds_members_by_serial_after_their_names_changed(state_dir: Path) -> None:
+    """After a reboot nvme0 and nvme1 may swap: the teardown wipes the members by the
+    serials they had when built, and refuses where a member is nowhere to be found."""
+    plan = _plan("md", "5", "moved")
+    fake = FakeCommands()
+    arrays.build(plan, [_info(m, f"S-{Path(m).name}") for m in plan.members],
+                 say=lambda _: None, run=fake)
+    state = arrays.find_state("moved")
+    # sdb and sdc swapped names; sdd kept its own
+    now = {"/dev/sdb": "S-sdc", "/dev/sdc": "S-sdb", "/dev/sdd": "S-sdd", "/dev/sde": "S-x"}
+
+    def describe(path: str) -> TargetInfo:
+        return _info(path, now[path])
+
+    said: list[str] = []
+    disks = ["sdb", "sdc", "sdd", "sde"]
+    assert arrays.members_now(state, describe=describe, disks=lambda: disks,
+                              say=said.append) == ["/dev/sdc", "/dev/sdb", "/dev/sdd"]
+    assert said == ["member /dev/sdb (serial S-sdb) is /dev/sdc now",
+                    "member /dev/sdc (serial S-sdc) is /dev/sdb now"]
+    # sdc is gone, and another drive has sdb's name: that one is not wiped
+    now = {"/dev/sdb": "S-x", "/dev/sdd": "S-sdd"}
+    with pytest.raises(arrays.ArrayCommandFailed, match=r"member /dev/sdb \(serial S-sdb\) "
+                       r"is not found; /dev/sdb is now serial S-x and is not wiped"):
+        arrays.members_now(state, describe=describe, disks=lambda: ["sdb", "sdd"])

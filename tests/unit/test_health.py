@@ -78,3 +78,11 @@ def test_written_between_two_readings() -> None:
     assert written_between(0, 0, DATA_UNIT_BYTES).write_amplification is None
     with pytest.raises(ValueError, match="went down"):
         written_between(5, 4, DATA_UNIT_BYTES)
+
+
+def test_nvme_cli_2_prints_its_128_bit_counters_as_strings() -> None:
+    """Debian 12's nvme-cli 2.3 (seen in the VM lab's guest): the counters are strings."""
+    reading = parse_nvme_smart_log('{"data_units_read":"611","data_units_written":"166"}')
+    assert reading.host_bytes_written == 166 * 512_000
+    with pytest.raises(ValueError, match="no data_units_written"):
+        parse_nvme_smart_log('{"data_units_written":"-1"}')

@@ -25,6 +25,7 @@ from ssdlab.run.suite import SuiteLookup
 from ssdlab.store import records
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, RunHead
+from ssdlab.store.records import TestData as StoredTest
 from ssdlab.suites import Suite, find
 from tests.support.fake_fio import FakeFio
 from tests.support.prepared import file_info, make_prepared
@@ -196,3 +197,16 @@ def test_the_childs_options_are_checked_as_its_command_line_checks_them(
     values = _pts().spec.option_values(["--target", "/dev/null", "--profile", "quick"],
                                        "--suite-options")
     assert values["target"] == ["/dev/null"] and values["profile"] == "quick"
+
+
+def test_an_md_parity_level_shows_the_write_method_its_penalty_is_of(
+        matrix: RunData) -> None:
+    """The VM lab's md RAID 6 on four drives: 4.00, by reconstruct-write, not the textbook
+    6 of read-modify-write."""
+    result = LevelResult("raid6", "md", "run-6", "complete", write_penalty=4.003,
+                         textbook_penalty=4.0, write_method="rcw",
+                         write_method_note="rcw: 1.00 member reads per host write")
+    test = StoredTest("raid6", "complete", {}, {}, result.to_json())
+    lines = show_level(matrix, test)
+    assert "write penalty 4.00 (4 by reconstruct-write)" in lines[0]
+    assert lines[1] == "  write method: rcw: 1.00 member reads per host write"

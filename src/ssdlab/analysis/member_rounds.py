@@ -42,12 +42,115 @@ def even_spread(level: str | None) -> bool:
     return level in EVEN_SPREAD_LEVELS
 
 
-def textbook_penalty(level: str | None, backend: str | None = None) -> float | None:
+#: backends whose RAID 1 mirrors every write to every member (an n-way mirror: md and a
+#: ZFS mirror vdev of n); btrfs raid1 keeps two copies however many devices it has
+N_WAY_MIRRORS = frozenset({"md", "zfs"})
+
+
+def textbook_penalty(level: str | None, backend: str | None = None,
+                     members: int | None = None) -> float | None:
     """Member I/Os per small random host write that the level costs by the book (None: an
-    unknown level, or ZFS raidz, which has no such value)."""
+    unknown level, or ZFS raidz, which has no such value). RAID 1 of ``members`` on md or
+    ZFS is an n-way mirror: every write goes to each of them, so its value is ``members``
+    (4 on four drives), not the 2 of a two-way mirror."""
     if (backend or "", level or "") in NO_TEXTBOOK:
         return None
+    if level == "raid1" and backend in N_WAY_MIRRORS and members is not None and members >= 2:
+        return float(members)
     return TEXTBOOK_WRITE_PENALTY.get(level or "")
+
+
+#: the write methods of md's RAID 5 and 6 (drivers/md/raid5.c, handle_stripe_dirtying)
+WRITE_METHODS = {"rmw": "read-modify-write", "rcw": "reconstruct-write"}
+#: md's rmw_level (/sys/block/mdX/md/rmw_level): 0 never read-modify-write, 1 where it
+#: reads fewer blocks than reconstruct-write (the kernel's default where the level can),
+#: 2 also where both read as many
+RMW_DISABLED, RMW_ENABLED, RMW_PREFERRED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class SmallWrite:
+    """What one small random host write (one page of one chunk) costs an md array of
+    ``members``: member reads and writes, and for RAID 5/6 the write method md takes.
+    ``rmw``/``rcw``: the cost of each method (parity levels only)."""
+
+    level: str
+    members: int
+    method: str | None
+    reads: float
+    writes: float
+    rmw: float | None = None
+    rcw: float | None = None
+    why: str = ""
+
+    @property
+    def penalty(self) -> float:
+        return self.reads + self.writes
+
+    def to_dict(self) -> dict[str, object]:
+        return {"method": self.method, "method_name": WRITE_METHODS.get(self.method or ""),
+                "member_reads": self.reads, "member_writes": self.writes,
+                "penalty": self.penalty, "rmw_penalty": self.rmw, "rcw_penalty": self.rcw,
+                "why": self.why}
+
+
+def md_small_write(level: str, members: int, rmw_level: int | None = None
+                   ) -> SmallWrite | None:
+    """md's cost of a small random write on ``members`` drives (None: not an md level).
+
+    RAID 0 writes one member, RAID 1 every member (an n-way mirror), RAID 10 (md's default
+    near-2 layout) two. RAID 5 and 6 update one data page and the parity: read-modify-write
+    reads the old data and parity (2 reads on RAID 5, 3 with RAID 6's second syndrome),
+    reconstruct-write reads the stripe's other data pages (members - 2, members - 3). md
+    takes read-modify-write only where it reads fewer blocks (``rmw_level`` 1, the
+    default; 2 also at a tie, 0 never): on four drives RAID 5's methods tie at 2 reads and
+    RAID 6's reconstruct-write reads 1 against 3, so md reconstructs, and RAID 6 costs 4
+    member I/Os, not the textbook 6."""
+    if level == "raid0":
+        return SmallWrite(level, members, None, 0.0, 1.0)
+    if level == "raid1":
+        return SmallWrite(level, members, None, 0.0, float(members))
+    if level == "raid10":
+        return SmallWrite(level, members, None, 0.0, 2.0)
+    if level not in ("raid5", "raid6"):
+        return None
+    parity = 1 if level == "raid5" else 2
+    writes = 1.0 + parity
+    rmw_reads, rcw_reads = 1.0 + parity, float(members - parity - 1)
+    rule = RMW_ENABLED if rmw_level is None else rmw_level
+    take_rmw = rule != RMW_DISABLED and (
+        rmw_reads < rcw_reads or (rmw_reads == rcw_reads and rule == RMW_PREFERRED))
+    tie = " (as many reads as read-modify-write)" if rmw_reads == rcw_reads else ""
+    why = (f"rmw_level {rule}: read-modify-write reads {rmw_reads:g}, reconstruct-write "
+           f"{rcw_reads:g} per write on {members} members; md takes "
+           + ("read-modify-write" if take_rmw else f"reconstruct-write{tie}"))
+    return SmallWrite(level, members, "rmw" if take_rmw else "rcw",
+                      rmw_reads if take_rmw else rcw_reads, writes,
+                      rmw_reads + writes, rcw_reads + writes, why)
+
+
+def method_from_reads(expected: SmallWrite, reads_per_write: float | None
+                      ) -> tuple[str | None, str]:
+    """The write method the measured member reads per host write show (the one whose
+    reads are nearer), and how it was told: where both methods read as many blocks the
+    counters cannot tell them apart, and md's rule (``expected``) names it."""
+    if expected.method is None or expected.rmw is None or expected.rcw is None:
+        return None, ""
+    rmw_reads, rcw_reads = expected.rmw - expected.writes, expected.rcw - expected.writes
+    if reads_per_write is None:
+        return expected.method, f"{expected.method} by md's rule ({expected.why}); not measured"
+    if rmw_reads == rcw_reads:
+        return expected.method, (
+            f"{expected.method} by md's rule: {reads_per_write:.2f} member reads per host "
+            f"write, as both methods read ({rcw_reads:g}), so the counters cannot tell them "
+            f"apart; {expected.why}")
+    found = "rmw" if abs(reads_per_write - rmw_reads) < abs(reads_per_write - rcw_reads) \
+        else "rcw"
+    agree = "as md's rule says" if found == expected.method else \
+        f"not the {expected.method} md's rule says"
+    return found, (f"{found}: {reads_per_write:.2f} member reads per host write "
+                   f"(read-modify-write reads {rmw_reads:g}, reconstruct-write "
+                   f"{rcw_reads:g}), {agree}")
 
 
 def periods_between(before: Mapping[str, str], after: Mapping[str, str],
@@ -94,8 +197,16 @@ def judge_round(periods: list[MemberPeriod], host_reads: int, host_writes: int,
                           slow.message)
 
 
+def expectation_text(textbook: float, level: str | None, method: str | None) -> str:
+    """``textbook 2 for raid10``, or for a parity level whose write method is known
+    ``4 for raid6 by reconstruct-write``."""
+    if method in WRITE_METHODS:
+        return f"{textbook:g} for {level} by {WRITE_METHODS[method]}"
+    return f"textbook {textbook:g} for {level}"
+
+
 def round_message(label: str, members: int, judged: RoundJudgement, level: str | None,
-                  unmatched: str | None = None) -> str:
+                  unmatched: str | None = None, method: str | None = None) -> str:
     """``members over round 3: 4 members, write penalty 2.01 (textbook 2 for raid10),
     imbalance 1.03, no slow member among 4``; ``unmatched``: why the members' period and
     fio's could not be matched (no write penalty)."""
@@ -103,7 +214,8 @@ def round_message(label: str, members: int, judged: RoundJudgement, level: str |
     if unmatched is not None:
         parts.append(f"write penalty not measured: {unmatched}")
     elif judged.write_penalty is not None:
-        book = (f" (textbook {judged.textbook:g} for {level})" if judged.textbook is not None
+        book = (f" ({expectation_text(judged.textbook, level, method)})"
+                if judged.textbook is not None
                 else f" ({level}: no textbook value)" if level else "")
         parts.append(f"write penalty {judged.write_penalty:.2f}{book}")
     else:

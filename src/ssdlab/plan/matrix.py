@@ -197,7 +197,8 @@ class LevelResult(Record):
     """One level: the array it was, the run on it, what it measured."""
 
     OMIT_NONE = frozenset({"error", "write_penalty", "textbook_penalty", "slow_member",
-                           "imbalance"})
+                           "imbalance", "write_method", "write_method_note",
+                           "reads_per_write"})
 
     level: str = ""
     backend: str = ""
@@ -218,6 +219,11 @@ class LevelResult(Record):
     outcome: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
+    #: md RAID 5/6: the write method its member reads per host write show ("rmw", "rcw"),
+    #: how that was told, and those reads (median over the rounds of small writes only)
+    write_method: str | None = None
+    write_method_note: str | None = None
+    reads_per_write: float | None = None
 
 
 OPTIONS = (

@@ -20,6 +20,7 @@ from ssdlab.analysis.member_rounds import (
     SMALL_WRITE_BYTES,
     RoundJudgement,
     byte_penalty,
+    expectation_text,
     judge_round,
     round_message,
 )
@@ -65,7 +66,8 @@ class MemberRound(Record):
     into several rounds (Host Idle Recovery's return to baseline, the SLC probe's slices)
     has one record, from its first round to ``last_round``."""
 
-    OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"last_round", "host_seconds", "note"})
+    OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"last_round", "host_seconds", "note",
+                                                      "method", "array"})
 
     round_no: int = key("round")
     phase: str = ""
@@ -87,12 +89,19 @@ class MemberRound(Record):
     host_seconds: float | None = None
     #: why the members' period and fio's could not be matched (no write penalty)
     note: str | None = None
+    #: the write method ``textbook`` is the cost of (md RAID 5/6: rmw or rcw)
+    method: str | None = None
+    #: the array device's own counters over the members' period (its
+    #: ``/sys/block/mdX/stat``): the host's I/Os as the array counted them; None where
+    #: the target is no array device or a warm-up split the period
+    array: MemberStat | None = None
 
     @classmethod
     def build(cls, round_no: int, phase: str, seconds: float, periods: list[MemberPeriod], *,
               host: tuple[int, int, int, int], level: str | None, textbook: float | None,
               last_round: int | None = None, host_seconds: float | None = None,
-              note: str | None = None) -> MemberRound:
+              note: str | None = None, method: str | None = None,
+              array: MemberPeriod | None = None) -> MemberRound:
         """The record of a round from its members' periods and ``host``'s (read I/Os,
         write I/Os, read bytes, write bytes) over ``host_seconds`` (None: ``seconds``)."""
         reads, writes, read_bytes, write_bytes = host
@@ -101,7 +110,8 @@ class MemberRound(Record):
         return cls(round_no, phase, seconds, level, [MemberStat.of(p) for p in periods],
                    reads, writes, read_bytes, write_bytes, judged.write_penalty,
                    judged.textbook, judged.imbalance, judged.slow_member, judged.verdict,
-                   last_round, host_seconds, note)
+                   last_round, host_seconds, note, method,
+                   MemberStat.of(array) if array is not None else None)
 
     @property
     def host_scale(self) -> float | None:
@@ -117,7 +127,8 @@ class MemberRound(Record):
         """The event's one line (see :func:`ssdlab.analysis.member_rounds.round_message`)."""
         judged = RoundJudgement(self.write_penalty, self.textbook, self.imbalance,
                                 self.slow_member, self.verdict)
-        return round_message(self.label, len(self.members), judged, self.level, self.note)
+        return round_message(self.label, len(self.members), judged, self.level, self.note,
+                             self.method)
 
     def periods(self) -> list[MemberPeriod]:
         return [m.period() for m in self.members]
@@ -135,6 +146,24 @@ class MemberRound(Record):
         """Whether its host writes are the small writes a textbook penalty is about."""
         size = self.mean_host_write_bytes
         return size is not None and size <= SMALL_WRITE_BYTES
+
+    @property
+    def array_penalty(self) -> float | None:
+        """Member I/Os, less one member read per array read, per write the array itself
+        counted over the same period (None without the array's counters or writes): the
+        write penalty without fio's counts or their scaling."""
+        if self.array is None or not self.array.writes:
+            return None
+        return (self.member_ios - self.array.reads) / self.array.writes
+
+    @property
+    def reads_per_write(self) -> float | None:
+        """Member reads per host write, where the host only wrote (None otherwise): the
+        reads a parity level's write method makes."""
+        scale = self.host_scale
+        if scale is None or self.host_reads or not self.host_writes:
+            return None
+        return sum(m.reads for m in self.members) / (self.host_writes * scale)
 
     @property
     def byte_penalty(self) -> float | None:
@@ -205,6 +234,11 @@ class MembersSummary:
     slow: dict[str, int]  # member -> rounds it was named the slow member in
     #: rounds whose warm-up could not be told apart from the measured period
     unmatched: int = 0
+    #: the write method ``textbook`` is the cost of (md RAID 5/6)
+    method: str | None = None
+    #: median member reads per host write over the rounds the penalty is of, where the
+    #: host only wrote (None otherwise): what tells md's write methods apart
+    reads_per_write: float | None = None
 
     @property
     def message(self) -> str:
@@ -214,7 +248,7 @@ class MembersSummary:
         if self.write_penalty is not None:
             of = f"median of {self.penalty_rounds} round{'s' if self.penalty_rounds != 1 else ''}"
             of += " of small writes" if self.small_writes else " of large writes"
-            book = (f"; textbook {self.textbook:g} for {self.level}"
+            book = (f"; {expectation_text(self.textbook, self.level, self.method)}"
                     if self.textbook is not None else "")
             parts.append(f"write penalty {self.write_penalty:.2f} ({of}{book})")
         elif self.unmatched:
@@ -255,8 +289,11 @@ def summarise(rounds: Sequence[MemberRound]) -> MembersSummary:
             slow[r.slow_member] = slow.get(r.slow_member, 0) + 1
     level = next((r.level for r in rounds if r.level), None)
     textbook = next((r.textbook for r in rounds if r.textbook is not None), None)
+    reads = [r.reads_per_write for r in judged if r.reads_per_write is not None]
     return MembersSummary(members, len(rounds), level,
                           statistics.median(penalties) if penalties else None,
                           len(penalties), bool(small), textbook,
                           max(imbalances) if imbalances else None, slow,
-                          sum(1 for r in rounds if r.note is not None and r.host_writes))
+                          sum(1 for r in rounds if r.note is not None and r.host_writes),
+                          next((r.method for r in rounds if r.method), None),
+                          statistics.median(reads) if reads else None)

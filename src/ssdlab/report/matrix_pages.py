@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ssdlab.analysis.member_rounds import WRITE_METHODS
 from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
 from ssdlab.errors import command
 from ssdlab.plan.array import LEVELS
@@ -44,6 +45,8 @@ def _penalty(r: LevelResult) -> str:
     if r.write_penalty is None:
         return "-"
     textbook = r.textbook_penalty or TEXTBOOK_WRITE_PENALTY.get(r.level)
+    if textbook and r.write_method in WRITE_METHODS:  # md RAID 5/6: by the method md took
+        return f"{r.write_penalty:.2f} ({textbook:g} by {WRITE_METHODS[r.write_method]})"
     return f"{r.write_penalty:.2f}" + (f" (textbook {textbook:g})" if textbook else "")
 
 
@@ -260,6 +263,8 @@ def show_level(run: RunData, test: TestData) -> list[str]:
     lines = [f"  {r.backend} {r.level}: run {r.child_run or '-'} "
              f"({r.child_status or test.status}); write penalty {_penalty(r)}, slow member "
              f"{_slow(r)}"]
+    if r.write_method_note:
+        lines.append(f"  write method: {r.write_method_note}")
     if r.error:
         lines.append(f"  error: {r.error}")
     lines += [f"  | {line}" for line in r.outcome]

@@ -15,6 +15,7 @@ create`` or matrix run, or ``ssdlab array destroy``, tears it down.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ssdlab.analysis.member_rounds import md_small_write
 from ssdlab.errors import ExitCode, TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands
 from ssdlab.targets.array_status import health, parse_mdstat, parse_zpool_status
@@ -234,8 +236,17 @@ class ArrayState:
         if p.backend != "btrfs" and os.path.exists(p.target):
             name = os.path.basename(os.path.realpath(p.target))
             array_cache = read_attr(block_dir(name) / "queue" / "write_cache")
+        md = md_attributes(os.path.basename(os.path.realpath(p.target))) \
+            if p.backend == "md" and os.path.exists(p.target) else None
+        small = md_small_write(p.level, len(p.members),
+                               md.get("rmw_level") if md else None) if md is not None else None
+        extra: dict[str, Any] = {}
+        if md is not None:
+            extra["md"] = md
+        if small is not None:
+            extra["small_write"] = small.to_dict()
         return {"backend": p.backend, "backend_version": self.backend_version,
-                "write_cache": array_cache,
+                "write_cache": array_cache, **extra,
                 # btrfs and md put their data at whole MiB from each member's start, ZFS
                 # at 4 MiB: chunk-aligned on members that are aligned themselves
                 "alignment": {"chunk_bytes": p.chunk_bytes, "members_aligned": all(
@@ -260,6 +271,23 @@ class ArrayState:
         except PermissionError:
             return True
         return True
+
+
+#: what a run records of an md array's own state (``/sys/block/mdX/md/``): the write
+#: method's rule and stripe cache of RAID 5/6, and that no resync runs
+MD_ATTRIBUTES = ("rmw_level", "stripe_cache_size", "sync_action", "array_state",
+                 "layout", "chunk_size")
+
+
+def md_attributes(name: str, *, sysfs: Path = SYSFS) -> dict[str, Any]:
+    """The md array ``name``'s (``md127``) own attributes (numbers as numbers; absent ones
+    left out) and that name."""
+    out: dict[str, Any] = {"device": name}
+    for attr in MD_ATTRIBUTES:
+        text = read_attr(block_dir(name, sysfs=sysfs) / "md" / attr)
+        if text is not None:
+            out[attr] = int(text) if text.isdigit() else text
+    return out
 
 
 def _boot_id() -> str:
@@ -378,13 +406,78 @@ def _mounted(path: str) -> bool:
     return any(e.mount_point == real for e in read_mountinfo())
 
 
+Describe = Callable[[str], TargetInfo]
+
+
+def _describe(path: str) -> TargetInfo:
+    return identify_block(path)
+
+
+def _whole_disks(sysfs: Path = SYSFS) -> list[str]:
+    return sorted(entry.name for entry in (sysfs / "block").glob("*")
+                  if not entry.name.startswith(("loop", "ram", "zram", "md", "dm-")))
+
+
+def members_now(state: ArrayState, *, describe: Describe = _describe,
+                disks: Callable[[], list[str]] = _whole_disks,
+                say: Callable[[str], None] = print) -> list[str]:
+    """Where the array's members are now, found by the serial each had when it was built:
+    the kernel's names can change across a reboot (NVMe controllers are probed in
+    parallel, so nvme0 and nvme1 may swap), and a teardown must wipe the members, not
+    whatever now has their names. A member whose path shows another serial is looked
+    for among the machine's disks by serial and size; where it is not found the teardown
+    is refused (one line, its state file kept), so no other drive is wiped. A member
+    recorded without a serial keeps its path."""
+    recorded = {str(m.get("path")): m for m in state.members if isinstance(m, dict)}
+    paths = []
+    for path in state.plan.members:
+        member = recorded.get(path) or {}
+        serial, size = member.get("serial"), member.get("capacity_bytes")
+        if not serial:
+            paths.append(path)
+            continue
+        now = _serial_at(path, describe)
+        found = None if now == serial else _found(serial, size, describe, disks)
+        if now == serial or (found is None and now is None):
+            paths.append(path)  # itself, or gone and nowhere else: the commands name it
+            continue
+        if found is None:
+            raise ArrayCommandFailed(
+                f"refusing to tear down {state.plan.name}: member {path} (serial {serial}) is "
+                f"not found; {path} is now {'serial ' + now if now else 'another drive'} "
+                f"and is not wiped; its state file {state.path} is kept")
+        say(f"member {path} (serial {serial}) is {found} now")
+        paths.append(found)
+    return paths
+
+
+def _serial_at(path: str, describe: Describe) -> str | None:
+    try:
+        return describe(path).serial
+    except (TargetError, OSError):
+        return None
+
+
+def _found(serial: str, size: object, describe: Describe,
+           disks: Callable[[], list[str]]) -> str | None:
+    """The disk with this serial (and size, where recorded)."""
+    for name in disks():
+        try:
+            info = describe(f"/dev/{name}")
+        except (TargetError, OSError):
+            continue
+        if info.serial == serial and (size is None or info.capacity_bytes == size):
+            return f"/dev/{name}"
+    return None
+
+
 def teardown(state: ArrayState, *, say: Callable[[str], None] = print,
              run: Runner = run_command) -> None:
     """Tear the array down and wipe its members; the state file goes last. Every command
     is tried; the first failure is raised at the end (one line)."""
+    plan = dataclasses.replace(state.plan, members=tuple(members_now(state, say=say)))
     state.status = "destroying"
     state.save()
-    plan = state.plan
     failures: list[str] = []
     for argv in destroy_commands(plan):
         if argv[0] == "umount" and not _mounted(plan.mount_dir):

@@ -24,6 +24,7 @@ from typing import Any
 
 from ssdlab.analysis.endurance import written_between
 from ssdlab.analysis.member_check import outlier_verdict
+from ssdlab.analysis.member_rounds import md_small_write, method_from_reads
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
@@ -481,6 +482,9 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         rounds = [r for rs in member_rounds(child.events).values() for r in rs]
         summary = summarise(rounds)
         slow_member, slow_rounds = _most_named(summary.slow, len(rounds))
+        method, how = _write_method(plan, provenance, summary.reads_per_write)
+        if method is not None:
+            self.say(f"{plan.level}: write method {how}")
         return LevelResult(
             level=plan.level, backend=plan.backend, child_run=child_id,
             child_status=child.status_text, array=provenance, rows=level_rows(child),
@@ -488,7 +492,25 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             imbalance=summary.max_imbalance,
             slow_member=slow_member, slow_rounds=slow_rounds, member_rounds=len(rounds),
             members=member_round_rows(child), outcome=self._outcome(child), seconds=seconds,
-            error=error or (child.message or None if child.status != "complete" else None))
+            error=error or (child.message or None if child.status != "complete" else None),
+            write_method=method, write_method_note=how or None,
+            reads_per_write=summary.reads_per_write)
+
+
+def _write_method(plan: ArrayPlan, provenance: Mapping[str, Any],
+                  reads_per_write: float | None) -> tuple[str | None, str]:
+    """md RAID 5/6: the write method the level's member reads per host write show, and how
+    it was told (:func:`ssdlab.analysis.member_rounds.method_from_reads`); (None, "")
+    elsewhere."""
+    md = provenance.get("md")
+    if plan.backend != "md" or not isinstance(md, Mapping):
+        return None, ""
+    rule = md.get("rmw_level")
+    expected = md_small_write(plan.level, len(plan.members),
+                              rule if isinstance(rule, int) else None)
+    if expected is None:
+        return None, ""
+    return method_from_reads(expected, reads_per_write)
 
 
 def _most_named(slow: dict[str, int], rounds: int) -> tuple[str | None, int]:

@@ -82,6 +82,9 @@ class Sample:
     #: the wall clock (``time.time()``) at the ``after`` reading: where fio's stamp of the
     #: end of its I/O (:func:`io_end_wall`) lies on the readings' clock
     after_wall: float | None = None
+    #: the array device's own stat lines right before and after the fio run (None: the
+    #: target is no array device, or one could not be read)
+    array_lines: tuple[str, str] | None = None
 
 
 class RampWindow:
@@ -152,6 +155,18 @@ def host_io(output: FioOutput | None) -> tuple[int, int, int, int]:
             sum(j.read.io_bytes for j in jobs), sum(j.write.io_bytes for j in jobs))
 
 
+def small_write_of(details: Mapping[str, object]) -> tuple[float | None, str | None]:
+    """What a small random write costs the array ssdlab built, as it recorded at build
+    time (``details["array"]["small_write"]``: md's, with the write method md takes on a
+    parity level), and that method; (None, None) where it did not record one."""
+    array = details.get("array")
+    small = array.get("small_write") if isinstance(array, Mapping) else None
+    if not isinstance(small, Mapping) or not isinstance(small.get("penalty"), int | float):
+        return None, None
+    method = small.get("method")
+    return float(small["penalty"]), method if isinstance(method, str) else None
+
+
 def array_level(details: Mapping[str, object]) -> tuple[str | None, str | None]:
     """The RAID level and backend of an array ssdlab built (``details["array"]``), else
     (None, None)."""
@@ -171,12 +186,20 @@ class MemberSampler:
     def __init__(self, names: list[str], *, level: str | None = None,
                  backend: str | None = None, sysfs: Path = SYSFS,
                  clock: Callable[[], float] = time.monotonic, figures: bool = True,
-                 file: str | None = None, wall: Callable[[], float] = time.time) -> None:
+                 file: str | None = None, wall: Callable[[], float] = time.time,
+                 small_write: tuple[float | None, str | None] = (None, None),
+                 array: str | None = None) -> None:
         self.names = names
+        #: the array device itself (``md127``), read around each fio run beside its members
+        self.array = array
         #: a file target: how much of it was never written is read before each fio run
         self.file = file
         self.level = level
-        self.textbook = textbook_penalty(level, backend)
+        #: the value a small write costs: what the array recorded (md's, by the write
+        #: method it takes) or else the level's textbook value
+        self.textbook = small_write[0] if small_write[0] is not None else \
+            textbook_penalty(level, backend, len(names))
+        self.method = small_write[1]
         self.sysfs = sysfs
         self.clock = clock
         self.wall = wall
@@ -204,14 +227,26 @@ class MemberSampler:
         never = never_written_share(self.file) if self.file is not None else None
         if never is None:
             self.file = None  # it cannot be told here (no FIEMAP, too many extents)
+        array_before = self._array_line()
         before = self.read()
         with watching(on_open):
             result = measured()
         after = self.read() if before is not None else None
         after_wall = self.wall()
+        array_after = self._array_line()
+        array = (array_before, array_after) \
+            if array_before is not None and array_after is not None else None
         return result, Sample(before, after, opened=tuple(opened), never_written=never,
-                              after_wall=after_wall) \
+                              after_wall=after_wall, array_lines=array) \
             if before is not None and after is not None else None
+
+    def _array_line(self) -> str | None:
+        if self.array is None:
+            return None
+        try:
+            return read_stats([self.array], sysfs=self.sysfs, clock=self.clock).lines[self.array]
+        except (TargetError, OSError):
+            return None
 
     def record(self, sample: Sample, round_no: int, phase: str, output: FioOutput | None,
                *, last_round: int | None = None) -> MemberRound | None:
@@ -229,11 +264,17 @@ class MemberSampler:
                     "its I/Os are in the members' counts, not in fio's")
         try:
             periods = periods_between(start.lines, sample.after.lines, seconds)
+            # the array's own counts where they span the members' period: no warm-up
+            array = periods_between({self.array: sample.array_lines[0]},
+                                    {self.array: sample.array_lines[1]}, seconds)[0] \
+                if self.array and sample.array_lines and sample.measured_from is None \
+                else None
         except ValueError:
             return None
         return MemberRound.build(round_no, phase, seconds, periods, host=host_io(output),
                                  level=self.level, textbook=self.textbook,
-                                 last_round=last_round, host_seconds=host_seconds, note=note)
+                                 last_round=last_round, host_seconds=host_seconds, note=note,
+                                 method=self.method, array=array)
 
     def store(self, store: Store, run_id: str, test: str, sample: Sample, round_no: int,
               phase: str, output: FioOutput | None, *, last_round: int | None = None,
@@ -328,8 +369,11 @@ def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object],
                       "(tmpfs, FUSE, a network file system)")
     level, backend = array_level(details)
     plain = len(names) < 2 and level is None
+    # a block target above two or more devices (md, dm) counts the host's I/Os itself
+    array = name if kind == "block" and len(names) > 1 and name not in names else None
     sampler = MemberSampler(names, level=level, backend=backend, sysfs=sysfs,
-                            figures=not plain, file=path if kind == "file" else None)
+                            figures=not plain, file=path if kind == "file" else None,
+                            small_write=small_write_of(details), array=array)
     if sampler.read() is None:
         return None, (f"member devices not sampled: the I/O statistics of "
                       f"{', '.join(names)} cannot be read")

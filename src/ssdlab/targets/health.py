@@ -84,11 +84,18 @@ def parse_nvme_smart_log(text: str) -> HealthReading:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"nvme smart-log printed no JSON: {err.msg}") from None
-    units = doc.get("data_units_written") if isinstance(doc, dict) else None
-    if not _count(units):
+    units = _wide_count(doc.get("data_units_written") if isinstance(doc, dict) else None)
+    if units is None:
         raise ValueError("nvme smart-log JSON has no data_units_written count")
-    assert isinstance(units, int)
     return HealthReading("nvme smart-log", units * DATA_UNIT_BYTES, DATA_UNIT_BYTES)
+
+
+def _wide_count(value: object) -> int | None:
+    """A 128-bit counter as nvme-cli prints it: a JSON number, or a string of decimal
+    digits (nvme-cli 2.x, Debian 12's 2.3 among them: ``"data_units_written":"166"``)."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value if isinstance(value, int) and _count(value) else None
 
 
 def emulator_health(truth: dict[str, object]) -> HealthReading:
