@@ -315,7 +315,7 @@ class Guest:
         # net.ifnames=0: the NIC keeps the kernel's name. Without it udev renamed eth0 while
         # the init was configuring it (slow under load: "Cannot find device eth0", sshd up
         # with no address, the guest never answered SSH)
-        append = ("root=/dev/vda rw console=ttyS0 quiet loglevel=4 panic=-1 "
+        append = ("root=LABEL=vmroot rw console=ttyS0 quiet loglevel=4 panic=-1 "
                   "mitigations=off net.ifnames=0 init=/sbin/vmlab-init")
         argv = [
             "qemu-system-x86_64", "-name", self.name, "-machine", "q35",
