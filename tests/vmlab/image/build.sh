@@ -84,7 +84,7 @@ UseDNS no
 EOF
 install -d -m 700 "$ROOT/root/.ssh"
 echo vmlab >"$ROOT/etc/hostname"
-printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$ROOT/etc/fstab"
+printf 'LABEL=vmroot / ext4 rw,errors=remount-ro 0 1\n' >"$ROOT/etc/fstab"
 # ssdlab's own venv (the checkout's package goes in at guest start: tests/support/vmlab.py)
 chroot "$ROOT" python3 -m venv /opt/ssdlab
 ln -s /opt/ssdlab/bin/ssdlab "$ROOT/usr/local/bin/ssdlab"
