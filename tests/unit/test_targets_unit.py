@@ -28,6 +28,7 @@ from ssdlab.targets.identity import (
     read_mountinfo,
     transport_from_devpath,
 )
+from ssdlab.targets.nvme import nvme_controller_of, parse_nvme_id_ns
 from ssdlab.targets.purge import PurgeOutcome, parse_sanitize_status, purge_block
 from ssdlab.targets.safety import (
     SafetyContext,
@@ -266,11 +267,24 @@ ID_CTRL = {
 }
 
 
+#: ``nvme id-ns -o json`` of a QEMU 7.2 namespace (nvme-cli 2.3), cut to what is read:
+#: LBA format 0 of 8 in use, 512 B of data and no metadata
+ID_NS = {"nsze": 262144, "flbas": 0, "nlbaf": 7, "lbafs": [
+    {"ms": 0, "ds": 9, "rp": 0}, {"ms": 8, "ds": 9, "rp": 0}, {"ms": 16, "ds": 9, "rp": 0},
+    {"ms": 64, "ds": 9, "rp": 0}, {"ms": 0, "ds": 12, "rp": 0}, {"ms": 8, "ds": 12, "rp": 0},
+    {"ms": 16, "ds": 12, "rp": 0}, {"ms": 64, "ds": 12, "rp": 0}]}
+
+
 def test_describe_nvme_uses_id_ctrl(fake: FakeSys) -> None:
     _nvme(fake)
-    runner = FakeRunner((0, json.dumps(ID_CTRL), ""))
+    fake.write("nvme0n1", "nsid", "1\n")
+    runner = FakeRunner((0, json.dumps(ID_CTRL), ""), (0, json.dumps(ID_NS), ""))
     target = describe_block("nvme0n1", sysfs=fake.sys, runner=runner, which=has("nvme"))
-    assert runner.calls == [["nvme", "id-ctrl", "/dev/nvme0n1", "-o", "json"]]
+    assert runner.calls == [["nvme", "id-ctrl", "/dev/nvme0n1", "-o", "json"],
+                            ["nvme", "id-ns", "/dev/nvme0n1", "-o", "json"]]
+    assert target.details["nvme_namespace"] == {
+        "nsid": 1, "lba_format": 0, "lba_data_bytes": 512, "lba_metadata_bytes": 0,
+        "lba_formats": 8}
     assert (target.model, target.serial, target.firmware) == (
         "Samsung SSD 980 PRO 1TB",
         "S5GXNX0T123456",
@@ -280,6 +294,16 @@ def test_describe_nvme_uses_id_ctrl(fake: FakeSys) -> None:
     kept = target.details["nvme_id_ctrl"]
     assert isinstance(kept, dict) and kept["sanicap"] == 3 and "rab" not in kept
     assert target.details["wwid"] == "eui.0025385b71b1b3c4"
+
+
+def test_nvme_lba_format_in_use() -> None:
+    assert parse_nvme_id_ns({**ID_NS, "flbas": 0x15})["lba_format"] == 5  # type: ignore[index]
+    four_k = parse_nvme_id_ns({**ID_NS, "flbas": 4})
+    assert four_k is not None and four_k["lba_data_bytes"] == 4096
+    assert four_k["lba_metadata_bytes"] == 0
+    assert parse_nvme_id_ns({"flbas": 9, "lbafs": ID_NS["lbafs"]}) is None  # no format 9
+    assert parse_nvme_id_ns({"flbas": 0}) is None
+    assert parse_nvme_id_ns([]) is None
 
 
 def test_describe_nvme_falls_back_to_sysfs(fake: FakeSys) -> None:
@@ -592,8 +616,8 @@ def test_nvme_controller_of_native_multipath(fake: FakeSys) -> None:
     (subsys / "nvme5").mkdir(parents=True)
     fake._node(subsys / "nvme3n1", "nvme3n1", "259:9", 100)
     (subsys / "nvme3n1" / "device").symlink_to(subsys)
-    assert purge.nvme_controller_of("nvme3n1", sysfs=fake.sys) == "nvme5"
-    assert purge.nvme_controller_of("nvme7n2", sysfs=fake.sys) == "nvme7"
+    assert nvme_controller_of("nvme3n1", sysfs=fake.sys) == "nvme5"
+    assert nvme_controller_of("nvme7n2", sysfs=fake.sys) == "nvme7"
 
 
 @pytest.mark.parametrize(
@@ -689,3 +713,4 @@ def test_host_info_from_fake_tree(tmp_path: Path) -> None:
     assert host["os"] == "Test OS 1 (fake)"
     assert host["kernel"] == os.uname().release
     assert set(host) >= {"hostname", "python"}
+

@@ -20,6 +20,7 @@ from ssdlab.report.parts import (
     is_reference,
     joined,
     labels_text,
+    nvme_text,
     run_label,
     when,
     written_text,
@@ -46,6 +47,7 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
         ("model", t.get("model")),
         ("serial", t.get("serial")),
         ("firmware", t.get("firmware")),
+        *([("NVMe", nvme)] if (nvme := nvme_text(t)) else []),
         ("capacity", cap_text),
         ("sectors (logical / physical)",
          joined(t.get("logical_sector_bytes"), t.get("physical_sector_bytes"), sep=" / ")

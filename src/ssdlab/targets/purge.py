@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
-from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which, block_dir
+from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which
+from ssdlab.targets.nvme import nvme_controller_of, nvme_namespaces_of
 
 PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
 
@@ -155,26 +156,6 @@ def _nvme_format(info: TargetInfo, runner: Runner) -> PurgeOutcome:
 # --------------------------------------------------------------------------- nvme sanitize
 
 
-def nvme_controller_of(name: str, *, sysfs: Path = SYSFS) -> str | None:
-    """The controller (``nvme0``) of a namespace (``nvme0n1``), through sysfs."""
-    device = (block_dir(name, sysfs=sysfs) / "device").resolve()
-    if re.fullmatch(r"nvme\d+", device.name):
-        return device.name
-    for child in sorted(device.glob("nvme*")):  # native multipath: device is nvme-subsysN
-        if re.fullmatch(r"nvme\d+", child.name):
-            return child.name
-    match = re.match(r"(nvme\d+)n\d+", name)
-    return match.group(1) if match else None
-
-
-def _namespaces_of(controller: str, *, sysfs: Path) -> list[str]:
-    names = [entry.name for entry in (sysfs / "class" / "block").glob("nvme*")]
-    namespaces = [name for name in names if re.fullmatch(r"nvme\d+n\d+", name)]
-    return sorted(
-        name for name in namespaces if nvme_controller_of(name, sysfs=sysfs) == controller
-    )
-
-
 def nvme_sanitize_command(controller_device: str) -> tuple[str, ...]:
     """Start a block-erase sanitize (SANACT=2) on the controller."""
     return ("nvme", "sanitize", controller_device, "-a", "2")
@@ -221,7 +202,7 @@ def _nvme_sanitize(
     controller = nvme_controller_of(info.name, sysfs=sysfs)
     if controller is None:
         raise TargetError(f"cannot find the NVMe controller of {info.path} in sysfs")
-    namespaces = _namespaces_of(controller, sysfs=sysfs)
+    namespaces = nvme_namespaces_of(controller, sysfs=sysfs)
     if len(namespaces) > 1:
         raise TargetError(
             f"refusing --purge nvme-sanitize on {info.path}: it erases every namespace of "

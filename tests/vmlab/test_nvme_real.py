@@ -1,0 +1,135 @@
+"""NVMe admin for real (issue 32, build item 5) on QEMU 7.2's emulated NVMe controllers:
+identity read from the controller and kept in the run record; purge by Format NVM (the
+data reads back as zeros) and a sanitize the controller cannot do refused before it is
+sent; the volatile write cache feature recorded in both states; the SMART log's data units
+written against fio's bytes; the guardrails (a namespace holding a file system, a mounted
+one, another namespace of a controller in use) refused with nothing written. One guest:
+nvme0 with one namespace, nvme1 with two; every test leaves its drives blank."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.vmlab import Drive, Guest, VmLab
+from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
+
+pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
+
+MiB = 1 << 20
+SIZE = 128 * MiB
+#: the namespaces: nvme0n1 alone on its controller, nvme1n1 and nvme1n2 sharing nvme1
+ALONE, FIRST, SECOND = "/dev/nvme0n1", "/dev/nvme1n1", "/dev/nvme1n2"
+STORE = "/root/nvme-test.sqlite"
+#: one cell of 4 KiB random writes, 5 rounds of 1 s, on the first half (the second half
+#: is never written by fio: it shows what the purge left)
+QUICK = ("--profile quick --tests iops --block-sizes 4 --mixes 0/100 --round-seconds 1 "
+         "--max-rounds 5 --no-precondition")
+HALF = 50
+#: bytes of one SMART data unit: 1000 x 512 B (the count is rounded up)
+DATA_UNIT = 512_000
+PATTERN = 0xAB
+
+
+@pytest.fixture(scope="module")
+def guest(vmlab: VmLab) -> Iterator[Guest]:
+    with vmlab.guest([Drive.scratch(SIZE), Drive.scratch(SIZE, namespaces=2)]) as running:
+        yield running
+
+
+def ssdlab(guest: Guest, args: str) -> subprocess.CompletedProcess[str]:
+    return guest.ssh(f"SSDLAB_STORE={STORE} ssdlab {args}", timeout=900)
+
+
+def sha(guest: Guest, device: str, skip_mib: int = 0) -> str:
+    """sha256 of a namespace (from ``skip_mib`` on), read past the page cache."""
+    return guest.run(f"dd if={device} bs=1M skip={skip_mib} iflag=direct status=none | "
+                     "sha256sum").split()[0]
+
+
+def digest(byte: int, size: int) -> str:
+    return hashlib.sha256(bytes([byte]) * size).hexdigest()
+
+
+def fill(guest: Guest, device: str, byte: int = PATTERN) -> None:
+    guest.run(f"tr '\\000' '\\{byte:03o}' < /dev/zero | head -c {SIZE} | "
+              f"dd of={device} bs=1M iflag=fullblock oflag=direct status=none")
+
+
+def units_written(guest: Guest, device: str, nsid: int | None = None) -> int:
+    """Data Units Written of the namespace's own SMART log (the controller's without
+    ``nsid``), as nvme-cli 2.3 prints it (a string)."""
+    scope = f"-n {nsid} " if nsid is not None else ""
+    log = json.loads(guest.run(f"nvme smart-log {scope}-o json {device}"))
+    return int(log["data_units_written"])
+
+
+def export(guest: Guest, run_id: str) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(guest.run(
+        f"SSDLAB_STORE={STORE} ssdlab export {run_id} --format json"))
+    return record
+
+
+def run_id_of(out: str) -> str:
+    found = re.search(r"^run (\S+) complete", out, re.M)
+    assert found, out
+    return found[1]
+
+
+def make_blank(guest: Guest, *devices: str) -> None:
+    for device in devices:
+        guest.run(f"wipefs -q -a {device}; blkdiscard -f {device}")
+        assert guest.ssh(f"blkid -p {device}").returncode == 2  # no signature
+
+
+@pytest.fixture(scope="module")
+def formatted(guest: Guest) -> dict[str, Any]:
+    """A quick run on ALONE with --purge nvme-format, its first half tested: the namespace
+    held a pattern before; what the controller and the run record say."""
+    fill(guest, ALONE)
+    half = SIZE // 2
+    before = {"second_half": sha(guest, ALONE, half // MiB),
+              "units": units_written(guest, ALONE, 1)}
+    done = ssdlab(guest, f"run pts --target {ALONE} --destroy-data --purge nvme-format "
+                         f"--active-range {HALF} {QUICK}")
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stdout)
+    after = {"second_half": sha(guest, ALONE, half // MiB),
+             "units": units_written(guest, ALONE, 1)}
+    return {"run_id": run_id, "record": export(guest, run_id), "before": before,
+            "after": after, "show": guest.run(f"SSDLAB_STORE={STORE} ssdlab show {run_id}")}
+
+
+def test_identity_is_read_from_the_controller_and_kept_in_the_run_record(
+        guest: Guest, formatted: dict[str, Any]) -> None:
+    ctrl = json.loads(guest.run("nvme id-ctrl -o json /dev/nvme0"))
+    ns = json.loads(guest.run(f"nvme id-ns -o json {ALONE}"))
+    target = formatted["record"]["target"]
+    assert (target["model"], target["serial"], target["firmware"]) == (
+        ctrl["mn"].strip(), ctrl["sn"].strip(), ctrl["fr"].strip())
+    assert (target["model"], target["serial"]) == ("QEMU NVMe Ctrl", "VMLAB0")
+    kept = target["details"]["nvme_id_ctrl"]
+    for key in ("vid", "cntlid", "oacs", "lpa", "fna", "vwc", "sanicap", "nn"):
+        assert kept[key] == ctrl[key], key
+    namespace = target["details"]["nvme_namespace"]
+    lbaf = ns["flbas"] & 0xF
+    assert namespace == {"nsid": int(guest.run(f"nvme get-ns-id {ALONE}").split(":")[-1]),
+                         "lba_format": lbaf, "lba_data_bytes": 1 << ns["lbafs"][lbaf]["ds"],
+                         "lba_metadata_bytes": ns["lbafs"][lbaf]["ms"],
+                         "lba_formats": ns["nlbaf"] + 1}
+    assert namespace["nsid"] == 1 and namespace["lba_data_bytes"] == 512
+    show = formatted["show"]
+    assert (f"model QEMU NVMe Ctrl, serial VMLAB0, firmware {ctrl['fr'].strip()}, "
+            f"{SIZE:,} bytes, sectors 512/512 B") in show, show
+    assert ("NVMe namespace 1 of controller 0, LBA format 0 (512 B data + 0 B metadata), "
+            "sanitize not supported (sanicap 0)") in show, show
+    print(f"identity: {target['model']} {target['serial']} firmware {target['firmware']}, "
+          f"namespace {namespace}", file=sys.stderr)
+
