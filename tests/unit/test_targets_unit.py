@@ -13,6 +13,7 @@ import pytest
 
 from ssdlab.errors import EnvironmentProblem, ExitCode, TargetError, UserError
 from ssdlab.plan.results import PurgeStep
+from ssdlab.run.prepare import check_device_purge, check_file_purge
 from ssdlab.targets import purge, safety
 from ssdlab.targets.identity import (
     MountEntry,
@@ -594,21 +595,55 @@ def test_purge_nvme_sanitize_failure_and_timeout(
     assert len(slow.calls) == 4
     refused = FakeRunner((1, "", "NVMe status: Invalid Field in Command"))
     outcome = purge_block(NVME_INFO, "nvme-sanitize", 0, 0, runner=refused, **kwargs)
-    assert not outcome.ok and outcome.detail == "NVMe status: Invalid Field in Command"
+    assert not outcome.ok and outcome.detail == (
+        "NVMe status: Invalid Field in Command; purge with --purge nvme-format (Format NVM) "
+        "or --purge blkdiscard")
 
 
 def test_purge_nvme_sanitize_refuses_multi_namespace_controllers(fake: FakeSys) -> None:
-    _nvme(fake)
-    ctrl = fake.sys / NVME_CTRL
-    second = ctrl / "nvme0n2"
-    fake._node(second, "nvme0n2", "259:5", 100)
-    (second / "device").symlink_to(ctrl)
+    _two_namespaces(fake)
     runner = FakeRunner()
     with pytest.raises(TargetError, match=r"every namespace of nvme0 \(nvme0n1, nvme0n2\)"):
         purge_block(
             NVME_INFO, "nvme-sanitize", 0, 0, runner=runner, which=has("nvme"), sysfs=fake.sys
         )
     assert runner.calls == []
+
+
+def test_purge_nvme_sanitize_refused_where_the_controller_has_no_sanitize() -> None:
+    """QEMU 7.2's controller: SANICAP 0, and "Invalid Command Opcode" to a sanitize."""
+    qemu = replace(NVME_INFO, details={"nvme_id_ctrl": {"sanicap": 0, "fna": 0}})
+    runner = FakeRunner()
+    with pytest.raises(TargetError) as caught:
+        purge_block(qemu, "nvme-sanitize", 0, 0, runner=runner, which=has("nvme"))
+    assert str(caught.value) == (
+        "refusing --purge nvme-sanitize on /dev/nvme0n1: its controller does not support "
+        "sanitize (Identify Controller SANICAP is 0); nothing was sent. Purge with --purge "
+        "nvme-format (Format NVM) or --purge blkdiscard")
+    assert runner.calls == []
+    purge.check_nvme_purge(qemu, "nvme-format")  # a format it does
+    purge.check_nvme_purge(qemu, "blkdiscard")
+
+
+def _two_namespaces(fake: FakeSys) -> None:
+    _nvme(fake)
+    ctrl = fake.sys / NVME_CTRL
+    second = ctrl / "nvme0n2"
+    fake._node(second, "nvme0n2", "259:5", 100)
+    (second / "device").symlink_to(ctrl)
+
+
+@pytest.mark.parametrize(("fna", "refused"), [(0, False), (1, True), (2, True), (4, False)])
+def test_purge_nvme_format_refused_where_it_erases_every_namespace(
+        fake: FakeSys, fna: int, refused: bool) -> None:
+    _two_namespaces(fake)
+    drive = replace(NVME_INFO, details={"nvme_id_ctrl": {"sanicap": 2, "fna": fna}})
+    if not refused:
+        purge.check_nvme_purge(drive, "nvme-format", sysfs=fake.sys)
+        return
+    with pytest.raises(TargetError, match=rf"a Format NVM on this controller \(FNA {fna:#x}\) "
+                       r"erases every namespace of nvme0 \(nvme0n1, nvme0n2\); use blkdiscard"):
+        purge.check_nvme_purge(drive, "nvme-format", sysfs=fake.sys)
 
 
 def test_nvme_controller_of_native_multipath(fake: FakeSys) -> None:
@@ -714,3 +749,17 @@ def test_host_info_from_fake_tree(tmp_path: Path) -> None:
     assert host["kernel"] == os.uname().release
     assert set(host) >= {"hostname", "python"}
 
+
+def test_an_nvme_purge_is_refused_before_the_run() -> None:
+    """The suites' preparation (check_file_purge, check_device_purge) refuses what the
+    purge would refuse, before the run is opened: QEMU's sanitize, a SATA drive."""
+    qemu = replace(NVME_INFO, details={"nvme_id_ctrl": {"sanicap": 0, "fna": 0}})
+    with pytest.raises(TargetError, match="does not support sanitize"):
+        check_file_purge(qemu, "nvme-sanitize")
+    with pytest.raises(TargetError, match="does not support sanitize"):
+        check_device_purge(qemu, "nvme-sanitize")
+    check_file_purge(qemu, "nvme-format")
+    with pytest.raises(UserError, match="needs an NVMe device; /dev/sdx is sata_ssd"):
+        check_device_purge(info(), "nvme-format")
+    with pytest.raises(UserError, match="a file target is purged by recreating it"):
+        check_file_purge(info(kind="file", device_class="file"), "nvme-format")

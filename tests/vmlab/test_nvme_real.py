@@ -133,3 +133,40 @@ def test_identity_is_read_from_the_controller_and_kept_in_the_run_record(
     print(f"identity: {target['model']} {target['serial']} firmware {target['firmware']}, "
           f"namespace {namespace}", file=sys.stderr)
 
+
+def one_line_refusal(done: subprocess.CompletedProcess[str]) -> str:
+    """A refusal: exit 3 (target refused), one line on stderr, nothing on stdout."""
+    message = done.stderr.strip()
+    assert done.returncode == 3, (done.returncode, done.stdout, done.stderr)
+    assert "\n" not in message and message, message
+    return message
+
+
+def test_purge_by_format_nvm_zeroes_the_namespace_and_sanitize_is_refused_unsent(
+        guest: Guest, formatted: dict[str, Any]) -> None:
+    half = SIZE // 2
+    # the half fio never wrote held the pattern, and after the purge reads back as zeros
+    assert formatted["before"]["second_half"] == digest(PATTERN, half)
+    assert formatted["after"]["second_half"] == digest(0, half)
+    test = formatted["record"]["tests"][0]
+    steps = [step["detail"] for step in test["steps"] if step["kind"] == "purge"]
+    assert len(steps) == 1 and steps[0]["ok"], steps
+    assert steps[0]["method"] == "nvme-format"
+    assert steps[0]["command"] == ["nvme", "format", ALONE, "--ses=1", "--force"]
+    assert "purge nvme-format" in formatted["show"]
+    # QEMU 7.2 has no sanitize: SANICAP 0, and the command itself is an invalid opcode
+    raw = guest.ssh("nvme sanitize /dev/nvme0 -a 2")
+    assert raw.returncode != 0 and "Invalid Command Opcode" in raw.stderr + raw.stdout, raw
+    fill(guest, ALONE)
+    before = sha(guest, ALONE)
+    runs = guest.run(f"SSDLAB_STORE={STORE} ssdlab runs")
+    message = one_line_refusal(ssdlab(
+        guest, f"run pts --target {ALONE} --destroy-data --purge nvme-sanitize {QUICK}"))
+    assert "does not support sanitize (Identify Controller SANICAP is 0); nothing was " \
+           "sent" in message, message
+    assert "--purge nvme-format" in message and "--purge blkdiscard" in message, message
+    assert sha(guest, ALONE) == before  # nothing written
+    assert guest.run(f"SSDLAB_STORE={STORE} ssdlab runs") == runs  # no run begun
+    print(f"sanitize refused: {message}", file=sys.stderr)
+    make_blank(guest, ALONE)
+
