@@ -170,3 +170,41 @@ def test_purge_by_format_nvm_zeroes_the_namespace_and_sanitize_is_refused_unsent
     print(f"sanitize refused: {message}", file=sys.stderr)
     make_blank(guest, ALONE)
 
+
+READ_RUN = ("--read-only --profile quick --tests iops --block-sizes 4 --mixes 100/0 "
+            "--round-seconds 1 --max-rounds 5 --no-precondition")
+
+
+def test_the_volatile_write_cache_is_recorded_as_the_controller_says(
+        guest: Guest, formatted: dict[str, Any]) -> None:
+    cache = formatted["record"]["target"]["details"]["write_cache"]
+    feature = guest.run(f"nvme get-feature -f 6 -H {ALONE}")
+    assert "Volatile Write Cache Enable (WCE): Enabled" in feature, feature
+    assert cache == {"sysfs": "write back", "nvme_vwc_present": True, "nvme_vwc": True,
+                     "ata_write_cache": None, "enabled": True}
+    assert ("write cache enabled (the drive's volatile write cache feature, NVMe feature 6)"
+            "; the kernel: write back") in formatted["show"]
+    try:
+        guest.run("nvme set-feature /dev/nvme0 -f 6 -v 0")
+        assert "(WCE): Disabled" in guest.run(f"nvme get-feature -f 6 -H {ALONE}")
+        done = ssdlab(guest, f"run pts --target {ALONE} {READ_RUN}")
+        assert done.returncode == 0, done.stderr
+        off = export(guest, run_id_of(done.stdout))["target"]["details"]["write_cache"]
+    finally:
+        guest.run("nvme set-feature /dev/nvme0 -f 6 -v 1")
+    # the drive's answer, not the kernel's: Linux keeps "write back" (it follows the
+    # presence of a cache, Identify Controller VWC, not the feature)
+    assert off["nvme_vwc"] is False and off["enabled"] is False, off
+    assert off["nvme_vwc_present"] is True
+    print(f"write cache: on {cache}; off {off}", file=sys.stderr)
+
+
+#: ssdlab's health count of a namespace, as a run reads it (identity, then health log)
+HEALTH_OF = """import sys
+from ssdlab.targets.health import read_health
+from ssdlab.targets.identity import identify_block
+target = identify_block(sys.argv[1])
+reading = read_health(target.path, target.details)
+print(reading.host_bytes_written, reading.source)
+"""
+

@@ -69,6 +69,22 @@ def nvme_text(target: dict[str, object]) -> str:
     return text
 
 
+def write_cache_text(target: dict[str, object]) -> str:
+    """The write cache as recorded at the start (targets/write_cache.py): ``enabled (the
+    drive's volatile write cache feature, NVMe feature 6); the kernel: write back``; ""
+    where none was recorded."""
+    state = _details(target, "write_cache")
+    if state is None:
+        return ""
+    enabled = state.get("enabled")
+    verdict = "unknown" if enabled is None else "enabled" if enabled else "disabled"
+    if state.get("nvme_vwc") is not None:
+        verdict += " (the drive's volatile write cache feature, NVMe feature 6)"
+    elif state.get("ata_write_cache") is not None:
+        verdict += " (the drive's, hdparm -W)"
+    return f"{verdict}; the kernel: {state.get('sysfs') or '-'}"
+
+
 def labels_text(run: RunData) -> str:
     """The run's ``--label`` pairs, ``controller=H730, cache=wb`` ("" without any)."""
     labels = run.target.get("labels")

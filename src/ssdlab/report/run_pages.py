@@ -23,6 +23,7 @@ from ssdlab.report.parts import (
     nvme_text,
     run_label,
     when,
+    write_cache_text,
     written_text,
 )
 from ssdlab.report.registry import pages_of, quick_banner
@@ -48,6 +49,7 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
         ("serial", t.get("serial")),
         ("firmware", t.get("firmware")),
         *([("NVMe", nvme)] if (nvme := nvme_text(t)) else []),
+        *([("write cache", cache)] if (cache := write_cache_text(t)) else []),
         ("capacity", cap_text),
         ("sectors (logical / physical)",
          joined(t.get("logical_sector_bytes"), t.get("physical_sector_bytes"), sep=" / ")
