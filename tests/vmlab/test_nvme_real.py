@@ -208,3 +208,31 @@ reading = read_health(target.path, target.details)
 print(reading.host_bytes_written, reading.source)
 """
 
+
+def test_the_smart_logs_data_units_written_match_fios_bytes(
+        guest: Guest, formatted: dict[str, Any]) -> None:
+    record = formatted["record"]
+    fio_bytes = sum(event["detail"]["total"]["host_write_bytes"]
+                    for event in record["events"] if event["kind"] == "devices")
+    health = [event["detail"] for event in record["events"] if event["kind"] == "health"]
+    assert [h["when"] for h in health] == ["start", "end"]
+    assert {h["source"] for h in health} == {"nvme smart-log, namespace 1"}
+    recorded = health[1]["host_bytes_written"] - health[0]["host_bytes_written"]
+    units = formatted["after"]["units"] - formatted["before"]["units"]
+    # the run's readings are the controller's count (the format wrote no data units)
+    assert recorded == units * DATA_UNIT
+    assert fio_bytes > 0 and abs(recorded - fio_bytes) < DATA_UNIT, (recorded, fio_bytes)
+    print(f"endurance: fio wrote {fio_bytes:,} bytes; the SMART log {units} data units "
+          f"({recorded:,} bytes), {recorded - fio_bytes:+,} bytes", file=sys.stderr)
+    # on nvme1, the namespace's own log: writes to nvme1n2 are not nvme1n1's
+    guest.run("cat > /tmp/health.py", stdin=HEALTH_OF.encode())
+    read = f"cd /tmp && /opt/ssdlab/bin/python3 /tmp/health.py {FIRST}"
+    first_before, whole_before = guest.run(read).split(" ", 1)[0], units_written(guest, FIRST)
+    guest.run(f"dd if=/dev/urandom of={SECOND} bs=1M count=4 oflag=direct status=none")
+    first_after = guest.run(read)
+    assert first_after.split(" ", 1)[0] == first_before, first_after
+    assert first_after.split(" ", 1)[1].strip() == "nvme smart-log, namespace 1"
+    # the controller's count moved by 4 MiB: 8192 sectors, 8 or 9 units as it rounds up
+    assert units_written(guest, FIRST) - whole_before in (8, 9)
+    make_blank(guest, SECOND)
+
