@@ -463,6 +463,41 @@ def test_refuses_device_with_holders(system: FakeSys, name: str) -> None:
     )
 
 
+def test_refuses_a_namespace_whose_controller_has_another_in_use(fake: FakeSys) -> None:
+    """nvme0n2 is blank, but nvme0n1 of the same controller is mounted (then held by md):
+    writing to nvme0n2 is refused, reading is not."""
+    _two_namespaces(fake)
+    fake.mount("259:0", "/srv", "ext4", "/dev/nvme0n1")
+    target = describe_block("nvme0n2", sysfs=fake.sys, which=has())
+    with pytest.raises(TargetError) as caught:
+        check_block_target(target, destroy_data=True, writes=True, sysfs=fake.sys,
+                           proc=fake.proc)
+    assert caught.value.message == (
+        "refusing /dev/nvme0n2: it shares controller nvme0 with /dev/nvme0n1, which is "
+        "mounted on /srv; a test writes to the same controller and flash; nothing was written")
+    check_block_target(target, destroy_data=False, writes=False, sysfs=fake.sys,
+                       proc=fake.proc)
+    (fake.proc / "self" / "mountinfo").write_text("")
+    fake.disk("md0", "9:0", parent=VIRTUAL)
+    fake.stack("md0", "nvme0n1")
+    with pytest.raises(TargetError, match="with /dev/nvme0n1, which is in use by /dev/md0;"):
+        check_block_target(target, destroy_data=True, writes=True, sysfs=fake.sys,
+                           proc=fake.proc)
+
+
+def test_a_serial_shared_by_namespaces_confirms_none(fake: FakeSys) -> None:
+    _two_namespaces(fake)
+    target = describe_block("nvme0n2", sysfs=fake.sys, which=has())
+    assert target.serial == "SYSSN"
+    with pytest.raises(TargetError) as caught:
+        check_block_target(target, destroy_data="SYSSN", writes=True, sysfs=fake.sys,
+                           proc=fake.proc)
+    assert caught.value.message == (
+        "refusing /dev/nvme0n2: the confirmation names serial SYSSN, but that is its "
+        "controller's, shared by /dev/nvme0n1, /dev/nvme0n2; nothing was written (confirm "
+        "with --destroy-data=/dev/nvme0n2)")
+
+
 def test_destroy_data_is_required_to_write(system: FakeSys) -> None:
     with pytest.raises(TargetError) as caught:
         _check(system, "sdf", destroy_data=False, writes=True)

@@ -236,3 +236,49 @@ def test_the_smart_logs_data_units_written_match_fios_bytes(
     assert units_written(guest, FIRST) - whole_before in (8, 9)
     make_blank(guest, SECOND)
 
+
+#: the destructive paths: a write run, and the NVMe purges (a format erases the whole
+#: namespace, a sanitize the whole controller)
+DESTRUCTIVE = ("", "--purge nvme-format", "--purge nvme-sanitize")
+
+
+def refused_unwritten(guest: Guest, target: str, consent: str, expected: str,
+                      *watched: str) -> list[str]:
+    """Each destructive path on ``target`` refused in one line saying ``expected``, and
+    the namespaces (``target`` and ``watched``) hash the same before and after."""
+    before = {device: sha(guest, device) for device in (target, *watched)}
+    messages = []
+    for path in DESTRUCTIVE:
+        message = one_line_refusal(ssdlab(
+            guest, f"run pts --target {target} {consent} {path} {QUICK}"))
+        assert expected in message, (path, message)
+        messages.append(message)
+    assert {device: sha(guest, device) for device in before} == before
+    return messages
+
+
+def test_guardrails_refuse_file_systems_mounts_and_a_controller_in_use(guest: Guest) -> None:
+    runs = guest.run(f"SSDLAB_STORE={STORE} ssdlab runs")
+    # no lazy initialisation: an idle file system writes nothing while it is watched
+    mkfs = "mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0"
+    try:
+        guest.run(f"{mkfs} {ALONE}")
+        seen = refused_unwritten(guest, ALONE, "--destroy-data", f"{ALONE} carries ")
+        guest.run(f"mkdir -p /mnt/alone && mount -o ro {ALONE} /mnt/alone")
+        seen += refused_unwritten(guest, ALONE, f"--destroy-data={ALONE}",
+                                  f"{ALONE} is mounted on /mnt/alone")
+        guest.run(f"{mkfs} {FIRST} && mkdir -p /mnt/first && mount -o ro {FIRST} /mnt/first")
+        seen += refused_unwritten(
+            guest, SECOND, f"--destroy-data={SECOND}",
+            f"it shares controller nvme1 with {FIRST}, which is mounted on /mnt/first",
+            FIRST)
+        guest.run("umount /mnt/first")
+        # the serial is the controller's: it confirms neither of its namespaces
+        seen += refused_unwritten(guest, SECOND, "--destroy-data=VMLAB1",
+                                  "but that is its controller's, shared by", FIRST)
+    finally:
+        guest.ssh("umount /mnt/alone; umount /mnt/first")
+    assert guest.run(f"SSDLAB_STORE={STORE} ssdlab runs") == runs  # no run begun
+    for message in dict.fromkeys(seen):
+        print(f"refused: {message}", file=sys.stderr)
+    make_blank(guest, ALONE, FIRST, SECOND)
