@@ -86,15 +86,18 @@ print(digest.hexdigest())
 
 @dataclass(frozen=True)
 class Drive:
-    """What backs one guest NVMe namespace: ``path`` (a file, a loop device, an emulated
-    SSD's disk), or a scratch file of ``size_bytes`` in the guest's directory."""
+    """One guest NVMe controller. Its namespace 1 is ``path`` (a file, a loop device, an
+    emulated SSD's disk), or a scratch file of ``size_bytes`` in the guest's directory;
+    namespaces 2 .. ``namespaces`` are scratch files of ``size_bytes`` each (the guest's
+    ``/dev/nvme<i>n<nsid>``)."""
 
     path: str | None = None
     size_bytes: int = GiB
+    namespaces: int = 1
 
     @classmethod
-    def scratch(cls, size_bytes: int = GiB) -> Drive:
-        return cls(None, size_bytes)
+    def scratch(cls, size_bytes: int = GiB, namespaces: int = 1) -> Drive:
+        return cls(None, size_bytes, namespaces)
 
     @classmethod
     def backed_by(cls, path: str | os.PathLike[str]) -> Drive:
@@ -307,9 +310,19 @@ class Guest:
     def key(self) -> Path:
         return self.dir / "id_ed25519"
 
-    def drive_path(self, index: int) -> str:
+    def drive_path(self, index: int, nsid: int = 1) -> str:
+        """What backs namespace ``nsid`` of drive ``index``."""
         drive = self.drives[index]
+        if nsid > 1:
+            return str(self.dir / f"nvme{index}n{nsid}.img")
         return drive.path or str(self.dir / f"nvme{index}.img")
+
+    def _scratch_files(self) -> Iterator[tuple[str, int]]:
+        """(path, size) of each scratch file the drives need."""
+        for index, drive in enumerate(self.drives):
+            for nsid in range(1, drive.namespaces + 1):
+                if nsid > 1 or drive.path is None:
+                    yield self.drive_path(index, nsid), drive.size_bytes
 
     def _qemu_argv(self, image: Image) -> list[str]:
         # net.ifnames=0: the NIC keeps the kernel's name. Without it udev renamed eth0 while
@@ -330,12 +343,15 @@ class Guest:
             "-qmp", f"unix:{self.dir / 'qmp.sock'},server=on,wait=off",
             "-pidfile", str(self.dir / "qemu.pid"), "-no-reboot",
         ]
-        for index in range(len(self.drives)):
-            # drive ids must not look like QEMU's own (sd0 is taken): nd0, nd1, ...
-            argv += ["-drive", f"file={self.drive_path(index)},if=none,id=nd{index},"
-                     "format=raw,cache=none,aio=native,discard=unmap",
-                     "-device", f"nvme,serial=VMLAB{index},id=nvme{index}",
-                     "-device", f"nvme-ns,drive=nd{index},bus=nvme{index},nsid=1"]
+        for index, drive in enumerate(self.drives):
+            argv += ["-device", f"nvme,serial=VMLAB{index},id=nvme{index}"]
+            for nsid in range(1, drive.namespaces + 1):
+                # drive ids must not look like QEMU's own (sd0 is taken): nd0, nd1, ...
+                # (nd0n2 for a second namespace)
+                node = f"nd{index}" if nsid == 1 else f"nd{index}n{nsid}"
+                argv += ["-drive", f"file={self.drive_path(index, nsid)},if=none,id={node},"
+                         "format=raw,cache=none,aio=native,discard=unmap",
+                         "-device", f"nvme-ns,drive={node},bus=nvme{index},nsid={nsid}"]
         return argv
 
     def _ssh_argv(self, *extra: str) -> list[str]:
@@ -360,10 +376,9 @@ class Guest:
             subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.root),
                             "-F", "raw", str(self.dir / "root.qcow2")], check=True,
                            capture_output=True)
-            for index, drive in enumerate(self.drives):
-                if drive.path is None:
-                    with open(self.drive_path(index), "wb") as scratch:
-                        scratch.truncate(drive.size_bytes)
+            for path, size in self._scratch_files():
+                with open(path, "wb") as scratch:
+                    scratch.truncate(size)
             started = time.monotonic()
             self._start_qemu(image)
             self._await_ssh(started)

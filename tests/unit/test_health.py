@@ -71,6 +71,29 @@ def test_read_health_asks_nvme_cli_for_nvme_devices_only() -> None:
         read_health("/dev/nvme0n1", {}, run=failing)
 
 
+@pytest.mark.parametrize(("details", "scope", "source"), [
+    # QEMU 7.2: LPA 7, a SMART log per namespace: the namespace's own
+    ({"nvme_id_ctrl": {"lpa": 7}, "nvme_namespace": {"nsid": 2}},
+     ["--namespace-id", "2"], "nvme smart-log, namespace 2"),
+    # a controller with one log for all: the controller's, and the record says so
+    ({"nvme_id_ctrl": {"lpa": 2}, "nvme_namespace": {"nsid": 1}}, [],
+     "nvme smart-log, the controller's (all its namespaces)"),
+    ({"nvme_id_ctrl": {"lpa": 1}}, [], "nvme smart-log, the controller's (all its namespaces)"),
+    ({}, [], "nvme smart-log"),
+])
+def test_nvme_health_reads_the_namespaces_own_log_where_the_controller_keeps_one(
+        details: dict[str, object], scope: list[str], source: str) -> None:
+    calls: list[list[str]] = []
+
+    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(command)
+        return subprocess.CompletedProcess(command, 0, json.dumps(SMART_LOG), "")
+
+    reading = read_health("/dev/nvme1n2", details, run=run)
+    assert calls == [["nvme", "smart-log", *scope, "-o", "json", "/dev/nvme1n2"]]
+    assert reading is not None and reading.source == source
+
+
 def test_written_between_two_readings() -> None:
     written = written_between(1_024_000, 5_120_000, DATA_UNIT_BYTES, 2_000_000, 10_000_000)
     assert (written.host_bytes, written.media_bytes) == (4_096_000, 8_000_000)

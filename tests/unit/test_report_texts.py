@@ -19,6 +19,7 @@ import pytest
 from ssdlab.cli.main import main
 from ssdlab.plan.block_presets import PresetResult
 from ssdlab.report.build import render
+from ssdlab.report.parts import nvme_text, write_cache_text
 from ssdlab.report.terminal import render_run
 from ssdlab.report.text import clip, num
 from ssdlab.report.words import plain
@@ -158,3 +159,21 @@ def test_show_of_a_crystaldiskmark_run_is_its_four_row_table(golden_runs: list[R
     # the other presets keep their table of a row per entry
     atto = render_run(next(r for r in golden_runs if r.suite == "atto"))
     assert "best MB/s" in atto
+
+
+def test_an_nvme_targets_namespace_and_write_cache_in_words() -> None:
+    """What `ssdlab show` and the title page say of a QEMU NVMe namespace's record."""
+    target: dict[str, object] = {"details": {
+        "nvme_id_ctrl": {"cntlid": 0, "sanicap": 0},
+        "nvme_namespace": {"nsid": 1, "lba_format": 0, "lba_data_bytes": 512,
+                           "lba_metadata_bytes": 0, "lba_formats": 8},
+        "write_cache": {"sysfs": "write back", "nvme_vwc_present": True, "nvme_vwc": False,
+                        "ata_write_cache": None, "enabled": False}}}
+    assert nvme_text(target) == ("namespace 1 of controller 0, LBA format 0 (512 B data + "
+                                 "0 B metadata), sanitize not supported (sanicap 0)")
+    assert write_cache_text(target) == ("disabled (the drive's volatile write cache feature, "
+                                        "NVMe feature 6); the kernel: write back")
+    assert nvme_text({"details": {}}) == "" and write_cache_text({}) == ""
+    loop: dict[str, object] = {"details": {"write_cache": {"sysfs": "write through",
+                                                          "enabled": False}}}
+    assert write_cache_text(loop) == "disabled; the kernel: write through"

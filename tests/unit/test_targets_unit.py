@@ -13,6 +13,7 @@ import pytest
 
 from ssdlab.errors import EnvironmentProblem, ExitCode, TargetError, UserError
 from ssdlab.plan.results import PurgeStep
+from ssdlab.run.prepare import check_device_purge, check_file_purge
 from ssdlab.targets import purge, safety
 from ssdlab.targets.identity import (
     MountEntry,
@@ -28,6 +29,7 @@ from ssdlab.targets.identity import (
     read_mountinfo,
     transport_from_devpath,
 )
+from ssdlab.targets.nvme import nvme_controller_of, parse_nvme_id_ns
 from ssdlab.targets.purge import PurgeOutcome, parse_sanitize_status, purge_block
 from ssdlab.targets.safety import (
     SafetyContext,
@@ -266,11 +268,24 @@ ID_CTRL = {
 }
 
 
+#: ``nvme id-ns -o json`` of a QEMU 7.2 namespace (nvme-cli 2.3), cut to what is read:
+#: LBA format 0 of 8 in use, 512 B of data and no metadata
+ID_NS = {"nsze": 262144, "flbas": 0, "nlbaf": 7, "lbafs": [
+    {"ms": 0, "ds": 9, "rp": 0}, {"ms": 8, "ds": 9, "rp": 0}, {"ms": 16, "ds": 9, "rp": 0},
+    {"ms": 64, "ds": 9, "rp": 0}, {"ms": 0, "ds": 12, "rp": 0}, {"ms": 8, "ds": 12, "rp": 0},
+    {"ms": 16, "ds": 12, "rp": 0}, {"ms": 64, "ds": 12, "rp": 0}]}
+
+
 def test_describe_nvme_uses_id_ctrl(fake: FakeSys) -> None:
     _nvme(fake)
-    runner = FakeRunner((0, json.dumps(ID_CTRL), ""))
+    fake.write("nvme0n1", "nsid", "1\n")
+    runner = FakeRunner((0, json.dumps(ID_CTRL), ""), (0, json.dumps(ID_NS), ""))
     target = describe_block("nvme0n1", sysfs=fake.sys, runner=runner, which=has("nvme"))
-    assert runner.calls == [["nvme", "id-ctrl", "/dev/nvme0n1", "-o", "json"]]
+    assert runner.calls == [["nvme", "id-ctrl", "/dev/nvme0n1", "-o", "json"],
+                            ["nvme", "id-ns", "/dev/nvme0n1", "-o", "json"]]
+    assert target.details["nvme_namespace"] == {
+        "nsid": 1, "lba_format": 0, "lba_data_bytes": 512, "lba_metadata_bytes": 0,
+        "lba_formats": 8}
     assert (target.model, target.serial, target.firmware) == (
         "Samsung SSD 980 PRO 1TB",
         "S5GXNX0T123456",
@@ -280,6 +295,16 @@ def test_describe_nvme_uses_id_ctrl(fake: FakeSys) -> None:
     kept = target.details["nvme_id_ctrl"]
     assert isinstance(kept, dict) and kept["sanicap"] == 3 and "rab" not in kept
     assert target.details["wwid"] == "eui.0025385b71b1b3c4"
+
+
+def test_nvme_lba_format_in_use() -> None:
+    assert parse_nvme_id_ns({**ID_NS, "flbas": 0x15})["lba_format"] == 5  # type: ignore[index]
+    four_k = parse_nvme_id_ns({**ID_NS, "flbas": 4})
+    assert four_k is not None and four_k["lba_data_bytes"] == 4096
+    assert four_k["lba_metadata_bytes"] == 0
+    assert parse_nvme_id_ns({"flbas": 9, "lbafs": ID_NS["lbafs"]}) is None  # no format 9
+    assert parse_nvme_id_ns({"flbas": 0}) is None
+    assert parse_nvme_id_ns([]) is None
 
 
 def test_describe_nvme_falls_back_to_sysfs(fake: FakeSys) -> None:
@@ -438,6 +463,41 @@ def test_refuses_device_with_holders(system: FakeSys, name: str) -> None:
     )
 
 
+def test_refuses_a_namespace_whose_controller_has_another_in_use(fake: FakeSys) -> None:
+    """nvme0n2 is blank, but nvme0n1 of the same controller is mounted (then held by md):
+    writing to nvme0n2 is refused, reading is not."""
+    _two_namespaces(fake)
+    fake.mount("259:0", "/srv", "ext4", "/dev/nvme0n1")
+    target = describe_block("nvme0n2", sysfs=fake.sys, which=has())
+    with pytest.raises(TargetError) as caught:
+        check_block_target(target, destroy_data=True, writes=True, sysfs=fake.sys,
+                           proc=fake.proc)
+    assert caught.value.message == (
+        "refusing /dev/nvme0n2: it shares controller nvme0 with /dev/nvme0n1, which is "
+        "mounted on /srv; a test writes to the same controller and flash; nothing was written")
+    check_block_target(target, destroy_data=False, writes=False, sysfs=fake.sys,
+                       proc=fake.proc)
+    (fake.proc / "self" / "mountinfo").write_text("")
+    fake.disk("md0", "9:0", parent=VIRTUAL)
+    fake.stack("md0", "nvme0n1")
+    with pytest.raises(TargetError, match="with /dev/nvme0n1, which is in use by /dev/md0;"):
+        check_block_target(target, destroy_data=True, writes=True, sysfs=fake.sys,
+                           proc=fake.proc)
+
+
+def test_a_serial_shared_by_namespaces_confirms_none(fake: FakeSys) -> None:
+    _two_namespaces(fake)
+    target = describe_block("nvme0n2", sysfs=fake.sys, which=has())
+    assert target.serial == "SYSSN"
+    with pytest.raises(TargetError) as caught:
+        check_block_target(target, destroy_data="SYSSN", writes=True, sysfs=fake.sys,
+                           proc=fake.proc)
+    assert caught.value.message == (
+        "refusing /dev/nvme0n2: the confirmation names serial SYSSN, but that is its "
+        "controller's, shared by /dev/nvme0n1, /dev/nvme0n2; nothing was written (confirm "
+        "with --destroy-data=/dev/nvme0n2)")
+
+
 def test_destroy_data_is_required_to_write(system: FakeSys) -> None:
     with pytest.raises(TargetError) as caught:
         _check(system, "sdf", destroy_data=False, writes=True)
@@ -570,15 +630,13 @@ def test_purge_nvme_sanitize_failure_and_timeout(
     assert len(slow.calls) == 4
     refused = FakeRunner((1, "", "NVMe status: Invalid Field in Command"))
     outcome = purge_block(NVME_INFO, "nvme-sanitize", 0, 0, runner=refused, **kwargs)
-    assert not outcome.ok and outcome.detail == "NVMe status: Invalid Field in Command"
+    assert not outcome.ok and outcome.detail == (
+        "NVMe status: Invalid Field in Command; purge with --purge nvme-format (Format NVM) "
+        "or --purge blkdiscard")
 
 
 def test_purge_nvme_sanitize_refuses_multi_namespace_controllers(fake: FakeSys) -> None:
-    _nvme(fake)
-    ctrl = fake.sys / NVME_CTRL
-    second = ctrl / "nvme0n2"
-    fake._node(second, "nvme0n2", "259:5", 100)
-    (second / "device").symlink_to(ctrl)
+    _two_namespaces(fake)
     runner = FakeRunner()
     with pytest.raises(TargetError, match=r"every namespace of nvme0 \(nvme0n1, nvme0n2\)"):
         purge_block(
@@ -587,13 +645,49 @@ def test_purge_nvme_sanitize_refuses_multi_namespace_controllers(fake: FakeSys) 
     assert runner.calls == []
 
 
+def test_purge_nvme_sanitize_refused_where_the_controller_has_no_sanitize() -> None:
+    """QEMU 7.2's controller: SANICAP 0, and "Invalid Command Opcode" to a sanitize."""
+    qemu = replace(NVME_INFO, details={"nvme_id_ctrl": {"sanicap": 0, "fna": 0}})
+    runner = FakeRunner()
+    with pytest.raises(TargetError) as caught:
+        purge_block(qemu, "nvme-sanitize", 0, 0, runner=runner, which=has("nvme"))
+    assert str(caught.value) == (
+        "refusing --purge nvme-sanitize on /dev/nvme0n1: its controller does not support "
+        "sanitize (Identify Controller SANICAP is 0); nothing was sent. Purge with --purge "
+        "nvme-format (Format NVM) or --purge blkdiscard")
+    assert runner.calls == []
+    purge.check_nvme_purge(qemu, "nvme-format")  # a format it does
+    purge.check_nvme_purge(qemu, "blkdiscard")
+
+
+def _two_namespaces(fake: FakeSys) -> None:
+    _nvme(fake)
+    ctrl = fake.sys / NVME_CTRL
+    second = ctrl / "nvme0n2"
+    fake._node(second, "nvme0n2", "259:5", 100)
+    (second / "device").symlink_to(ctrl)
+
+
+@pytest.mark.parametrize(("fna", "refused"), [(0, False), (1, True), (2, True), (4, False)])
+def test_purge_nvme_format_refused_where_it_erases_every_namespace(
+        fake: FakeSys, fna: int, refused: bool) -> None:
+    _two_namespaces(fake)
+    drive = replace(NVME_INFO, details={"nvme_id_ctrl": {"sanicap": 2, "fna": fna}})
+    if not refused:
+        purge.check_nvme_purge(drive, "nvme-format", sysfs=fake.sys)
+        return
+    with pytest.raises(TargetError, match=rf"a Format NVM on this controller \(FNA {fna:#x}\) "
+                       r"erases every namespace of nvme0 \(nvme0n1, nvme0n2\); use blkdiscard"):
+        purge.check_nvme_purge(drive, "nvme-format", sysfs=fake.sys)
+
+
 def test_nvme_controller_of_native_multipath(fake: FakeSys) -> None:
     subsys = fake.sys / "devices/virtual/nvme-subsystem/nvme-subsys3"
     (subsys / "nvme5").mkdir(parents=True)
     fake._node(subsys / "nvme3n1", "nvme3n1", "259:9", 100)
     (subsys / "nvme3n1" / "device").symlink_to(subsys)
-    assert purge.nvme_controller_of("nvme3n1", sysfs=fake.sys) == "nvme5"
-    assert purge.nvme_controller_of("nvme7n2", sysfs=fake.sys) == "nvme7"
+    assert nvme_controller_of("nvme3n1", sysfs=fake.sys) == "nvme5"
+    assert nvme_controller_of("nvme7n2", sysfs=fake.sys) == "nvme7"
 
 
 @pytest.mark.parametrize(
@@ -689,3 +783,18 @@ def test_host_info_from_fake_tree(tmp_path: Path) -> None:
     assert host["os"] == "Test OS 1 (fake)"
     assert host["kernel"] == os.uname().release
     assert set(host) >= {"hostname", "python"}
+
+
+def test_an_nvme_purge_is_refused_before_the_run() -> None:
+    """The suites' preparation (check_file_purge, check_device_purge) refuses what the
+    purge would refuse, before the run is opened: QEMU's sanitize, a SATA drive."""
+    qemu = replace(NVME_INFO, details={"nvme_id_ctrl": {"sanicap": 0, "fna": 0}})
+    with pytest.raises(TargetError, match="does not support sanitize"):
+        check_file_purge(qemu, "nvme-sanitize")
+    with pytest.raises(TargetError, match="does not support sanitize"):
+        check_device_purge(qemu, "nvme-sanitize")
+    check_file_purge(qemu, "nvme-format")
+    with pytest.raises(UserError, match="needs an NVMe device; /dev/sdx is sata_ssd"):
+        check_device_purge(info(), "nvme-format")
+    with pytest.raises(UserError, match="a file target is purged by recreating it"):
+        check_file_purge(info(kind="file", device_class="file"), "nvme-format")

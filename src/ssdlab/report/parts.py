@@ -45,6 +45,46 @@ def run_label(run: RunData) -> str:
     return f"{device.rsplit('/', 1)[-1]} {run.run_id[4:13]}" + (f" [{labels}]" if labels else "")
 
 
+def _details(target: dict[str, object], key: str) -> dict[str, object] | None:
+    details = target.get("details")
+    found = details.get(key) if isinstance(details, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def nvme_text(target: dict[str, object]) -> str:
+    """An NVMe namespace's identity in words: ``namespace 1 of controller 0, LBA format 0
+    (512 B data + 0 B metadata), sanitize not supported (sanicap 0)``; "" elsewhere."""
+    namespace, ctrl = _details(target, "nvme_namespace"), _details(target, "nvme_id_ctrl")
+    if namespace is None:
+        return ""
+    text = f"namespace {namespace.get('nsid') or '-'}"
+    if ctrl is not None and ctrl.get("cntlid") is not None:
+        text += f" of controller {ctrl['cntlid']}"
+    if namespace.get("lba_format") is not None:
+        text += (f", LBA format {namespace['lba_format']} ({namespace.get('lba_data_bytes')}"
+                 f" B data + {namespace.get('lba_metadata_bytes')} B metadata)")
+    if ctrl is not None and isinstance(ctrl.get("sanicap"), int):
+        text += (", sanitize not supported (sanicap 0)" if ctrl["sanicap"] == 0 else
+                 f", sanitize supported (sanicap {ctrl['sanicap']:#x})")
+    return text
+
+
+def write_cache_text(target: dict[str, object]) -> str:
+    """The write cache as recorded at the start (targets/write_cache.py): ``enabled (the
+    drive's volatile write cache feature, NVMe feature 6); the kernel: write back``; ""
+    where none was recorded."""
+    state = _details(target, "write_cache")
+    if state is None:
+        return ""
+    enabled = state.get("enabled")
+    verdict = "unknown" if enabled is None else "enabled" if enabled else "disabled"
+    if state.get("nvme_vwc") is not None:
+        verdict += " (the drive's volatile write cache feature, NVMe feature 6)"
+    elif state.get("ata_write_cache") is not None:
+        verdict += " (the drive's, hdparm -W)"
+    return f"{verdict}; the kernel: {state.get('sysfs') or '-'}"
+
+
 def labels_text(run: RunData) -> str:
     """The run's ``--label`` pairs, ``controller=H730, cache=wb`` ("" without any)."""
     labels = run.target.get("labels")

@@ -20,8 +20,10 @@ from ssdlab.report.parts import (
     is_reference,
     joined,
     labels_text,
+    nvme_text,
     run_label,
     when,
+    write_cache_text,
     written_text,
 )
 from ssdlab.report.registry import pages_of, quick_banner
@@ -46,6 +48,8 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
         ("model", t.get("model")),
         ("serial", t.get("serial")),
         ("firmware", t.get("firmware")),
+        *([("NVMe", nvme)] if (nvme := nvme_text(t)) else []),
+        *([("write cache", cache)] if (cache := write_cache_text(t)) else []),
         ("capacity", cap_text),
         ("sectors (logical / physical)",
          joined(t.get("logical_sector_bytes"), t.get("physical_sector_bytes"), sep=" / ")

@@ -52,7 +52,7 @@ from ssdlab.run.cells import Cell, cell_from_job, cell_records, metric, window_c
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
     TargetRequest,
-    check_nbd_purge,
+    check_device_purge,
     engine_for,
     prepare_device,
 )
@@ -75,7 +75,7 @@ def prepare_op_sweep(request: TargetRequest, args: OpSweepArgs) -> PreparedOpSwe
     base = prepare_device(request)
     info = base.info
     options = engine_for(info, build_options(args, default_load(info.device_class, base.cpus)))
-    check_nbd_purge(info, options.purge)
+    check_device_purge(info, options.purge)
     if info.kind == "file" and options.purge != "auto":
         raise UserError(f"--purge {options.purge} applies to block devices; a file target is "
                         "purged by recreating it (--purge auto)")

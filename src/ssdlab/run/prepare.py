@@ -33,8 +33,10 @@ from ssdlab.targets.nbd import (
     identify_nbd,
     is_nbd_target,
 )
+from ssdlab.targets.purge import check_nvme_purge
 from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.safety import DestroyData, check_block_target
+from ssdlab.targets.write_cache import write_cache_state
 from ssdlab.units import format_bytes
 
 if TYPE_CHECKING:
@@ -119,6 +121,8 @@ def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyDat
             )
         info = identify_block(path)
         check_block_target(info, destroy_data=destroy_data, writes=not read_only)
+        # the kernel's view and the drive's own (NVMe feature 6, ATA hdparm -W), kept
+        info.details["write_cache"] = write_cache_state(info.path, info.name)
         return info, False
     refuse_system_place(target)
     if isinstance(destroy_data, str):
@@ -296,17 +300,27 @@ def check_nbd_purge(info: TargetInfo, purge: str) -> None:
                         "all (--purge none)")
 
 
+def check_device_purge(info: TargetInfo, purge: str) -> None:
+    """The purge method suits the device, refused (one line) before the run: an NBD
+    export's (check_nbd_purge); an NVMe purge on an NVMe namespace only, and not one the
+    controller cannot do or that would erase other namespaces (targets/purge.py)."""
+    check_nbd_purge(info, purge)
+    if not purge.startswith("nvme") or info.kind == NBD_KIND:
+        return
+    if info.device_class != "nvme":
+        raise UserError(f"--purge {purge} needs an NVMe device; {info.path} is "
+                        f"{info.device_class}")
+    check_nvme_purge(info, purge)
+
+
 def check_file_purge(info: TargetInfo, purge: str, *, allow_none: bool = True) -> None:
     """A purge method other than recreating the file (or none) is for block devices; an
     NVMe purge for NVMe devices."""
-    check_nbd_purge(info, purge)
     if info.kind == "file" and purge not in (("auto", "none") if allow_none else ("auto",)):
         alternative = " or not at all (--purge none)" if allow_none else ""
         raise UserError(f"--purge {purge} applies to block devices; a file target is "
                         f"purged by recreating it (--purge auto){alternative}")
-    if purge.startswith("nvme") and info.device_class != "nvme":
-        raise UserError(f"--purge {purge} needs an NVMe device; {info.path} is "
-                        f"{info.device_class}")
+    check_device_purge(info, purge)
 
 
 def prepare_target(

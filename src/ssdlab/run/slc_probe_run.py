@@ -47,7 +47,7 @@ from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
     TargetRequest,
     check_capacity,
-    check_nbd_purge,
+    check_device_purge,
     engine_for,
     prepare_device,
 )
@@ -71,7 +71,7 @@ def prepare_slc_probe(request: TargetRequest, args: SlcProbeArgs) -> PreparedSlc
     options = engine_for(info, build_slc_options(args, info.capacity_bytes,
                                                  info.logical_sector_bytes,
                                                  file_target=info.kind == "file"))
-    check_nbd_purge(info, options.purge)
+    check_device_purge(info, options.purge)
     check_capacity(info, info.capacity_bytes, MIN_ACTIVE_RANGE, what="")
     return PreparedSlcProbe(base, options, args)
 

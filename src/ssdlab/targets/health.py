@@ -26,6 +26,7 @@ Each reading's ``resolution_bytes`` is the unit of the count it came from.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -282,24 +283,48 @@ def read_health(path: str, details: dict[str, object], *,
         return emulator_health(stats(emu))
     name = os.path.basename(os.path.realpath(path))
     if name.startswith("nvme"):
-        return _nvme_health(path, run)
+        return _nvme_health(path, run, details)
     if name.startswith("sd"):
         return _smartctl_health(path, run)
     return None
 
 
-def _nvme_health(path: str, run: Run) -> HealthReading | None:
+def nvme_smart_log_scope(details: dict[str, object]) -> int | None:
+    """The namespace whose own SMART log to read, or None for the controller's.
+
+    Without a namespace id nvme-cli reads the controller's log (NSID FFFFFFFFh): the
+    writes of all its namespaces, so on a controller with several (QEMU's, a drive split
+    into namespaces) another namespace's writes were counted as the target's. Where the
+    controller keeps a log per namespace (Identify Controller LPA bit 0, as QEMU's does),
+    the namespace's own is read."""
+    ctrl, namespace = details.get("nvme_id_ctrl"), details.get("nvme_namespace")
+    lpa = ctrl.get("lpa") if isinstance(ctrl, dict) else None
+    nsid = namespace.get("nsid") if isinstance(namespace, dict) else None
+    if isinstance(lpa, int) and lpa & 1 and isinstance(nsid, int) and nsid > 0:
+        return nsid
+    return None
+
+
+def _nvme_health(path: str, run: Run, details: dict[str, object]) -> HealthReading | None:
+    nsid = nvme_smart_log_scope(details)
+    scope = ["--namespace-id", str(nsid)] if nsid is not None else []
     try:
-        done = run(["nvme", "smart-log", "-o", "json", path])
+        done = run(["nvme", "smart-log", *scope, "-o", "json", path])
     except FileNotFoundError:
         return _smartctl_health(path, run, instead_of="nvme-cli")
     if done.returncode != 0:
         raise TargetError(f"{path}: nvme smart-log failed: "
                           f"{_one_line(done.stderr or done.stdout)}")
     try:
-        return parse_nvme_smart_log(done.stdout)
+        reading = parse_nvme_smart_log(done.stdout)
     except ValueError as err:
         raise TargetError(f"{path}: {err}") from None
+    if nsid is not None:
+        return dataclasses.replace(reading, source=f"{reading.source}, namespace {nsid}")
+    if isinstance(details.get("nvme_id_ctrl"), dict):  # it says it keeps no log per namespace
+        return dataclasses.replace(reading, source=f"{reading.source}, the controller's "
+                                   "(all its namespaces)")
+    return reading
 
 
 def _smartctl_health(path: str, run: Run, *, instead_of: str | None = None) -> HealthReading | None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from ssdlab.cpuidle import idle_facts
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.errors import EnvironmentProblem, TargetError
+from ssdlab.targets.nvme import nvme_namespace
 
 #: ``subprocess.run``-compatible callable (tests pass fakes).
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
@@ -38,8 +39,8 @@ VIRTUAL_PREFIXES = ("loop", "zram", "ram", "nbd", "dm-", "md", "ublkb")
 VIRTUAL_TRANSPORTS = frozenset({"virtio", "xen", "virtual"})
 #: Fields of ``nvme id-ctrl -o json`` kept in ``details["nvme_id_ctrl"]``.
 NVME_ID_CTRL_FIELDS = (
-    "vid", "ssvid", "sn", "mn", "fr", "ieee", "mdts", "ver", "oacs", "fna", "sanicap",
-    "nn", "tnvmcap", "unvmcap", "subnqn",
+    "vid", "ssvid", "sn", "mn", "fr", "ieee", "cntlid", "mdts", "ver", "oacs", "lpa", "fna",
+    "vwc", "sanicap", "nn", "tnvmcap", "unvmcap", "subnqn",
 )  # fmt: skip
 
 
@@ -295,6 +296,8 @@ def describe_block(
         model, serial, firmware = _nvme_identify(
             f"/dev/{disk}", runner, details, model, serial, firmware
         )
+        if re.fullmatch(r"nvme\d+n\d+", disk):
+            details["nvme_namespace"] = nvme_namespace(disk, runner, sysfs=sysfs)
     details.update(_kind_details(name, disk, sysfs=sysfs))
     details["transport"] = transport
     logical = read_int(queue / "logical_block_size") or 512

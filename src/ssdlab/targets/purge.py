@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
-from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which, block_dir
+from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which
+from ssdlab.targets.nvme import nvme_controller_of, nvme_namespaces_of
 
 PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
 
@@ -73,7 +74,7 @@ def purge_block(
         _require_tool(which, "blkdiscard", "util-linux")
         return _blkdiscard(info, offset_bytes, length_bytes, runner)
     _require_tool(which, "nvme", "nvme-cli")
-    _require_nvme_namespace(info, method)
+    check_nvme_purge(info, method, sysfs=sysfs)
     if method == "nvme-format":
         return _nvme_format(info, runner)
     return _nvme_sanitize(info, runner, sysfs=sysfs, sleep=sleep)
@@ -84,7 +85,21 @@ def _require_tool(which: Which, tool: str, package: str) -> None:
         raise EnvironmentProblem(f"{tool} is not installed; install it (apt-get install {package})")
 
 
-def _require_nvme_namespace(info: TargetInfo, method: str) -> None:
+#: what to purge with instead of a sanitize the controller does not do
+SANITIZE_FALLBACK = "purge with --purge nvme-format (Format NVM) or --purge blkdiscard"
+#: Identify Controller FNA bits 0 and 1: a format, or its secure erase, applies to all
+#: namespaces of the controller
+FNA_ALL_NAMESPACES = 0x3
+
+
+def check_nvme_purge(info: TargetInfo, method: str, *, sysfs: Path = SYSFS) -> None:
+    """Refuse (TargetError, one line, before any command) an NVMe purge that cannot work
+    or would reach beyond the target: not an NVMe namespace, a partition, a sanitize the
+    controller does not support (Identify Controller SANICAP 0, as QEMU's), and a sanitize
+    or a Format NVM that erases other namespaces of the controller too (sanitize always;
+    a format where FNA bit 0 or 1 says so). Other methods pass."""
+    if not method.startswith("nvme"):
+        return
     if info.device_class != "nvme":
         raise TargetError(
             f"--purge {method} needs an NVMe drive; {info.path} is {info.device_class}"
@@ -94,6 +109,28 @@ def _require_nvme_namespace(info: TargetInfo, method: str) -> None:
             f"refusing --purge {method} on {info.path}: it is a partition and {method} erases "
             f"all of /dev/{info.details['partition_of']}; use blkdiscard or the whole namespace"
         )
+    ctrl = info.details.get("nvme_id_ctrl")
+    ctrl = ctrl if isinstance(ctrl, dict) else {}
+    if method == "nvme-sanitize" and ctrl.get("sanicap") == 0:
+        raise TargetError(
+            f"refusing --purge nvme-sanitize on {info.path}: its controller does not support "
+            "sanitize (Identify Controller SANICAP is 0); nothing was sent. "
+            f"{SANITIZE_FALLBACK[0].upper()}{SANITIZE_FALLBACK[1:]}")
+    fna = ctrl.get("fna")
+    whole = method == "nvme-sanitize" or (isinstance(fna, int) and fna & FNA_ALL_NAMESPACES)
+    if not whole:
+        return
+    controller = nvme_controller_of(info.name, sysfs=sysfs)
+    if controller is None:
+        raise TargetError(f"cannot find the NVMe controller of {info.path} in sysfs")
+    namespaces = nvme_namespaces_of(controller, sysfs=sysfs)
+    if len(namespaces) > 1:
+        how = "a sanitize" if method == "nvme-sanitize" else \
+            f"a Format NVM on this controller (FNA {fna:#x})"
+        raise TargetError(
+            f"refusing --purge {method} on {info.path}: {how} erases every namespace of "
+            f"{controller} ({', '.join(namespaces)}); use "
+            f"{'blkdiscard' if method == 'nvme-format' else 'nvme-format or blkdiscard'}")
 
 
 def _run(command: tuple[str, ...], runner: Runner) -> tuple[bool, str]:
@@ -155,26 +192,6 @@ def _nvme_format(info: TargetInfo, runner: Runner) -> PurgeOutcome:
 # --------------------------------------------------------------------------- nvme sanitize
 
 
-def nvme_controller_of(name: str, *, sysfs: Path = SYSFS) -> str | None:
-    """The controller (``nvme0``) of a namespace (``nvme0n1``), through sysfs."""
-    device = (block_dir(name, sysfs=sysfs) / "device").resolve()
-    if re.fullmatch(r"nvme\d+", device.name):
-        return device.name
-    for child in sorted(device.glob("nvme*")):  # native multipath: device is nvme-subsysN
-        if re.fullmatch(r"nvme\d+", child.name):
-            return child.name
-    match = re.match(r"(nvme\d+)n\d+", name)
-    return match.group(1) if match else None
-
-
-def _namespaces_of(controller: str, *, sysfs: Path) -> list[str]:
-    names = [entry.name for entry in (sysfs / "class" / "block").glob("nvme*")]
-    namespaces = [name for name in names if re.fullmatch(r"nvme\d+n\d+", name)]
-    return sorted(
-        name for name in namespaces if nvme_controller_of(name, sysfs=sysfs) == controller
-    )
-
-
 def nvme_sanitize_command(controller_device: str) -> tuple[str, ...]:
     """Start a block-erase sanitize (SANACT=2) on the controller."""
     return ("nvme", "sanitize", controller_device, "-a", "2")
@@ -221,17 +238,13 @@ def _nvme_sanitize(
     controller = nvme_controller_of(info.name, sysfs=sysfs)
     if controller is None:
         raise TargetError(f"cannot find the NVMe controller of {info.path} in sysfs")
-    namespaces = _namespaces_of(controller, sysfs=sysfs)
-    if len(namespaces) > 1:
-        raise TargetError(
-            f"refusing --purge nvme-sanitize on {info.path}: it erases every namespace of "
-            f"{controller} ({', '.join(namespaces)}); use nvme-format or blkdiscard"
-        )
     command = nvme_sanitize_command(f"/dev/{controller}")
     started = time.monotonic()
     ok, message = _run(command, runner)
     if ok:
         ok, message = _wait_for_sanitize(f"/dev/{controller}", runner, sleep)
+    if not ok:  # e.g. "Invalid Command Opcode" from a controller without sanitize
+        message = f"{message}; {SANITIZE_FALLBACK}"
     return PurgeOutcome("nvme-sanitize", ok, time.monotonic() - started, command, message)
 
 

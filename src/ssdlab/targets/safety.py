@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from ssdlab.targets.identity import (
     read_mountinfo,
     whole_disk_of,
 )
+from ssdlab.targets.nvme import nvme_controller_of, nvme_namespaces_of
 from ssdlab.targets.signature_probe import probe_device
 from ssdlab.targets.signatures import DeviceProbe
 
@@ -295,6 +297,48 @@ def _describe_holder(name: str, *, sysfs: Path) -> str:
     return f"/dev/{name} ({dm_name})" if dm_name else f"/dev/{name}"
 
 
+def _namespace_use(name: str, ctx: SafetyContext, mounted: dict[str, str],
+                   system: dict[str, str]) -> str | None:
+    """What of the system uses the namespace ``name`` (or a partition of it), or None."""
+    if name in system:
+        return f"holds the running system ({system[name]})"
+    for part in [name, *partitions_of(name, sysfs=ctx.sysfs)]:
+        if part in mounted:
+            where = mounted[part]
+            return "is used as swap" if where == SWAP else f"is mounted on {where}" + (
+                f" (as /dev/{part})" if part != name else "")
+        holders = list_links(block_dir(part, sysfs=ctx.sysfs) / "holders")
+        if holders:
+            return f"is in use by {_describe_holder(holders[0], sysfs=ctx.sysfs)}"
+    if ctx.device.exclusive_open_error(f"/dev/{name}"):
+        return "is in use by another program (exclusive open failed)"
+    return None
+
+
+def check_controller_siblings(ctx: SafetyContext) -> str | None:
+    """Writing to an NVMe namespace whose controller has another namespace in use
+    (mounted, swap, the running system, held by md/dm or open exclusively): the test's
+    writes wear and load the same controller and flash, and an NVMe purge may erase
+    beyond the target (a sanitize always does)."""
+    disk = whole_disk_of(ctx.info.name, sysfs=ctx.sysfs)
+    if not ctx.writes or not re.fullmatch(r"nvme\d+n\d+", disk):
+        return None
+    controller = nvme_controller_of(disk, sysfs=ctx.sysfs)
+    siblings = [n for n in nvme_namespaces_of(controller, sysfs=ctx.sysfs) if n != disk] \
+        if controller else []
+    if not siblings:
+        return None
+    mounted = _mounted(sysfs=ctx.sysfs, proc=ctx.proc)
+    system = system_disks(sysfs=ctx.sysfs, proc=ctx.proc)
+    for sibling in siblings:
+        use = _namespace_use(sibling, ctx, mounted, system)
+        if use is not None:
+            return (f"refusing {ctx.info.path}: it shares controller {controller} with "
+                    f"/dev/{sibling}, which {use}; a test writes to the same controller "
+                    "and flash; nothing was written")
+    return None
+
+
 def check_exclusive(ctx: SafetyContext) -> str | None:
     """Another program holds the target (or a partition) open exclusively: a mount in
     another namespace, mkfs, LVM, another ssdlab run. Tried with O_EXCL, released at once."""
@@ -321,6 +365,11 @@ def check_confirmation(ctx: SafetyContext) -> str | None:
                     f"{path}; nothing was written")
         return None
     serial = ctx.info.serial
+    shared = _namespaces_sharing_serial(ctx.info, ctx.sysfs)
+    if shared:
+        return (f"refusing {path}: the confirmation names serial {named}, but that is its "
+                f"controller's, shared by {', '.join(shared)}; nothing was written (confirm "
+                f"with --destroy-data={path})")
     if serial is None:
         return (f"refusing {path}: the confirmation names serial {named}, but {path} has no "
                 f"serial number; nothing was written (confirm with --destroy-data={path})")
@@ -330,8 +379,18 @@ def check_confirmation(ctx: SafetyContext) -> str | None:
     return None
 
 
-def _how_to_confirm(info: TargetInfo) -> str:
-    serial = f" (or its serial {info.serial})" if info.serial else ""
+def _namespaces_sharing_serial(info: TargetInfo, sysfs: Path) -> list[str]:
+    """The namespaces of the target's NVMe controller where it has several (they share
+    its serial number, which then names none of them); [] elsewhere."""
+    disk = whole_disk_of(info.name, sysfs=sysfs)
+    controller = nvme_controller_of(disk, sysfs=sysfs) if disk.startswith("nvme") else None
+    namespaces = nvme_namespaces_of(controller, sysfs=sysfs) if controller else []
+    return [f"/dev/{name}" for name in namespaces] if len(namespaces) > 1 else []
+
+
+def _how_to_confirm(info: TargetInfo, sysfs: Path = SYSFS) -> str:
+    shared = info.serial and _namespaces_sharing_serial(info, sysfs)
+    serial = f" (or its serial {info.serial})" if info.serial and not shared else ""
     return f"--destroy-data={info.path}{serial}"
 
 
@@ -356,13 +415,15 @@ def check_destroy_data(ctx: SafetyContext) -> str | None:
         what = f"{info.path} carries {found.describe()}"
     else:
         what = f"cannot tell what {info.path} carries ({'; '.join(found.errors)})"
-    return f"{what}; nothing was written. To destroy it, confirm with {_how_to_confirm(info)}"
+    return (f"{what}; nothing was written. To destroy it, confirm with "
+            f"{_how_to_confirm(info, ctx.sysfs)}")
 
 
 BLOCK_CHECKS: tuple[Check, ...] = (
     check_root_disk,
     check_mounted,
     check_holders,
+    check_controller_siblings,
     check_exclusive,
     check_confirmation,
     check_destroy_data,
