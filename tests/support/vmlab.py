@@ -145,11 +145,13 @@ def drive_devices(index: int, drive: Drive, serial: str) -> list[str]:
         return ["-device", f"nvme,serial={serial},id=nvme{number}",
                 "-device", f"nvme-ns,drive=nd{index},bus=nvme{number},nsid=1"]
     number = int(serial.removeprefix(f"VMLAB{drive.bus.upper()}"))
+    # rotation_rate=1: a non-rotating medium, an SSD (QEMU's default says nothing, and the
+    # guest's kernel then takes the disk for a rotating one)
     if drive.bus == "sata":
         return ["-device", f"ide-hd,drive=nd{index},bus=ahci0.{number},model={drive.model},"
-                f"serial={serial}"]
+                f"serial={serial},rotation_rate=1"]
     return ["-device", f"scsi-hd,drive=nd{index},bus=scsi0.0,channel=0,scsi-id={number},"
-            f"lun=0,serial={serial}"]
+            f"lun=0,serial={serial},rotation_rate=1"]
 
 
 def controller_devices(drives: Sequence[Drive]) -> list[str]:

@@ -94,9 +94,10 @@ def test_sata_and_scsi_drives_sit_on_ahci_and_virtio_scsi_and_keep_nvme_numberin
         "nvme,serial=VMLAB0,id=nvme0", "nvme-ns,drive=nd1,bus=nvme0,nsid=1",
         "nvme,serial=VMLAB1,id=nvme1", "nvme-ns,drive=nd3,bus=nvme1,nsid=1",
         "ahci,id=ahci0", "virtio-scsi-pci,id=scsi0",
-        "ide-hd,drive=nd0,bus=ahci0.0,model=VMLAB-SATA,serial=VMLABSATA0",
-        "scsi-hd,drive=nd2,bus=scsi0.0,channel=0,scsi-id=0,lun=0,serial=VMLABSCSI0",
-        "ide-hd,drive=nd4,bus=ahci0.1,model=VMLAB-SATA,serial=VMLABSATA1"]
+        "ide-hd,drive=nd0,bus=ahci0.0,model=VMLAB-SATA,serial=VMLABSATA0,rotation_rate=1",
+        "scsi-hd,drive=nd2,bus=scsi0.0,channel=0,scsi-id=0,lun=0,serial=VMLABSCSI0,"
+        "rotation_rate=1",
+        "ide-hd,drive=nd4,bus=ahci0.1,model=VMLAB-SATA,serial=VMLABSATA1,rotation_rate=1"]
     files = [arg for arg in argv if arg.startswith("file=") and "if=none" in arg]
     assert files[0] == (f"file={tmp_path}/g1/sata0.img,if=none,id=nd0,format=raw,"
                         "cache=none,aio=native,discard=unmap")
