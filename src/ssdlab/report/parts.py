@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ssdlab.plan.specs import Mix, block_label
@@ -220,3 +220,26 @@ def result_table(run: RunData, test: TestData, how: str) -> list[str]:
         memory = frozenset().union(*(memory_cells(run, t) for t in throughput))
         return [f"  throughput ({how}):", *throughput_table(throughput, memory)]
     return []
+
+
+def drive_paths_text(target: Mapping[str, object]) -> str:
+    """How ssdlab asked the drive (docs/pts.md, "Purge methods"): ``identity through ata
+    (hdparm -I, smartctl -i); write cache off, through ata``; "" where the run did not
+    record it (a file, an older ssdlab)."""
+    details = target.get("details")
+    if not isinstance(details, dict):
+        return ""
+    parts = []
+    path = details.get("identity_path")
+    identify = details.get("identify")
+    commands = identify.get("commands") if isinstance(identify, dict) else None
+    if isinstance(path, str):
+        used = f" ({', '.join(map(str, commands))})" if isinstance(commands, list) else ""
+        parts.append(f"identity through {path}{used}")
+    cache = details.get("write_cache")
+    if isinstance(cache, dict) and cache.get("path"):
+        enabled = cache.get("enabled")
+        state = "on" if enabled is True else "off" if enabled is False else "unknown"
+        parts.append(f"write cache {state}, through {cache['path']}")
+    return "; ".join(parts)
+

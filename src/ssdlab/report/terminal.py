@@ -15,6 +15,7 @@ from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
+from ssdlab.report.parts import drive_paths_text
 from ssdlab.report.registry import pages_of, quick_banner
 from ssdlab.report.text import num, params_line, state_text, verdict_line
 from ssdlab.store.records import RunData, SetData
@@ -70,6 +71,7 @@ def header_lines(run: RunData) -> list[str]:
     lines += [
         _target_line(t),
         *([f"  {transport}"] if (transport := transport_text(t)) else []),
+        *([f"  drive: {paths}"] if (paths := drive_paths_text(t)) else []),
         f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",

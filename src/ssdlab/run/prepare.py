@@ -35,6 +35,7 @@ from ssdlab.targets.nbd import (
 )
 from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.safety import DestroyData, check_block_target
+from ssdlab.targets.write_cache import write_cache_state
 from ssdlab.units import format_bytes
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyDat
             )
         info = identify_block(path)
         check_block_target(info, destroy_data=destroy_data, writes=not read_only)
+        # the drive's write cache, read through its command set, in the run's record
+        info.details["write_cache"] = write_cache_state(info.path, info.name)
         return info, False
     refuse_system_place(target)
     if isinstance(destroy_data, str):
