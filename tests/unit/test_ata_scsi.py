@@ -1,24 +1,31 @@
-"""SATA and SCSI disks (targets/ata_scsi.py): identity through each command set, against
-the outputs of QEMU 7.2's AHCI and virtio-scsi disks in the VM lab's Debian 12 guest
+"""SATA and SCSI disks (targets/ata_scsi.py): identity, write cache and erase through
+each command set, and the purge methods built on them (targets/purge.py), against the
+outputs of QEMU 7.2's AHCI and virtio-scsi disks in the VM lab's Debian 12 guest
 (tests/fixtures/ata_scsi/) and of real drives in hdparm's format."""
 
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ssdlab.report.parts import drive_paths_text
+from ssdlab.errors import TargetError
+from ssdlab.plan.results import PurgeStep
+from ssdlab.report.parts import drive_paths_text, purge_text
+from ssdlab.targets import ata_scsi
 from ssdlab.targets.ata_scsi import (
     command_set,
+    discard_command_name,
     identify_sd,
     parse_hdparm_identify,
     parse_lbp_vpd,
     parse_security,
     parse_sg_inq,
 )
-from ssdlab.targets.identity import describe_block
+from ssdlab.targets.identity import TargetInfo, describe_block
+from ssdlab.targets.purge import PurgeOutcome, purge_block, strongest_erase
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ata_scsi"
 
@@ -109,6 +116,10 @@ def test_the_command_set_of_a_disk(tmp_path: Path) -> None:
     assert command_set("sda", sysfs=tmp_path) == "ata"
     assert command_set("sdb", sysfs=tmp_path) == "scsi"
     assert command_set("nvme0n1", sysfs=tmp_path) is None
+    assert discard_command_name("sda", "ata", sysfs=tmp_path) == "ATA DATA SET MANAGEMENT TRIM"
+    assert discard_command_name("sdb", "scsi", sysfs=tmp_path) == "SCSI UNMAP"
+    assert str(discard_command_name("nvme0n1", "nvme", sysfs=tmp_path)).startswith("NVMe")
+    assert discard_command_name("loop0", None, sysfs=tmp_path) is None
 
 
 Reply = tuple[int, str, str]
@@ -175,6 +186,170 @@ def test_identity_falls_back_to_smartctl_then_to_sysfs(tmp_path: Path) -> None:
     assert info.details["identity_path"] == "sysfs"
 
 
+# --------------------------------------------------------------------------- purge
+
+
+def sd(name: str = "sdb", path: str = "ata", security: dict[str, object] | None = None,
+       **details: object) -> TargetInfo:
+    identify: dict[str, object] = {"path": path}
+    if security is not None:
+        identify["security"] = security
+    return TargetInfo(path=f"/dev/{name}", kind="block", name=name, device_class="sata_ssd",
+                      model="M", serial="S", firmware="F", capacity_bytes=1 << 27,
+                      logical_sector_bytes=512, physical_sector_bytes=512, rotational=False,
+                      numa_node=None, scheduler="none", discard_max_bytes=1 << 31,
+                      details={"identity_path": path, "identify": identify, **details})
+
+
+def has_all(tool: str) -> str:
+    return f"/usr/sbin/{tool}"
+
+
+READY = parse_security(SECURITY_READY)
+ABORTED = ("SG_IO: bad/missing sense data, sb[]:  70 00 0b 00 00 00 00 0a 04 41 40 01 00 00 "
+           "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n")
+
+
+@pytest.mark.parametrize(("info", "expected", "why"), [
+    (sd(security=READY), "ata-secure-erase", ""),
+    (sd(security={"supported": False}), None, "no ATA Security feature set"),
+    (sd(security=parse_security(SECURITY_FROZEN)), None, "frozen"),
+    (sd(security=parse_security(SECURITY_PASSWORD_SET)), None, "user password"),
+    (sd(path="scsi"), "scsi-sanitize", ""),
+    (sd(name="sdb1", partition_of="sdb", security=READY), None, "partition"),
+    (sd(name="nvme0n1", path="nvme"), None, ""),
+])
+def test_auto_takes_the_strongest_erase_the_drive_supports(
+        info: TargetInfo, expected: str | None, why: str) -> None:
+    method, reason = strongest_erase(info)
+    assert method == expected
+    assert why in reason
+
+
+def test_ata_secure_erase_is_judged_by_the_drive_state_not_by_hdparm_status() -> None:
+    """QEMU aborts SECURITY SET PASSWORD and hdparm exits 0: nothing was erased."""
+    runner = Answers({"hdparm --user-master u --security-set-pass": (0, "", ABORTED),
+                      "hdparm -I": (0, _text("hdparm_I_qemu_ide_hd.txt"), "")})
+    outcome = purge_block(sd(security={"supported": False}), "ata-secure-erase", 0, 1 << 27,
+                          runner=runner, which=has_all)
+    assert (outcome.method, outcome.ok, outcome.path) == ("ata-secure-erase", False, "ata")
+    assert "the drive did not take a password" in outcome.detail
+    assert "hdparm exited 0 (the drive aborted it: sense key 0x0b)" in outcome.detail
+    assert "no Security feature set" in outcome.detail
+    assert "the fallback is --purge blkdiscard" in outcome.detail
+    assert [c[:4] for c in runner.calls] == [
+        ["hdparm", "--user-master", "u", "--security-set-pass"], ["hdparm", "-I", "/dev/sdb"]]
+
+
+def test_auto_falls_back_to_blkdiscard_and_names_the_fallback(tmp_path: Path) -> None:
+    _disk(tmp_path, "sdb", ata=True)
+    runner = Answers({"hdparm --user-master u --security-set-pass": (0, "", ABORTED),
+                      "hdparm -I": (0, "ATA device\n" + SECURITY_READY, ""),
+                      "blkdiscard": (0, "", "")})
+    outcome = purge_block(sd(security=READY), "auto", 0, 1 << 27, runner=runner,
+                          which=has_all, sysfs=tmp_path)
+    assert (outcome.method, outcome.ok, outcome.path, outcome.fallback_from) == (
+        "blkdiscard", True, "ata", "ata-secure-erase")
+    assert outcome.detail.startswith("ata-secure-erase failed: the drive did not take")
+    assert outcome.detail.endswith("fell back to blkdiscard: discarded 134217728 bytes from "
+                                   "offset 0 (ATA DATA SET MANAGEMENT TRIM)")
+    step = PurgeStep.of(outcome).to_json()
+    assert (step["path"], step["fallback_from"]) == ("ata", "ata-secure-erase")
+
+
+def test_a_secure_erase_that_completes() -> None:
+    enabled = "ATA device\n" + SECURITY_PASSWORD_SET
+    cleared = "ATA device\n" + SECURITY_READY
+    runner = Answers({"hdparm --user-master u --security-set-pass": (0, "", ""),
+                      "hdparm --user-master u --security-erase": (0, "", ""),
+                      "hdparm -I": [(0, enabled, ""), (0, cleared, "")]})
+    outcome = purge_block(sd(security=READY), "auto", 0, 1 << 27, runner=runner,
+                          which=has_all)
+    assert (outcome.method, outcome.ok, outcome.fallback_from) == (
+        "ata-secure-erase", True, None)
+    assert outcome.command == ("hdparm", "--user-master", "u", "--security-erase", "ssdlab",
+                               "/dev/sdb")
+    assert "SECURITY ERASE UNIT completed" in outcome.detail
+
+
+def test_a_failed_erase_removes_the_temporary_password() -> None:
+    enabled = "ATA device\n" + SECURITY_PASSWORD_SET
+    cleared = "ATA device\n" + SECURITY_READY
+    runner = Answers({"hdparm --user-master u --security-set-pass": (0, "", ""),
+                      "hdparm --user-master u --security-erase": (0, "", ABORTED),
+                      "hdparm --user-master u --security-disable": (0, "", ""),
+                      "hdparm -I": [(0, enabled, ""), (0, enabled, ""), (0, cleared, "")]})
+    outcome = purge_block(sd(security=READY), "ata-secure-erase", 0, 1 << 27, runner=runner,
+                          which=has_all)
+    assert not outcome.ok
+    assert "SECURITY ERASE UNIT did not complete" in outcome.detail
+    assert "the temporary password was removed" in outcome.detail
+    assert ["hdparm", "--user-master", "u", "--security-disable", "ssdlab",
+            "/dev/sdb"] in runner.calls
+
+
+def test_scsi_sanitize_that_qemu_refuses_falls_back_under_auto(tmp_path: Path) -> None:
+    _disk(tmp_path, "sdb", ata=False, mode="unmap")
+    said = "Sanitize failed: Illegal request, Invalid opcode\n"
+    runner = Answers({"sg_sanitize": (ata_scsi.SG_INVALID_OPCODE, "", said),
+                      "blkdiscard": (0, "", "")})
+    named = purge_block(sd(path="scsi"), "scsi-sanitize", 0, 1 << 27, runner=runner,
+                        which=has_all)
+    assert (named.ok, named.path) == (False, "scsi")
+    assert "does not support SANITIZE (invalid opcode)" in named.detail
+    auto = purge_block(sd(path="scsi"), "auto", 0, 1 << 27, runner=runner, which=has_all,
+                       sysfs=tmp_path)
+    assert (auto.method, auto.ok, auto.fallback_from, auto.path) == (
+        "blkdiscard", True, "scsi-sanitize", "scsi")
+    assert auto.detail.endswith("(SCSI UNMAP)")
+    assert runner.calls[0] == ["sg_sanitize", "--block", "--quick", "/dev/sdb"]
+
+
+def test_auto_says_why_it_chose_blkdiscard(tmp_path: Path) -> None:
+    _disk(tmp_path, "sdb", ata=True)
+    runner = Answers({"blkdiscard": (0, "", "")})
+    outcome = purge_block(sd(security=parse_security(SECURITY_FROZEN)), "auto", 0, 4096,
+                          runner=runner, which=has_all, sysfs=tmp_path)
+    assert (outcome.method, outcome.fallback_from) == ("blkdiscard", None)
+    assert "auto chose blkdiscard: the drive's ATA security is frozen" in outcome.detail
+    assert [c[0] for c in runner.calls] == ["blkdiscard"]
+    missing = purge_block(sd(path="scsi"), "auto", 0, 4096, runner=runner,
+                          which=lambda t: None if t == "sg_sanitize" else t, sysfs=tmp_path)
+    assert "sg_sanitize is not installed (package sg3-utils)" in missing.detail
+
+
+def test_undecodable_output_is_replaced_not_fatal() -> None:
+    """sg_sanitize prints the LU name's binary NAA bytes (in the guest: "LU name: \\xa8...");
+    the output is read with errors="replace", and a runner that still fails to decode is
+    an outcome, not a crash."""
+    seen: list[object] = []
+
+    def decoding(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        seen.append(kwargs.get("errors"))
+        raise UnicodeDecodeError("utf-8", b"\xa8", 0, 1, "invalid start byte")
+
+    outcome = purge_block(sd(path="scsi"), "scsi-sanitize", 0, 1, runner=decoding,
+                          which=has_all)
+    assert seen == ["replace"]
+    assert not outcome.ok and "could not run sg_sanitize" in outcome.detail
+
+
+def test_whole_disk_erases_refuse_other_disks_and_partitions() -> None:
+    runner = Answers({})
+    with pytest.raises(TargetError, match="needs a ATA disk; /dev/sdb speaks scsi"):
+        purge_block(sd(path="scsi"), "ata-secure-erase", 0, 1, runner=runner, which=has_all)
+    with pytest.raises(TargetError, match="it is a partition"):
+        purge_block(sd(name="sdb1", path="scsi", partition_of="sdb"), "scsi-sanitize", 0, 1,
+                    runner=runner, which=has_all)
+    assert runner.calls == []
+
+
+def test_an_older_purge_step_reads_and_writes_without_the_new_keys() -> None:
+    old = {"method": "blkdiscard", "ok": True, "seconds": 1.0, "command": None, "detail": ""}
+    assert PurgeStep.from_json(old, "purge").to_json() == old
+    step = PurgeStep.of(replace(PurgeOutcome("none", True, 0.0, None, ""), path=None))
+    assert "path" not in step.to_json() and "fallback_from" not in step.to_json()
+
 
 def test_show_says_how_the_drive_was_asked() -> None:
     details = {"identity_path": "scsi",
@@ -184,3 +359,13 @@ def test_show_says_how_the_drive_was_asked() -> None:
         "identity through scsi (sg_inq, sg_vpd -p lbpv); write cache off, through scsi")
     assert drive_paths_text({"details": {"write_cache": {"path": None}}}) == ""
     assert drive_paths_text({}) == ""
+
+
+def test_show_says_what_each_purge_did() -> None:
+    fell_back = PurgeStep.of(PurgeOutcome("blkdiscard", True, 0.5, None, "", "scsi",
+                                          "scsi-sanitize")).to_json()
+    assert purge_text(fell_back) == "blkdiscard through scsi: ok, after scsi-sanitize failed"
+    failed = PurgeStep.of(PurgeOutcome("ata-secure-erase", False, 0.1, None, "", "ata"))
+    assert purge_text(failed.to_json()) == "ata-secure-erase through ata: FAILED"
+    older = {"method": "blkdiscard", "ok": True, "seconds": 1.0, "command": None, "detail": ""}
+    assert purge_text(older) == "blkdiscard: ok"

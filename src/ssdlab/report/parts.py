@@ -243,3 +243,14 @@ def drive_paths_text(target: Mapping[str, object]) -> str:
         parts.append(f"write cache {state}, through {cache['path']}")
     return "; ".join(parts)
 
+
+def purge_text(detail: Mapping[str, object]) -> str:
+    """A purge step in a few words: ``blkdiscard through scsi: ok, after scsi-sanitize
+    failed``."""
+    path = detail.get("path")
+    text = f"{detail.get('method')}{f' through {path}' if path else ''}: "
+    text += "ok" if detail.get("ok") else "FAILED"
+    if detail.get("fallback_from"):
+        text += f", after {detail['fallback_from']} failed"
+    return text
+

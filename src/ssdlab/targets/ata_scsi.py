@@ -284,3 +284,142 @@ def provisioning_mode(disk: str, *, sysfs: Path = SYSFS) -> str | None:
         return read_attr(entry / "provisioning_mode")
     return None
 
+
+#: what the kernel sends for a discard on a SCSI disk, by its provisioning_mode
+DISCARD_COMMANDS = {
+    "unmap": "SCSI UNMAP",
+    "writesame_16": "SCSI WRITE SAME(16) with UNMAP",
+    "writesame_10": "SCSI WRITE SAME(10) with UNMAP",
+    "writesame_zero": "SCSI WRITE SAME with zeros",
+}
+
+
+def discard_command_name(disk: str, path: str | None, *, sysfs: Path = SYSFS) -> str | None:
+    """The command a ``blkdiscard`` becomes on the drive: ATA's DATA SET MANAGEMENT TRIM
+    (libata translates the kernel's WRITE SAME(16)), a SCSI UNMAP or WRITE SAME, NVMe's
+    Dataset Management (deallocate); None for other devices."""
+    if disk.startswith("nvme"):
+        return "NVMe Dataset Management (deallocate)"
+    if path == "ata":
+        return "ATA DATA SET MANAGEMENT TRIM"
+    if path == "scsi":
+        mode = provisioning_mode(disk, sysfs=sysfs)
+        return DISCARD_COMMANDS.get(mode or "", f"SCSI (provisioning mode {mode})")
+    return None
+
+
+# --------------------------------------------------------------------------- erase
+
+#: the temporary user password of an ATA secure erase (the erase clears it)
+ERASE_PASSWORD = "ssdlab"
+#: the wait for commands that only ask or set (not the erase itself)
+ASK_TIMEOUT_S = 60.0
+#: the erase's wait: the drive's own estimate, times this, at least ERASE_MIN_TIMEOUT_S
+ERASE_TIMEOUT_FACTOR = 3
+ERASE_MIN_TIMEOUT_S = 600.0
+#: the longest a SCSI SANITIZE may take (sg_sanitize polls its progress meanwhile)
+SANITIZE_TIMEOUT_S = 24 * 3600.0
+#: sg3_utils exit statuses (sg_lib.h): illegal request, invalid opcode
+SG_ILLEGAL_REQUEST = 5
+SG_INVALID_OPCODE = 9
+
+#: subprocess.run-compatible
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+def _call(runner: Runner, command: list[str], timeout: float) -> tuple[int | None, str]:
+    """(exit status or None where it did not run, what it printed: stderr then stdout).
+    Undecodable bytes are replaced: sg_sanitize prints the LU name's binary NAA bytes."""
+    try:
+        done = runner(command, capture_output=True, text=True, errors="replace", check=False,
+                      timeout=timeout)
+    except (OSError, subprocess.SubprocessError, ValueError) as err:
+        return None, f"could not run {command[0]}: {err}"
+    said = "\n".join(part.strip() for part in (done.stderr or "", done.stdout or "")
+                     if part.strip())
+    return done.returncode, said
+
+
+def _sense_note(said: str) -> str:
+    """hdparm's "SG_IO: bad/missing sense data, sb[]: 70 00 0b ..." (sense key 0x0b:
+    ABORTED COMMAND; hdparm prints it and still exits 0) in a few words."""
+    match = re.search(r"sb\[\]:\s*70 00 ([0-9a-f]{2})", said)
+    if match is None:
+        return ""
+    key = int(match.group(1), 16) & 0x0F
+    return " (the drive aborted it: sense key 0x0b)" if key == 0x0B else (
+        f" (sense key {key:#04x})")
+
+
+def ata_secure_erase(device: str, runner: Runner,
+                     erase_minutes: int | None = None) -> tuple[bool, list[str], str]:
+    """ATA SECURITY ERASE UNIT of the whole drive: set a temporary user password, erase
+    (which clears it). hdparm exits 0 when the drive aborts either command (QEMU's does:
+    it has no Security feature set), so each step is judged by the drive's Security state
+    read back with ``hdparm -I``, not by hdparm's status: the password must be set after
+    the first and gone after the erase. A password the erase did not clear is removed
+    (SECURITY DISABLE PASSWORD). (ok, the commands run, what happened)."""
+    set_pass = ["hdparm", "--user-master", "u", "--security-set-pass", ERASE_PASSWORD, device]
+    erase = ["hdparm", "--user-master", "u", "--security-erase", ERASE_PASSWORD, device]
+    code, said = _call(runner, set_pass, ASK_TIMEOUT_S)
+    state = _security_now(device, runner)
+    if code is None or state.get("enabled") is not True:
+        how = said if code is None else f"hdparm exited {code}{_sense_note(said)}"
+        return False, [shlex.join(set_pass)], (
+            f"the drive did not take a password (SECURITY SET PASSWORD: {how}; hdparm -I "
+            f"then shows {_security_words(state)}); nothing was erased")
+    timeout = max(ERASE_MIN_TIMEOUT_S, 60.0 * ERASE_TIMEOUT_FACTOR * (erase_minutes or 0))
+    code, said = _call(runner, erase, timeout)
+    state = _security_now(device, runner)
+    commands = [shlex.join(set_pass), shlex.join(erase)]
+    if state.get("enabled") is False:
+        return True, commands, "SECURITY ERASE UNIT completed: the drive cleared the password"
+    how = said if code is None else f"hdparm exited {code}{_sense_note(said)}"
+    disable = ["hdparm", "--user-master", "u", "--security-disable", ERASE_PASSWORD, device]
+    _call(runner, disable, ASK_TIMEOUT_S)
+    commands.append(shlex.join(disable))
+    left = _security_now(device, runner)
+    password = ("the temporary password was removed" if left.get("enabled") is False else
+                f"the temporary user password {ERASE_PASSWORD!r} may still be set: remove "
+                f"it with {shlex.join(disable)}")
+    return False, commands, (f"SECURITY ERASE UNIT did not complete ({how}; hdparm -I "
+                             f"shows {_security_words(state)}); {password}")
+
+
+def _security_now(device: str, runner: Runner) -> dict[str, object]:
+    """The drive's ATA Security state now (``hdparm -I``); {} where it cannot be read."""
+    try:
+        done = runner(["hdparm", "-I", device], capture_output=True, text=True,
+                      errors="replace", check=False, timeout=ASK_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return parse_security(done.stdout or "") if done.returncode == 0 else {}
+
+
+def _security_words(state: dict[str, object]) -> str:
+    if not state:
+        return "nothing (hdparm -I failed)"
+    if not state.get("supported"):
+        return "no Security feature set"
+    return ", ".join(("" if state.get(word) else "not ") + word
+                     for word in ("enabled", "locked", "frozen"))
+
+
+def scsi_sanitize(device: str, runner: Runner) -> tuple[bool, list[str], str]:
+    """SCSI SANITIZE, block erase, of the whole drive (``sg_sanitize --block``; it polls
+    the drive's progress until the sanitize completes). (ok, the commands run, what
+    happened): a drive without SANITIZE answers "invalid opcode" (QEMU's scsi-hd does)."""
+    command = ["sg_sanitize", "--block", "--quick", device]
+    code, said = _call(runner, command, SANITIZE_TIMEOUT_S)
+    last = " ".join(said.split())[:200]
+    if code == 0:
+        return True, [shlex.join(command)], "SANITIZE (block erase) completed"
+    if code == SG_INVALID_OPCODE:
+        why = "the drive does not support SANITIZE (invalid opcode)"
+    elif code == SG_ILLEGAL_REQUEST:
+        why = f"the drive refused SANITIZE block erase (illegal request: {last})"
+    elif code is None:
+        why = said
+    else:
+        why = f"sg_sanitize exited {code}: {last}"
+    return False, [shlex.join(command)], why
