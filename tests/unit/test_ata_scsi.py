@@ -213,6 +213,7 @@ ABORTED = ("SG_IO: bad/missing sense data, sb[]:  70 00 0b 00 00 00 00 0a 04 41 
 @pytest.mark.parametrize(("info", "expected", "why"), [
     (sd(security=READY), "ata-secure-erase", ""),
     (sd(security={"supported": False}), None, "no ATA Security feature set"),
+    (sd(), None, "could not read the drive's ATA security state"),  # hdparm missing
     (sd(security=parse_security(SECURITY_FROZEN)), None, "frozen"),
     (sd(security=parse_security(SECURITY_PASSWORD_SET)), None, "user password"),
     (sd(path="scsi"), "scsi-sanitize", ""),

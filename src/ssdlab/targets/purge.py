@@ -194,7 +194,9 @@ def strongest_erase(info: TargetInfo) -> tuple[str | None, str]:
         return "scsi-sanitize", ""
     identify = info.details.get("identify")
     security = identify.get("security") if isinstance(identify, dict) else None
-    if not isinstance(security, dict) or not security.get("supported"):
+    if not isinstance(security, dict):
+        return None, "ssdlab could not read the drive's ATA security state (hdparm -I)"
+    if not security.get("supported"):
         return None, "the drive reports no ATA Security feature set (hdparm -I)"
     if security.get("frozen"):
         return None, ("the drive's ATA security is frozen (the firmware froze it at boot; a "
