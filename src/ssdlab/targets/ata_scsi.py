@@ -5,14 +5,18 @@ A disk the kernel's SCSI layer shows as ``sdX`` speaks one of two command sets:
 
 * **ata**: a SATA disk behind libata (or a SAT bridge): the kernel exposes the ATA
   Information VPD page (``device/vpd_pg89``). Its identity and features come from the
-  ATA IDENTIFY DEVICE data through ``hdparm -I`` (the Security feature set, TRIM and its
-  determinism, the write cache); ``smartctl -j -i`` where hdparm is missing.
+  ATA IDENTIFY DEVICE data through ``hdparm -I`` (the Security feature set, the write
+  cache, SANITIZE) and ``smartctl -j -i`` (TRIM and its determinism: hdparm prints them
+  for ATA-8 and later drives only); ``smartctl -j -i`` alone where hdparm is missing.
 * **scsi**: everything else (SAS, virtio-scsi, iSCSI, USB mass storage): ``sg_inq``
   (the standard INQUIRY and the unit serial number) and ``sg_vpd -p lbpv`` (the Logical
   Block Provisioning page: UNMAP supported, reads of unmapped blocks return zeros);
   ``smartctl -j -i`` where sg3-utils is missing.
 
-Everything here only reads. What a reading cannot tell is None, never an exception.
+The readings only read; what one cannot tell is None, never an exception. The erases
+(:func:`ata_secure_erase`, :func:`scsi_sanitize`) erase the whole drive: only purge.py
+calls them, after the safety checks (targets/safety.py). This module imports nothing of
+ssdlab (identity.py imports it), hence its own small sysfs helpers.
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ SYSFS = Path("/sys")
 
 
 def block_dir(name: str, *, sysfs: Path = SYSFS) -> Path:
-    """(identity.py's, which imports this module)"""
     return sysfs / "class" / "block" / name
 
 
