@@ -1,10 +1,12 @@
-"""The VM lab's driver: Debian 12 guests under QEMU with NVMe drives, for tests and benchmarks.
+"""The VM lab's driver: Debian 12 guests under QEMU with NVMe, SATA and SCSI drives.
 
 A guest boots the cached image (tests/support/vmimage.py) under QEMU's software emulation
 (``-accel tcg,thread=multi``: nested KVM hangs on these machines), with one emulated NVMe
 controller per drive, each drive one namespace backed by a scratch file, a loop device or
 an ssdlab emulated SSD's disk (``cache=none,aio=native,discard=unmap``: the guest's I/O,
-trims included, reaches the backing store 1:1). The checkout's ssdlab is copied into the
+trims included, reaches the backing store 1:1). A drive may sit on QEMU's AHCI controller
+(an ATA disk) or on a virtio-scsi HBA instead (``Drive.scratch(size, "sata")``); the
+guest finds those by serial (:meth:`Guest.device`). The checkout's ssdlab is copied into the
 image's venv at start, so ``ssdlab`` in the guest is the code under test::
 
     with VmLab() as lab, lab.guest([Drive.scratch(GiB)] * 4) as guest:
@@ -26,7 +28,8 @@ its files, its emulators, the directory.
 At most :data:`MAX_GUESTS` guests run at once on the machine (a slot is a lock file, freed
 when its holder dies): guests are CPU-heavy and the machine has 2 cores.
 
-``python -m tests.support.vmlab shell [N]``: boots a guest with N scratch drives (4), prints
+``python -m tests.support.vmlab shell [N | BUS,...]``: boots a guest with N scratch NVMe
+drives (4), or one drive per bus named (``nvme,sata,scsi``), prints
 how to reach it, and stops it at Enter or Ctrl-C (docs/vmlab.md).
 """
 
@@ -84,24 +87,98 @@ print(digest.hexdigest())
 """
 
 
+#: the buses a guest drive can sit on: an NVMe controller of its own (one namespace), a
+#: port of QEMU's AHCI controller (an ATA disk), or a target of a virtio-scsi HBA
+BUSES = ("nvme", "sata", "scsi")
+#: ports of QEMU's AHCI controller, targets given to SCSI disks
+AHCI_PORTS = 6
+SCSI_TARGETS = 255
+
+
 @dataclass(frozen=True)
 class Drive:
-    """One guest NVMe controller. Its namespace 1 is ``path`` (a file, a loop device, an
-    emulated SSD's disk), or a scratch file of ``size_bytes`` in the guest's directory;
+    """What backs one guest drive: ``path`` (a file, a loop device, an emulated SSD's
+    disk), or a scratch file of ``size_bytes`` in the guest's directory; on ``bus``
+    (:data:`BUSES`): ``nvme`` (the default), ``sata`` (``ide-hd`` on an AHCI port) or
+    ``scsi`` (``scsi-hd`` on virtio-scsi). ``model``: the SATA disk's model string.
+    An NVMe drive is a controller of its own: its namespace 1 is what backs the drive,
     namespaces 2 .. ``namespaces`` are scratch files of ``size_bytes`` each (the guest's
     ``/dev/nvme<i>n<nsid>``)."""
 
     path: str | None = None
     size_bytes: int = GiB
+    bus: str = "nvme"
+    model: str = "VMLAB-SATA"
     namespaces: int = 1
 
-    @classmethod
-    def scratch(cls, size_bytes: int = GiB, namespaces: int = 1) -> Drive:
-        return cls(None, size_bytes, namespaces)
+    def __post_init__(self) -> None:
+        if self.bus not in BUSES:
+            raise ValueError(f"Drive bus {self.bus!r}: one of {', '.join(BUSES)}")
+        if self.namespaces < 1 or (self.namespaces > 1 and self.bus != "nvme"):
+            raise ValueError(f"Drive namespaces {self.namespaces}: 1, or more on nvme")
 
     @classmethod
-    def backed_by(cls, path: str | os.PathLike[str]) -> Drive:
-        return cls(os.fspath(path), 0)
+    def scratch(cls, size_bytes: int = GiB, bus: str = "nvme", *,
+                namespaces: int = 1) -> Drive:
+        return cls(None, size_bytes, bus, namespaces=namespaces)
+
+    @classmethod
+    def backed_by(cls, path: str | os.PathLike[str], bus: str = "nvme") -> Drive:
+        return cls(os.fspath(path), 0, bus)
+
+
+def drive_serials(drives: Sequence[Drive]) -> list[str]:
+    """Each drive's serial: ``VMLAB<i>`` for the i-th NVMe drive (its controller is
+    ``/dev/nvme<i>``, its namespace ``/dev/nvme<i>n1``), ``VMLABSATA<i>`` and
+    ``VMLABSCSI<i>`` for the i-th drive of those buses (their ``/dev/sdX`` names follow
+    the order the kernel probes the controllers in: find them by serial)."""
+    counts = dict.fromkeys(BUSES, 0)
+    serials = []
+    for drive in drives:
+        prefix = "VMLAB" if drive.bus == "nvme" else f"VMLAB{drive.bus.upper()}"
+        serials.append(f"{prefix}{counts[drive.bus]}")
+        counts[drive.bus] += 1
+    if counts["sata"] > AHCI_PORTS or counts["scsi"] > SCSI_TARGETS:
+        raise ValueError(f"at most {AHCI_PORTS} SATA and {SCSI_TARGETS} SCSI drives a guest")
+    return serials
+
+
+def drive_node(index: int, nsid: int = 1) -> str:
+    """The ``-drive`` id of drive ``index``'s namespace ``nsid``: ids must not look like
+    QEMU's own (sd0 is taken): nd0, nd1, ... (nd0n2 for a second namespace)."""
+    return f"nd{index}" if nsid == 1 else f"nd{index}n{nsid}"
+
+
+def drive_devices(index: int, drive: Drive, serial: str) -> list[str]:
+    """QEMU's arguments for drive ``index`` (its ``-drive`` is ``nd<index>``): an NVMe
+    controller and namespace, a disk on an AHCI port or one on the virtio-scsi HBA (the
+    controllers themselves: :func:`controller_devices`)."""
+    if drive.bus == "nvme":
+        number = int(serial.removeprefix("VMLAB"))
+        return ["-device", f"nvme,serial={serial},id=nvme{number}",
+                *(arg for nsid in range(1, drive.namespaces + 1)
+                  for arg in ("-device", f"nvme-ns,drive={drive_node(index, nsid)},"
+                              f"bus=nvme{number},nsid={nsid}"))]
+    number = int(serial.removeprefix(f"VMLAB{drive.bus.upper()}"))
+    # rotation_rate=1: a non-rotating medium, an SSD (QEMU's default says nothing, and the
+    # guest's kernel then takes the disk for a rotating one)
+    if drive.bus == "sata":
+        return ["-device", f"ide-hd,drive=nd{index},bus=ahci0.{number},model={drive.model},"
+                f"serial={serial},rotation_rate=1"]
+    return ["-device", f"scsi-hd,drive=nd{index},bus=scsi0.0,channel=0,scsi-id={number},"
+            f"lun=0,serial={serial},rotation_rate=1"]
+
+
+def controller_devices(drives: Sequence[Drive]) -> list[str]:
+    """The AHCI controller and the virtio-scsi HBA, where a drive sits on them (after
+    the NVMe controllers: the guest numbers those as before)."""
+    buses = {drive.bus for drive in drives}
+    argv = []
+    if "sata" in buses:
+        argv += ["-device", "ahci,id=ahci0"]
+    if "scsi" in buses:
+        argv += ["-device", "virtio-scsi-pci,id=scsi0"]
+    return argv
 
 
 # --- processes ------------------------------------------------------------------------------
@@ -293,6 +370,7 @@ class Guest:
         self.name = name
         self.dir = lab.dir / name
         self.drives = list(drives)
+        self.serials = drive_serials(self.drives)
         self.memory = memory
         self.cpus = cpus
         self.port = 0
@@ -314,8 +392,22 @@ class Guest:
         """What backs namespace ``nsid`` of drive ``index``."""
         drive = self.drives[index]
         if nsid > 1:
-            return str(self.dir / f"nvme{index}n{nsid}.img")
-        return drive.path or str(self.dir / f"nvme{index}.img")
+            return str(self.dir / f"{drive.bus}{index}n{nsid}.img")
+        return drive.path or str(self.dir / f"{drive.bus}{index}.img")
+
+    def device(self, index: int) -> str:
+        """The guest's device of drive ``index``: ``/dev/nvme<i>n1`` for the i-th NVMe
+        drive; a SATA or SCSI drive's ``/dev/sdX``, found by its serial (its name depends
+        on the order the kernel probed the controllers in)."""
+        drive, serial = self.drives[index], self.serials[index]
+        if drive.bus == "nvme":
+            return f"/dev/nvme{serial.removeprefix('VMLAB')}n1"
+        listed = self.run("udevadm settle; lsblk -dn -o NAME,SERIAL")
+        names = [line.split()[0] for line in listed.splitlines()
+                 if line.split()[1:] == [serial]]
+        if len(names) != 1:
+            raise VmLabError(f"guest {self.name}: no one disk has serial {serial}: {listed}")
+        return f"/dev/{names[0]}"
 
     def _scratch_files(self) -> Iterator[tuple[str, int]]:
         """(path, size) of each scratch file the drives need."""
@@ -343,15 +435,17 @@ class Guest:
             "-qmp", f"unix:{self.dir / 'qmp.sock'},server=on,wait=off",
             "-pidfile", str(self.dir / "qemu.pid"), "-no-reboot",
         ]
-        for index, drive in enumerate(self.drives):
-            argv += ["-device", f"nvme,serial=VMLAB{index},id=nvme{index}"]
+        for index, (drive, serial) in enumerate(zip(self.drives, self.serials, strict=True)):
             for nsid in range(1, drive.namespaces + 1):
-                # drive ids must not look like QEMU's own (sd0 is taken): nd0, nd1, ...
-                # (nd0n2 for a second namespace)
-                node = f"nd{index}" if nsid == 1 else f"nd{index}n{nsid}"
-                argv += ["-drive", f"file={self.drive_path(index, nsid)},if=none,id={node},"
-                         "format=raw,cache=none,aio=native,discard=unmap",
-                         "-device", f"nvme-ns,drive={node},bus=nvme{index},nsid={nsid}"]
+                argv += ["-drive", f"file={self.drive_path(index, nsid)},if=none,"
+                         f"id={drive_node(index, nsid)},"
+                         "format=raw,cache=none,aio=native,discard=unmap"]
+            if drive.bus == "nvme":
+                argv += drive_devices(index, drive, serial)
+        argv += controller_devices(self.drives)
+        for index, (drive, serial) in enumerate(zip(self.drives, self.serials, strict=True)):
+            if drive.bus != "nvme":
+                argv += drive_devices(index, drive, serial)
         return argv
 
     def _ssh_argv(self, *extra: str) -> list[str]:
@@ -581,8 +675,9 @@ class VmLab:
         return self._image
 
     def guest(self, drives: Sequence[Drive], *, memory: str = "1G", cpus: int = 2) -> Guest:
-        """Boot a guest with these NVMe drives (in order: /dev/nvme0n1, /dev/nvme1n1...),
-        SSH up and the checkout's ssdlab in it."""
+        """Boot a guest with these drives (the NVMe ones in order: /dev/nvme0n1,
+        /dev/nvme1n1...; SATA and SCSI ones by :meth:`Guest.device`), SSH up and the
+        checkout's ssdlab in it."""
         self._names += 1
         guest = Guest(self, f"g{self._names}", drives, memory, cpus)
         self.guests.append(guest)
@@ -617,10 +712,14 @@ def package_digest_in(guest: Guest) -> str:
         "print(os.path.dirname(ssdlab.__file__))')").strip()
 
 
-def _shell(count: int) -> int:
-    with VmLab() as lab, lab.guest([Drive.scratch()] * count) as guest:
+def _shell(drives: str) -> int:
+    """``drives``: a count of NVMe drives, or buses (``nvme,sata,scsi``)."""
+    buses = ["nvme"] * int(drives) if drives.isdigit() else drives.split(",")
+    with VmLab() as lab, lab.guest([Drive.scratch(bus=bus) for bus in buses]) as guest:
         ssh = shlex.join(guest._ssh_argv("-o", "ControlMaster=no"))
-        print(f"guest {guest.name} up in {guest.boot_seconds:.1f} s with {count} NVMe drives")
+        named = ", ".join(f"{drive.bus} {serial}"
+                          for drive, serial in zip(guest.drives, guest.serials, strict=True))
+        print(f"guest {guest.name} up in {guest.boot_seconds:.1f} s with drives: {named}")
         print(f"  ssh:     {ssh}")
         print(f"  console: {guest.console}")
         print(f"  QMP:     {guest.dir / 'qmp.sock'}")
@@ -633,12 +732,13 @@ def _shell(count: int) -> int:
 def main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["shell"]:
-            return _shell(int(argv[1]) if len(argv) > 1 else 4)
+            return _shell(argv[1] if len(argv) > 1 else "4")
         if argv[:1] == ["clear"]:
             for lab_dir in clear_dead_labs():
                 print(f"removed {lab_dir}")
             return 0
-        raise VmLabError("usage: python -m tests.support.vmlab shell [DRIVES] | clear")
+        raise VmLabError("usage: python -m tests.support.vmlab shell [COUNT | BUS,BUS...] "
+                         "| clear")
     except (VmLabError, ValueError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

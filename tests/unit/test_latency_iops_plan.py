@@ -75,7 +75,7 @@ def test_ladders_extend_by_doubling_to_max_qd() -> None:
          "multiple of 512 bytes"),
         (LatencyIopsArgs(mixes="60/30"), "--mixes: mix '60/30' does not add up to 100"),
         (LatencyIopsArgs(purge="shred"), "--purge 'shred' is not one of: auto, blkdiscard, "
-         "nvme-format, nvme-sanitize, none"),
+         "nvme-format, nvme-sanitize, ata-secure-erase, scsi-sanitize, none"),
         (LatencyIopsArgs(active_range_pct=0), "--active-range 0 must be greater than 0 and at "
          "most 100"),
     ],

@@ -77,6 +77,36 @@ def test_qemu_gets_software_emulation_and_each_drive_its_own_nvme_controller(
     assert "nvme-ns,drive=nd1,bus=nvme1,nsid=1" in argv
 
 
+def test_sata_and_scsi_drives_sit_on_ahci_and_virtio_scsi_and_keep_nvme_numbering(
+        tmp_path: Path) -> None:
+    lab = object.__new__(vmlab.VmLab)
+    lab.dir = tmp_path
+    drives = [Drive.scratch(1 << 20, "sata"), Drive.scratch(1 << 20),
+              Drive.scratch(1 << 20, "scsi"), Drive.backed_by("/dev/loop7"),
+              Drive.scratch(1 << 20, "sata")]
+    guest = vmlab.Guest(lab, "g1", drives, "1G", 2)
+    assert guest.serials == ["VMLABSATA0", "VMLAB0", "VMLABSCSI0", "VMLAB1", "VMLABSATA1"]
+    assert guest.device(1) == "/dev/nvme0n1" and guest.device(3) == "/dev/nvme1n1"
+    guest.port = 40022
+    argv = guest._qemu_argv(Image("k", tmp_path / "k"))
+    devices = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-device"]
+    assert devices[1:] == [  # after the NIC: NVMe first, as without other buses
+        "nvme,serial=VMLAB0,id=nvme0", "nvme-ns,drive=nd1,bus=nvme0,nsid=1",
+        "nvme,serial=VMLAB1,id=nvme1", "nvme-ns,drive=nd3,bus=nvme1,nsid=1",
+        "ahci,id=ahci0", "virtio-scsi-pci,id=scsi0",
+        "ide-hd,drive=nd0,bus=ahci0.0,model=VMLAB-SATA,serial=VMLABSATA0,rotation_rate=1",
+        "scsi-hd,drive=nd2,bus=scsi0.0,channel=0,scsi-id=0,lun=0,serial=VMLABSCSI0,"
+        "rotation_rate=1",
+        "ide-hd,drive=nd4,bus=ahci0.1,model=VMLAB-SATA,serial=VMLABSATA1,rotation_rate=1"]
+    files = [arg for arg in argv if arg.startswith("file=") and "if=none" in arg]
+    assert files[0] == (f"file={tmp_path}/g1/sata0.img,if=none,id=nd0,format=raw,"
+                        "cache=none,aio=native,discard=unmap")
+    with pytest.raises(ValueError, match="one of nvme, sata, scsi"):
+        Drive.scratch(1 << 20, "sas")
+    with pytest.raises(ValueError, match="at most 6 SATA"):
+        vmlab.drive_serials([Drive.scratch(1 << 20, "sata")] * 7)
+
+
 def test_only_labs_of_dead_owners_are_cleared(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vmlab, "SCRATCH_ROOT", tmp_path)

@@ -127,11 +127,15 @@ class FakeRun:
         return subprocess.CompletedProcess(command, code, out, "")
 
 
-def _sysfs(root: Path, name: str, value: str | None, *, partitions: tuple[str, ...] = ()
-           ) -> Path:
-    """A fake /sys with /sys/class/block/NAME (and partitions under it)."""
+def _sysfs(root: Path, name: str, value: str | None, *, partitions: tuple[str, ...] = (),
+           ata: bool = False) -> Path:
+    """A fake /sys with /sys/class/block/NAME (and partitions under it); ``ata``: a SATA
+    disk (the ATA Information VPD page)."""
     disk = root / "devices" / "virtual" / "block" / name
     (disk / "queue").mkdir(parents=True)
+    if ata:
+        (disk / "device").mkdir()
+        (disk / "device" / "vpd_pg89").write_bytes(b"\0\x89")
     if value is not None:
         (disk / "queue" / "write_cache").write_text(value + "\n")
     links = root / "class" / "block"
@@ -150,7 +154,8 @@ def test_nvme_with_a_volatile_write_cache(tmp_path: Path) -> None:
                    "nvme get-feature": (0, _text("nvme_get_feature_vwc_disabled.txt"))})
     state = write_cache_state("/dev/nvme0n1", "nvme0n1", run=run, sysfs=sysfs)
     assert state == {"sysfs": "write back", "nvme_vwc_present": True, "nvme_vwc": False,
-                     "ata_write_cache": None, "enabled": False}
+                     "ata_write_cache": None, "scsi_wce": None, "enabled": False,
+                     "path": "nvme"}
     assert run.calls == [["nvme", "id-ctrl", "/dev/nvme0n1"],
                          ["nvme", "get-feature", "-f", "6", "-H", "/dev/nvme0n1"]]
 
@@ -175,19 +180,48 @@ def test_nvme_feature_read_even_where_id_ctrl_fails(tmp_path: Path) -> None:
 
 
 def test_sata_partition_is_read_on_its_disk(tmp_path: Path) -> None:
-    sysfs = _sysfs(tmp_path, "sda", "write back", partitions=("sda1",))
+    sysfs = _sysfs(tmp_path, "sda", "write back", partitions=("sda1",), ata=True)
     run = FakeRun({"hdparm -W": (0, _text("hdparm_W_off_toshiba_mg07aca1.txt"))})
     state = write_cache_state("/dev/sda1", "sda1", run=run, sysfs=sysfs)
     assert state == {"sysfs": "write back", "nvme_vwc_present": None, "nvme_vwc": None,
-                     "ata_write_cache": False, "enabled": False}
+                     "ata_write_cache": False, "scsi_wce": None, "enabled": False,
+                     "path": "ata"}
     assert run.calls == [["hdparm", "-W", "/dev/sda"]]
 
 
-def test_sas_disk_hdparm_not_supported_falls_back_to_sysfs(tmp_path: Path) -> None:
-    sysfs = _sysfs(tmp_path, "sdb", "write through")
+def test_ata_disk_hdparm_not_supported_falls_back_to_sysfs(tmp_path: Path) -> None:
+    sysfs = _sysfs(tmp_path, "sdb", "write through", ata=True)
     run = FakeRun({"hdparm -W": (0, _text("hdparm_W_not_supported_vmware_grep.txt"))})
     state = write_cache_state("/dev/sdb", "sdb", run=run, sysfs=sysfs)
-    assert (state["ata_write_cache"], state["enabled"]) == (None, False)
+    assert (state["ata_write_cache"], state["enabled"], state["path"]) == (
+        None, False, "sysfs")
+
+
+#: ``sdparm --get=WCE /dev/sda`` on a QEMU 7.2 virtio-scsi disk (Debian 12's sdparm
+#: 1.12), exit status 5 after the current value (the disk keeps no saved values)
+SDPARM_HEAD = "    /dev/sda: QEMU      QEMU HARDDISK     2.5+\n"
+SDPARM_WCE_ON = SDPARM_HEAD + "WCE           1  [cha: y, def:  1]\n"
+SDPARM_WCE_OFF = SDPARM_HEAD + "WCE           0  [cha: y, def:  0]\n"
+
+
+@pytest.mark.parametrize(("answer", "expected"), [((5, SDPARM_WCE_ON), True),
+                                                  ((0, SDPARM_WCE_OFF), False)])
+def test_scsi_disk_reads_the_caching_mode_page(tmp_path: Path, answer: tuple[int, str],
+                                               expected: bool) -> None:
+    sysfs = _sysfs(tmp_path, "sdd", "write back")
+    run = FakeRun({"sdparm --get=WCE": answer})
+    state = write_cache_state("/dev/sdd", "sdd", run=run, sysfs=sysfs)
+    assert run.calls == [["sdparm", "--get=WCE", "/dev/sdd"]]
+    assert (state["scsi_wce"], state["enabled"], state["path"]) == (expected, expected, "scsi")
+
+
+@pytest.mark.parametrize("answer", [None, (5, "    /dev/sdd: QEMU\n"), OSError(5, "EIO")])
+def test_scsi_disk_without_an_answer_falls_back_to_sysfs(
+        tmp_path: Path, answer: tuple[int, str] | Exception | None) -> None:
+    sysfs = _sysfs(tmp_path, "sdd", "write through")
+    state = write_cache_state("/dev/sdd", "sdd", run=FakeRun({"sdparm --get=WCE": answer}),
+                              sysfs=sysfs)
+    assert (state["scsi_wce"], state["enabled"], state["path"]) == (None, False, "sysfs")
 
 
 @pytest.mark.parametrize("answer", [
@@ -195,7 +229,7 @@ def test_sas_disk_hdparm_not_supported_falls_back_to_sysfs(tmp_path: Path) -> No
     subprocess.TimeoutExpired(["hdparm"], 30), PermissionError(13, "denied"), (0, "junk")])
 def test_every_command_failure_gives_none(tmp_path: Path,
                                           answer: tuple[int, str] | Exception | None) -> None:
-    sysfs = _sysfs(tmp_path, "sdc", "write back")
+    sysfs = _sysfs(tmp_path, "sdc", "write back", ata=True)
     state = write_cache_state("/dev/sdc", "sdc", run=FakeRun({"hdparm -W": answer}),
                               sysfs=sysfs)
     assert (state["ata_write_cache"], state["enabled"]) == (None, True)
@@ -222,4 +256,5 @@ def test_virtual_devices_give_sysfs_only(tmp_path: Path, name: str, value: str |
 def test_a_device_missing_from_sysfs(tmp_path: Path) -> None:
     state = write_cache_state("/dev/sdz", "sdz", run=FakeRun({}), sysfs=tmp_path)
     assert state == {"sysfs": None, "nvme_vwc_present": None, "nvme_vwc": None,
-                     "ata_write_cache": None, "enabled": None}
+                     "ata_write_cache": None, "scsi_wce": None, "enabled": None,
+                     "path": None}

@@ -53,7 +53,8 @@ MAX_OP = 90.0
 #: the recommendation's threshold: % more IOPS per percentage point of capacity given up
 MIN_GAIN_PCT = 1.0
 #: whole-target purges only: the unused part must be trimmed to become spare
-PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize")
+PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "ata-secure-erase",
+                 "scsi-sanitize")
 TRACKING_NAME = "IOPS 4 KiB random write"
 #: NVMe Identify Controller, Optional Admin Command Support bit 3: namespace management
 OACS_NS_MANAGEMENT = 1 << 3
@@ -286,7 +287,8 @@ OPTIONS = (
                   f"{MIN_GAIN_PCT:g})", metavar="PCT", field="min_gain_pct",
                   default=MIN_GAIN_PCT),
     common.purge(_G, "how the WHOLE target is purged before each setting (it must trim the "
-                 "unused part); auto: blkdiscard for devices, recreate for files (default)",
+                 "unused part); auto: the strongest erase a whole SATA/SCSI disk supports, else "
+                 "blkdiscard; recreate for files (default)",
                  choices=PURGE_METHODS),
     common.ioengine(_G),
 )

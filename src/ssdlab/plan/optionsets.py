@@ -219,7 +219,8 @@ def purge(group: str, help: str, default: str = "auto",
                help=help)
 
 
-PURGE_AUTO_HELP = "auto: blkdiscard for devices, recreate for files (default)"
+PURGE_AUTO_HELP = ("auto: the strongest erase a whole SATA/SCSI disk supports (ATA secure "
+                   "erase, SCSI sanitize), else blkdiscard; recreate for files (default)")
 
 
 def ioengine(group: str, help: str = "fio ioengine (default libaio)") -> Opt:

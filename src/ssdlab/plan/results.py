@@ -310,24 +310,34 @@ class Purged(Protocol):
     def command(self) -> tuple[str, ...] | None: ...
     @property
     def detail(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def fallback_from(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
 class PurgeStep(Record):
     """A purge (targets/purge.py ``PurgeOutcome``): a ``purge`` step, and the detail of
-    the warning when it failed."""
+    the warning when it failed. ``path``: the command family that reached the drive (ata,
+    scsi, nvme); ``fallback_from``: the erase ``auto`` tried before it fell back to this
+    method (both left out where None, as an older ssdlab stored the step)."""
+
+    OMIT_NONE = frozenset({"path", "fallback_from"})
 
     method: str
     ok: bool
     seconds: float
     command: tuple[str, ...] | None
     detail: str
+    path: str | None = None
+    fallback_from: str | None = None
 
     @classmethod
     def of(cls, outcome: Purged) -> PurgeStep:
         """The record of what a purge did."""
         return cls(outcome.method, outcome.ok, outcome.seconds, outcome.command,
-                   outcome.detail)
+                   outcome.detail, outcome.path, outcome.fallback_from)
 
 
 @dataclass(frozen=True)

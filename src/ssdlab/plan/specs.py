@@ -17,7 +17,9 @@ from ssdlab.jsonrecord import JsonObject
 KIB = 1024
 MIB = 1024 * KIB
 GIB = 1024 * MIB
-PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
+#: --purge: targets/purge.py keeps the same list (docs/pts.md, "Before each test")
+PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "ata-secure-erase",
+                 "scsi-sanitize", "none")
 IOENGINES = ("libaio", "io_uring", "psync", "sync")
 #: a target named by one of these is an NBD export, which fio reaches through its ``nbd``
 #: engine with ``uri=`` (targets/nbd.py keeps the same schemes)

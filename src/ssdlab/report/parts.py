@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ssdlab.plan.specs import Mix, block_label
@@ -81,7 +81,9 @@ def write_cache_text(target: dict[str, object]) -> str:
     if state.get("nvme_vwc") is not None:
         verdict += " (the drive's volatile write cache feature, NVMe feature 6)"
     elif state.get("ata_write_cache") is not None:
-        verdict += " (the drive's, hdparm -W)"
+        verdict += " (the drive's, through ata: hdparm -W)"
+    elif state.get("scsi_wce") is not None:
+        verdict += " (the drive's, through scsi: the caching mode page's WCE)"
     return f"{verdict}; the kernel: {state.get('sysfs') or '-'}"
 
 
@@ -260,3 +262,29 @@ def result_table(run: RunData, test: TestData, how: str) -> list[str]:
         memory = frozenset().union(*(memory_cells(run, t) for t in throughput))
         return [f"  throughput ({how}):", *throughput_table(throughput, memory)]
     return []
+
+
+def drive_paths_text(target: Mapping[str, object]) -> str:
+    """How ssdlab asked the drive for its identity (docs/pts.md, "Purge methods"):
+    ``identity through ata (hdparm -I, smartctl -i)``; "" where the run did not record it
+    (a file, an older ssdlab). The write cache has its own line (:func:`write_cache_text`)."""
+    details = target.get("details")
+    path = details.get("identity_path") if isinstance(details, dict) else None
+    if not isinstance(path, str):
+        return ""
+    identify = details.get("identify") if isinstance(details, dict) else None
+    commands = identify.get("commands") if isinstance(identify, dict) else None
+    used = f" ({', '.join(map(str, commands))})" if isinstance(commands, list) else ""
+    return f"identity through {path}{used}"
+
+
+def purge_text(detail: Mapping[str, object]) -> str:
+    """A purge step in a few words: ``blkdiscard through scsi: ok, after scsi-sanitize
+    failed``."""
+    path = detail.get("path")
+    text = f"{detail.get('method')}{f' through {path}' if path else ''}: "
+    text += "ok" if detail.get("ok") else "FAILED"
+    if detail.get("fallback_from"):
+        text += f", after {detail['fallback_from']} failed"
+    return text
+

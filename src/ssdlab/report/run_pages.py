@@ -15,6 +15,7 @@ from ssdlab.report.hosts_pages import hosts_page
 from ssdlab.report.html import Page, banner, esc, kv_table
 from ssdlab.report.members_pages import member_rounds, members_page
 from ssdlab.report.parts import (
+    drive_paths_text,
     head_left,
     idle_cpus,
     is_reference,
@@ -56,6 +57,7 @@ def _identity(run: RunData) -> list[tuple[str, object]]:
          + (" B" if t.get("logical_sector_bytes") else "")),
         ("NUMA node", t.get("numa_node")),
         ("I/O scheduler", t.get("scheduler")),
+        *([("drive", paths)] if (paths := drive_paths_text(t)) else []),
         *([("labels", labels_text(run))] if labels_text(run) else []),
         *_array_rows(t),
         *([("written by the run", written_text(run))] if written_text(run) else []),

@@ -15,7 +15,7 @@ from ssdlab.report.hosts_pages import host_header
 from ssdlab.report.hosts_pages import show_lines as host_lines
 from ssdlab.report.members_pages import member_rounds
 from ssdlab.report.members_pages import show_line as members_line
-from ssdlab.report.parts import nvme_text, write_cache_text
+from ssdlab.report.parts import drive_paths_text, nvme_text, purge_text, write_cache_text
 from ssdlab.report.registry import pages_of, quick_banner
 from ssdlab.report.text import num, params_line, state_text, verdict_line
 from ssdlab.store.records import RunData, SetData
@@ -73,6 +73,7 @@ def header_lines(run: RunData) -> list[str]:
         *([f"  {transport}"] if (transport := transport_text(t)) else []),
         *([f"  NVMe {nvme}"] if (nvme := nvme_text(t)) else []),
         *([f"  write cache {cache}"] if (cache := write_cache_text(t)) else []),
+        *([f"  drive: {paths}"] if (paths := drive_paths_text(t)) else []),
         f"host {h.get('hostname')}: {h.get('cpu_model')} x{h.get('cpu_count')}, "
         f"kernel {h.get('kernel')}; fio {run.versions.get('fio')}, "
         f"ssdlab {run.versions.get('ssdlab')}",
@@ -106,6 +107,10 @@ def render_run(run: RunData) -> str:
             lines += show(run, test)
         else:  # a suite unknown here
             lines += [params_line(test), f"  verdict: {verdict_line(test)}"]
+        # a drive's purge: how it reached the drive (the parameters say what was asked)
+        lines += [f"  purge: {purge_text(step.detail)}" for step in test.steps
+                  if step.kind == "purge" and isinstance(step.detail, dict)
+                  and step.detail.get("path")]
         if members.get(test.name):
             lines.append(members_line(members[test.name]))
         lines += consistency.check_lines(checks.get(test.name), test)

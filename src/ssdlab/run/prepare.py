@@ -121,7 +121,8 @@ def resolve_target(target: str, size_bytes: int | None, destroy_data: DestroyDat
             )
         info = identify_block(path)
         check_block_target(info, destroy_data=destroy_data, writes=not read_only)
-        # the kernel's view and the drive's own (NVMe feature 6, ATA hdparm -W), kept
+        # the drive's write cache, the kernel's view and the drive's own (NVMe feature 6,
+        # ATA hdparm -W, the SCSI caching mode page), kept in the run's record
         info.details["write_cache"] = write_cache_state(info.path, info.name)
         return info, False
     refuse_system_place(target)

@@ -22,6 +22,7 @@ from pathlib import Path
 from ssdlab.cpuidle import idle_facts
 from ssdlab.cpuidle import policy as idle_policy_env
 from ssdlab.errors import EnvironmentProblem, TargetError
+from ssdlab.targets.ata_scsi import identify_sd
 from ssdlab.targets.nvme import nvme_namespace
 
 #: ``subprocess.run``-compatible callable (tests pass fakes).
@@ -296,8 +297,12 @@ def describe_block(
         model, serial, firmware = _nvme_identify(
             f"/dev/{disk}", runner, details, model, serial, firmware
         )
+        details["identity_path"] = "nvme"
         if re.fullmatch(r"nvme\d+n\d+", disk):
             details["nvme_namespace"] = nvme_namespace(disk, runner, sysfs=sysfs)
+    elif disk.startswith("sd"):
+        model, serial, firmware = _sd_identify(disk, runner, which, details,
+                                               (model, serial, firmware), sysfs=sysfs)
     details.update(_kind_details(name, disk, sysfs=sysfs))
     details["transport"] = transport
     logical = read_int(queue / "logical_block_size") or 512
@@ -389,6 +394,25 @@ def _nvme_identify(
         _str_or(kept.get("sn"), serial),
         _str_or(kept.get("fr"), firmware),
     )
+
+
+def _sd_identify(
+    disk: str, runner: Runner, which: Which, details: dict[str, object],
+    strings: tuple[str | None, str | None, str | None], *, sysfs: Path,
+) -> tuple[str | None, str | None, str | None]:
+    """Overlay what a SATA or SCSI disk says of itself (``hdparm -I`` or ``sg_inq``,
+    targets/ata_scsi.py) on the sysfs strings; the reading in ``details["identify"]``,
+    its command set (ata, scsi) in ``details["identity_path"]``."""
+    found = identify_sd(disk, f"/dev/{disk}", sysfs=sysfs, which=which,
+                        run=lambda command: runner(command, capture_output=True, text=True,
+                                                   errors="replace", check=False, timeout=60))
+    model, serial, firmware = strings
+    if not found:
+        return strings
+    details["identify"] = found
+    details["identity_path"] = found["path"] if "error" not in found else "sysfs"
+    return (_str_or(found.get("model"), model), _str_or(found.get("serial"), serial),
+            _str_or(found.get("firmware"), firmware))
 
 
 def _str_or(value: object, default: str | None) -> str | None:

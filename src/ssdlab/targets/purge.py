@@ -5,24 +5,37 @@ with ``ok=False`` and the reason, and the caller records it and decides. Excepti
 reserved for problems found before anything runs (missing tool, method not applicable).
 
 The safety checks (:mod:`ssdlab.targets.safety`) are the caller's job and must have passed.
+
+Each outcome names its ``path``, the command family that reached the drive (``ata``,
+``scsi``, ``nvme``; None for other devices). ``auto`` erases a whole SATA or SCSI disk
+with the strongest erase the drive supports (ATA SECURITY ERASE UNIT, SCSI SANITIZE) and
+falls back to ``blkdiscard`` where the drive lacks it or refuses it, naming the fallback
+(``fallback_from``) and why; a named method never falls back: it fails and says which
+fallback there is.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
+from ssdlab.targets.ata_scsi import ata_secure_erase, discard_command_name, scsi_sanitize
 from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which
 from ssdlab.targets.nvme import nvme_controller_of, nvme_namespaces_of
 
-PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "none")
+PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "ata-secure-erase",
+                 "scsi-sanitize", "none")
+#: whole-drive erases of SATA and SCSI disks: method -> (command set, tool, package)
+SD_ERASES = {"ata-secure-erase": ("ata", "hdparm", "hdparm"),
+             "scsi-sanitize": ("scsi", "sg_sanitize", "sg3-utils")}
 
 #: How often and for how long the sanitize log is polled after ``nvme sanitize``.
 SANITIZE_POLL_SECONDS = 5.0
@@ -42,6 +55,10 @@ class PurgeOutcome:
     seconds: float
     command: tuple[str, ...] | None
     detail: str
+    #: the command family that reached the drive: ata, scsi, nvme (None: another device)
+    path: str | None = None
+    #: the method ``auto`` tried first, where it fell back from it to this one
+    fallback_from: str | None = None
 
 
 def purge_block(
@@ -57,8 +74,10 @@ def purge_block(
 ) -> PurgeOutcome:
     """Purge ``length_bytes`` from ``offset_bytes`` of a block target with ``method``.
 
-    ``auto`` is blkdiscard; nvme-format and nvme-sanitize always erase the whole namespace
-    (format) or every namespace of the controller (sanitize).
+    ``auto`` is the strongest erase a whole SATA or SCSI disk supports, with blkdiscard
+    as its fallback, and blkdiscard elsewhere; nvme-format and nvme-sanitize always erase
+    the whole namespace (format) or every namespace of the controller (sanitize),
+    ata-secure-erase and scsi-sanitize the whole disk.
     """
     if method not in PURGE_METHODS:
         raise UserError(
@@ -70,9 +89,14 @@ def purge_block(
         raise ValueError("purge offset and length must not be negative")
     if method == "none":
         return PurgeOutcome("none", True, 0.0, None, "no purge requested")
-    if method in ("auto", "blkdiscard"):
+    if method == "auto":
         _require_tool(which, "blkdiscard", "util-linux")
-        return _blkdiscard(info, offset_bytes, length_bytes, runner)
+        return _auto(info, offset_bytes, length_bytes, runner, which, sysfs)
+    if method == "blkdiscard":
+        _require_tool(which, "blkdiscard", "util-linux")
+        return _blkdiscard(info, offset_bytes, length_bytes, runner, sysfs)
+    if method in SD_ERASES:
+        return _sd_erase(info, method, runner, which)
     _require_tool(which, "nvme", "nvme-cli")
     check_nvme_purge(info, method, sysfs=sysfs)
     if method == "nvme-format":
@@ -158,18 +182,116 @@ def blkdiscard_command(device: str, offset_bytes: int, length_bytes: int) -> tup
     )  # fmt: skip
 
 
-def _blkdiscard(info: TargetInfo, offset: int, length: int, runner: Runner) -> PurgeOutcome:
+def _blkdiscard(info: TargetInfo, offset: int, length: int, runner: Runner,
+                sysfs: Path = SYSFS) -> PurgeOutcome:
+    path = _path_of(info)
     if info.discard_max_bytes == 0:
         return PurgeOutcome(
             "blkdiscard", False, 0.0, None,
             f"{info.path} does not support discard (queue/discard_max_bytes is 0); nothing was run",
+            path,
         )  # fmt: skip
     command = blkdiscard_command(info.path, offset, length)
     started = time.monotonic()
     ok, message = _run(command, runner)
     if ok:
         message = f"discarded {length} bytes from offset {offset}"
-    return PurgeOutcome("blkdiscard", ok, time.monotonic() - started, command, message)
+        sent = discard_command_name(_disk_of(info), path, sysfs=sysfs)
+        message += f" ({sent})" if sent else ""
+    return PurgeOutcome("blkdiscard", ok, time.monotonic() - started, command, message, path)
+
+
+# --------------------------------------------------------------------------- SATA and SCSI
+
+
+def _disk_of(info: TargetInfo) -> str:
+    partition_of = info.details.get("partition_of")
+    return partition_of if isinstance(partition_of, str) else info.name
+
+
+def _path_of(info: TargetInfo) -> str | None:
+    """The command family of the target's drive, as its identity found it."""
+    path = info.details.get("identity_path")
+    if isinstance(path, str) and path in ("ata", "scsi", "nvme"):
+        return path
+    if info.name.startswith("nvme"):
+        return "nvme"
+    return None
+
+
+def strongest_erase(info: TargetInfo) -> tuple[str | None, str]:
+    """The whole-drive erase ``auto`` takes on this target (None: blkdiscard), and why."""
+    path = _path_of(info)
+    if path not in ("ata", "scsi"):
+        return None, ""
+    if "partition_of" in info.details:
+        return None, (f"{info.path} is a partition: a whole-drive erase would erase all of "
+                      f"/dev/{info.details['partition_of']}")
+    if path == "scsi":
+        return "scsi-sanitize", ""
+    identify = info.details.get("identify")
+    security = identify.get("security") if isinstance(identify, dict) else None
+    if not isinstance(security, dict):
+        return None, "ssdlab could not read the drive's ATA security state (hdparm -I)"
+    if not security.get("supported"):
+        return None, "the drive reports no ATA Security feature set (hdparm -I)"
+    if security.get("frozen"):
+        return None, ("the drive's ATA security is frozen (the firmware froze it at boot; a "
+                      "suspend and resume of the machine usually unfreezes it)")
+    if security.get("enabled") or security.get("locked"):
+        return None, "the drive has a user password set: ssdlab does not know it"
+    return "ata-secure-erase", ""
+
+
+def _auto(info: TargetInfo, offset: int, length: int, runner: Runner, which: Which,
+          sysfs: Path) -> PurgeOutcome:
+    """The strongest erase the drive supports; blkdiscard where there is none, or where
+    the drive refused it (the fallback named, with why)."""
+    erase, why = strongest_erase(info)
+    if erase is not None and which(SD_ERASES[erase][1]) is None:
+        _family, tool, package = SD_ERASES[erase]
+        erase, why = None, f"{tool} is not installed (package {package})"
+    if erase is None:
+        done = _blkdiscard(info, offset, length, runner, sysfs)
+        return replace(done, detail=f"{done.detail}; auto chose blkdiscard: {why}"
+                       if why else done.detail)
+    tried = _sd_erase(info, erase, runner, which)
+    if tried.ok:
+        return tried
+    done = _blkdiscard(info, offset, length, runner, sysfs)
+    return replace(done, seconds=tried.seconds + done.seconds, fallback_from=erase,
+                   detail=f"{erase} failed: {tried.detail}; fell back to blkdiscard: "
+                          f"{done.detail}")
+
+
+def _sd_erase(info: TargetInfo, method: str, runner: Runner, which: Which) -> PurgeOutcome:
+    """ATA SECURITY ERASE UNIT or SCSI SANITIZE of the whole disk; a failure names the
+    fallback (blkdiscard)."""
+    family, tool, package = SD_ERASES[method]
+    _require_tool(which, tool, package)
+    path = _path_of(info)
+    if path != family:
+        raise TargetError(f"--purge {method} needs a {family.upper()} disk; {info.path} "
+                          f"speaks {path or 'neither ATA nor SCSI'}")
+    if "partition_of" in info.details:
+        raise TargetError(
+            f"refusing --purge {method} on {info.path}: it is a partition and {method} "
+            f"erases all of /dev/{info.details['partition_of']}; use blkdiscard or the "
+            "whole disk")
+    started = time.monotonic()
+    if method == "ata-secure-erase":
+        identify = info.details.get("identify")
+        security = identify.get("security") if isinstance(identify, dict) else None
+        minutes = security.get("erase_minutes") if isinstance(security, dict) else None
+        ok, commands, detail = ata_secure_erase(
+            info.path, runner, minutes if isinstance(minutes, int) else None)
+    else:
+        ok, commands, detail = scsi_sanitize(info.path, runner)
+    if not ok:
+        detail += "; the fallback is --purge blkdiscard (auto falls back to it)"
+    main = commands[min(1, len(commands) - 1)]  # the erase itself, where it ran
+    return PurgeOutcome(method, ok, time.monotonic() - started, tuple(shlex.split(main)),
+                        f"{detail} [ran: {'; '.join(commands)}]", family)
 
 
 # --------------------------------------------------------------------------- nvme format

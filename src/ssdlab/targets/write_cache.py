@@ -13,11 +13,17 @@ Three views, each None where it cannot be read (never an exception):
   ``nvme get-feature -f 6 -H`` gives the Volatile Write Cache Enable bit (nvme-cli 2.x
   text: "get-feature:0x06 (Volatile Write Cache), Current value:0x00000001" and, with
   -H, "Volatile Write Cache Enable (WCE): Enabled"). No cache present: False.
-* ``ata_write_cache`` (``/dev/sd*``): ``hdparm -W`` (" write-caching =  1 (on)");
-  SAS disks and virtual SCSI disks answer "not supported" or fail: None.
+* ``ata_write_cache`` (a SATA ``/dev/sd*``, one with the ATA Information VPD page):
+  ``hdparm -W`` (" write-caching =  1 (on)"); "not supported": None.
+* ``scsi_wce`` (any other ``/dev/sd*``: SAS, virtio-scsi, iSCSI): the WCE bit of the
+  SCSI caching mode page, ``sdparm --get=WCE`` ("WCE  1  [cha: y, def:  1]"; sdparm
+  exits 5 where the drive keeps no saved values, QEMU's among them, after printing the
+  current one: the value is read from the output).
 
-``enabled`` is the device's own answer where one was read (NVMe, then ATA), else the
-kernel's (sysfs). Loop, zram, md, dm and other virtual devices are read from sysfs only.
+``enabled`` is the device's own answer where one was read (NVMe, ATA, SCSI), else the
+kernel's (sysfs); ``path`` says which: ``nvme``, ``ata``, ``scsi`` or ``sysfs`` (None
+where nothing was read). Loop, zram, md, dm and other virtual devices are read from
+sysfs only.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from ssdlab.targets.ata_scsi import command_set, sdparm_wce
 from ssdlab.targets.identity import SYSFS, block_dir, read_attr, whole_disk_of
 
 Run = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
@@ -109,10 +116,12 @@ def write_cache_state(path: str, name: str, *, run: Run = _run,
                       sysfs: Path = SYSFS) -> dict[str, object]:
     """The write-cache state of the block device ``path`` (kernel name ``name``; a
     partition is read on its disk): keys ``sysfs`` ("write back"/"write through"/None),
-    ``nvme_vwc_present``, ``nvme_vwc``, ``ata_write_cache`` (True/False/None) and the
-    verdict ``enabled`` (True/False/None). Never raises."""
+    ``nvme_vwc_present``, ``nvme_vwc``, ``ata_write_cache``, ``scsi_wce`` (True/False/
+    None), the verdict ``enabled`` (True/False/None) and the ``path`` it was read
+    through. Never raises."""
     state: dict[str, object] = {"sysfs": None, "nvme_vwc_present": None, "nvme_vwc": None,
-                                "ata_write_cache": None, "enabled": None}
+                                "ata_write_cache": None, "scsi_wce": None, "enabled": None,
+                                "path": None}
     try:
         disk = whole_disk_of(name, sysfs=sysfs)
     except (OSError, RuntimeError, ValueError):
@@ -122,13 +131,16 @@ def write_cache_state(path: str, name: str, *, run: Run = _run,
     state["sysfs"] = raw if raw else None
     if disk.startswith("nvme"):
         state["nvme_vwc_present"], state["nvme_vwc"] = _nvme(device, run)
-    elif disk.startswith("sd"):
+    elif command_set(disk, sysfs=sysfs) == "ata":
         text = _output(run, ["hdparm", "-W", device])
         state["ata_write_cache"] = parse_hdparm_write_cache(text) if text is not None else None
-    for key in ("nvme_vwc", "ata_write_cache"):
+    elif disk.startswith("sd"):
+        state["scsi_wce"] = sdparm_wce(device, run)
+    for key, path in (("nvme_vwc", "nvme"), ("ata_write_cache", "ata"), ("scsi_wce", "scsi")):
         if state[key] is not None:
-            state["enabled"] = state[key]
+            state["enabled"], state["path"] = state[key], path
             break
     else:
         state["enabled"] = parse_sysfs_write_cache(raw)
+        state["path"] = "sysfs" if state["enabled"] is not None else None
     return state
