@@ -1,15 +1,18 @@
 """The member check with real fio (issue 15, item 4): four emulated SSDs on loop devices,
-one of them (or none) with every latency of its model four times as long
-(``--time-scale 4``). The check reads each member (filled with data first) for 1 s
-sequentially and 1 s at random, read-only, in three passes (the best pass counts), and
-the verdict names exactly the slowed member's loop device, or none. Nothing is written:
+one of them (or none) with every latency of its model eight times as long
+(``--time-scale 8``). The check reads each member (filled with data first) for 1 s
+sequentially and 1 s at random, read-only, in three passes (the best pass counts); a
+member below 0.8x its peers is measured again, every member alike, and the verdict names
+exactly the slowed member's loop device, or none: a healthy member a host stall made
+look slow once (0.68-0.70x in every pass of one measurement, at a load of 10-12 on 2
+cores) is slow once, not again, and not named. Nothing is written:
 each member's first and last MiB (random data put there first) hash the same after the
 check, and the emulator's own count of write commands does not move.
 
 The members are what the host can drive with room to spare: the controller takes 80 us a
 command and a page read 240 us (the profile's 20 and 60 us, 4x), so a member reads about
-12.5K IOPS and 273 MB/s, the slowed one 3.1K IOPS and 68 MB/s (0.25x, against the
-verdict's 0.8x). At the profile's own 50K IOPS the 2-core host is the bound, and whatever
+12.5K IOPS and 273 MB/s, the slowed one 1.6K IOPS and 34 MB/s (0.125x; judged at 0.3x,
+see RATIO). At the profile's own 50K IOPS the 2-core host is the bound, and whatever
 else runs on it lowers one member's pass to 0.26-0.6x its peers'; at a quarter of that
 rate a normal member's best of three passes stayed at 0.88x or more even beside a
 competing 4 KiB random-read fio load.
@@ -28,7 +31,7 @@ import pytest
 
 from ssdlab.analysis.member_check import outlier_verdict
 from ssdlab.engine.runner import FioExecutor
-from ssdlab.run.member_check import check_members
+from ssdlab.run.member_check import judge_members
 from ssdlab.targets import emulator
 
 # solo (make test runs it alone, after the rest): a normal member is measured against its
@@ -39,7 +42,13 @@ MIB = 1024 * 1024
 SIZE = 128 * MIB
 #: every member: reads (controller and page read) 4x the profile's, writes as they are
 MEMBER = ["--ctrl-us", "80", "--t-read-us", "240"]
-SLOWED = [*MEMBER, "--time-scale", "4"]
+SLOWED = [*MEMBER, "--time-scale", "8"]
+#: judged at 0.3x, not the product's 0.8x: the model guarantees 0.125x for the slowed
+#: member and 1.0x for the others; host noise took healthy members to 0.70x in every pass
+#: (load 10-12 on 2 cores), and to 0.60x and 0.55x measured twice (load 13-14: an
+#: emulator process starved for seconds, which no measurement tells from a slow drive):
+#: 0.3x is 2.4x the slowed member's figure and 1.8x below the lowest healthy one seen
+RATIO = 0.3
 
 
 def _ends_hash(device: str) -> str:
@@ -97,13 +106,17 @@ def test_the_check_names_the_slowed_member_and_writes_nothing(slow: int | None,
     reads = [_counter(e, "host_read_cmds") for e in emus]
 
     started = time.monotonic()
-    results = check_members(loops, FioExecutor(read_only=True), seconds=1.0)
+    check = judge_members(loops, FioExecutor(read_only=True), seconds=1.0, ratio=RATIO)
     took = time.monotonic() - started
-    verdict = outlier_verdict(results)
+    results, verdict = check.results, check.verdict
     print(f"\n{took:.1f} s; {verdict.message}", *verdict.lines, sep="\n  ")
 
     expected = () if slow is None else (loops[slow],)
     assert verdict.outliers == expected, verdict.message
+    # measured again only when a member was slow: the slowed one always is
+    assert (check.again is not None) == (slow is not None or bool(verdict.unconfirmed))
+    if slow is not None:  # at the product's own 0.8x it is named too
+        assert loops[slow] in outlier_verdict(results, again=check.again).outliers
     assert [r.name for r in results] == loops
     assert all(r.seq_read_mb_s > 0 and r.rand_read_iops > 0 for r in results)
     # read only: not one write command reached any member, and every one was read

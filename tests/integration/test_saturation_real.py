@@ -113,7 +113,24 @@ def test_transition_at_gc_start_and_a_killed_run_resumes(
     print(f"transition starts at {transition['start_bytes'] / MIB:.0f} MiB; the emulator "
           f"started GC at {truth / MIB:.0f} MiB")
     assert transition["found"]
-    assert abs(transition["start_bytes"] - truth) <= 0.10 * truth
+    for dip in transition.get("dips") or ():  # host stalls the IOPS came back from
+        print(f"dip at {dip['start_bytes'] / MIB:.0f}-{dip['end_bytes'] / MIB:.0f} MiB: "
+              f"{dip['iops_during']:,.0f} IOPS")
+    start = transition["start_bytes"]
+    # what the model guarantees: FOB IOPS until GC starts, then the fall. A fall the IOPS
+    # come back from is a dip, so a transition found late is the finder's error (5 %: the
+    # smoothing). Found early only where a host stall ran into GC start, the IOPS never
+    # back at FOB in between: then the stretch from the start to GC start wrote below the
+    # FOB level (a stall can only make it early, and only by what it wrote)
+    assert start <= truth * 1.05, transition["message"]
+    if start < truth * 0.90:
+        series = [p for r in wsat["rounds"] for p in r["cells"][0]["series"]]
+        stalled = [p[2] for p in series if start < p[1] <= truth]
+        fob, sat = wsat["result"]["fob_iops"], wsat["result"]["saturated_iops"]
+        mean = sum(stalled) / len(stalled)
+        print(f"found {(truth - start) / MIB:.0f} MiB early: {mean:,.0f} IOPS from there to GC "
+              f"start against FOB {fob:,.0f}")
+        assert start >= truth * 0.75 and mean < fob - 0.25 * (fob - sat), transition["message"]
     assert wsat["result"]["fob_iops"] > 2 * wsat["result"]["saturated_iops"]
     for rnd in wsat["rounds"]:
         cell = rnd["cells"][0]

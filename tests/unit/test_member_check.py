@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ssdlab.analysis.member_check import MemberResult, outlier_verdict
+from ssdlab.analysis.member_check import MemberResult, outlier_verdict, slow_metrics
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import UserError
 from ssdlab.run.member_check import (
     MemberCheckFailed,
+    again_order,
     check_members,
+    judge_members,
     member_check_job,
     section_names,
 )
@@ -294,3 +296,95 @@ def test_what_a_loop_device_holds_is_its_backing_file_s_allocation(tmp_path: Pat
     assert data_share("/dev/sdb", sysfs=fake.sys) is None  # a drive does not say
     backing.unlink()
     assert data_share("/dev/loop0", sysfs=fake.sys) is None  # its file deleted
+
+
+# -- confirmed, not once: a member slow in the first measurement is measured again --------
+
+
+def test_a_member_slow_only_once_is_not_named() -> None:
+    """The member check named a healthy /dev/loop1 "0.70x its peers'" beside the slowed
+    /dev/loop2: a host stall during its measurement. Measured again, it is at its peers'
+    level: slow once, not again, not named; the slowed member is slow again and named."""
+    first = _results([12_443, 8_619, 3_087, 12_357], [272.7, 272.7, 67.9, 271.9])
+    assert slow_metrics(first) == {"/dev/loop1": ("rand_read_iops",),
+                                   "/dev/loop2": ("seq_read_mb_s", "rand_read_iops")}
+    again: dict[str, dict[str, float]] = {
+        "seq_read_mb_s": dict(zip(LOOPS, [272.1, 271.8, 68.0, 272.5], strict=True)),
+        "rand_read_iops": dict(zip(LOOPS, [12_300.0, 12_210.0, 3_090.0, 12_400.0],
+                                   strict=True))}
+    verdict = outlier_verdict(first, again=again)
+    assert verdict.outliers == ("/dev/loop2",)
+    assert verdict.unconfirmed == ("/dev/loop1",)
+    assert verdict.message == (
+        "member check: 1 of 4 members below 0.8x their peers twice: /dev/loop2: sequential "
+        "read 67.9 MB/s, 0.25x its peers' 272.7, again 68.0 MB/s, 0.25x its peers' 272.1 and "
+        "4 KiB random read 3,087 IOPS, 0.25x its peers' 12,357, again 3,090 IOPS, 0.25x its "
+        "peers' 12,300; slow once, not when measured again (the host, not the drive; not "
+        "named): /dev/loop1: 4 KiB random read 8,619 IOPS, 0.70x its peers' 12,357, then "
+        "12,210 IOPS, 0.99x its peers' 12,300")
+    assert verdict.lines[1].endswith("; measured again: 4 KiB random read 12,210 IOPS, 0.99x "
+                                     "its peers' 12,300 -- slow once, not again")
+    assert verdict.lines[2].endswith(" -- slow")
+    assert "measured again" not in verdict.lines[0]
+    # none slow the second time: no outlier, and the verdict says who was slow once
+    alone = outlier_verdict(_results([12_443, 8_619, 12_000, 12_357]),
+                            again={"rand_read_iops": dict(zip(LOOPS, [12_300, 12_210,
+                                                                      12_000, 12_400],
+                                                              strict=True))})
+    assert alone.outliers == () and alone.unconfirmed == ("/dev/loop1",)
+    assert alone.message.startswith("member check: no outlier among 4 members (none below "
+                                    "0.8x its peers when measured again); slow once")
+    # without a second measurement the first stands (as before)
+    assert outlier_verdict(first).outliers == ("/dev/loop1", "/dev/loop2")
+    assert outlier_verdict(first).unconfirmed == ()
+
+
+def test_judge_members_measures_the_suspects_metric_again_and_names_the_confirmed() -> None:
+    """A stall during one member's measurement (every pass of member 2's random reads in
+    the first fio run) and a member slow throughout on random reads (member 3): the
+    second fio run reads every member at random again, members backwards, and only
+    member 3 is named."""
+    def model(section: str, run: int) -> float:
+        if "seq" in section:
+            return 2_000.0
+        value = 12_500.0 if "member3" in section else 50_000.0
+        return value * 0.7 if run == 1 and "member2-rand" in section else value
+
+    fio = FakeFio(model)
+    lines: list[str] = []
+    check = judge_members(LOOPS, fio, seconds=1.0, progress=lines.append)
+    assert len(fio.calls) == 2
+    assert fio.calls[1] == member_check_job(LOOPS, 1.0, again=["rand_read_iops"])
+    assert check.again == {"rand_read_iops": {LOOPS[0]: 50_000.0, LOOPS[1]: 50_000.0,
+                                              LOOPS[2]: 12_500.0, LOOPS[3]: 50_000.0}}
+    assert check.verdict.outliers == ("/dev/loop2",)
+    assert check.verdict.unconfirmed == ("/dev/loop1",)
+    assert any("measuring the 4 KiB random read of every member again" in x for x in lines)
+    assert "member check: /dev/loop2 again: 4 KiB random read 12,500 IOPS" in lines
+    # the second job: random reads only, read only, members backwards, rotating per pass
+    sections = _sections(fio.calls[1])[1:]
+    assert [s["rw"] for s in sections] == ["randread"] * 12
+    assert [s["filename"] for s in sections[:4]] == LOOPS[::-1]
+    assert [s["filename"] for s in sections[4:8]] == [LOOPS[2], LOOPS[1], LOOPS[0], LOOPS[3]]
+    assert sections[0]["name"] == "again-pass1-member4-rand-read"
+    assert "measured again" in fio.calls[1] and not re.search(
+        r"write|trim|verify", fio.calls[1].split("[global]", 1)[1])
+    # slow on both: both measured again, each member's sequential then random section
+    both = FakeFio(lambda section, _run: (2_000.0 if "seq" in section else 50_000.0) / (
+        4 if "member3" in section else 1))
+    slowed = judge_members(LOOPS, both, seconds=1.0)
+    assert slowed.again is not None and set(slowed.again) == {"seq_read_mb_s",
+                                                              "rand_read_iops"}
+    assert [s["rw"] for s in _sections(both.calls[1])[1:3]] == ["read", "randread"]
+    assert slowed.verdict.outliers == ("/dev/loop2",) and slowed.verdict.unconfirmed == ()
+    # nobody slow: one fio run
+    quiet = FakeFio(lambda section, _run: 2_000.0 if "seq" in section else 50_000.0)
+    calm = judge_members(LOOPS, quiet, seconds=1.0)
+    assert len(quiet.calls) == 1 and calm.again is None and calm.verdict.outliers == ()
+
+
+def test_the_second_order_never_repeats_the_first() -> None:
+    assert again_order(4, 1) == [3, 2, 1, 0]
+    assert again_order(4, 2) == [2, 1, 0, 3]
+    assert again_order(4, 5) == [3, 2, 1, 0]
+    assert again_order(1, 3) == [0]

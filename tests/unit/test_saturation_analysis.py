@@ -124,3 +124,69 @@ def test_plan_defaults_and_validation() -> None:
     ):
         with pytest.raises(UserError, match=words.replace("(", r"\(")):
             build_options(bad, (4, 16), 2)
+
+
+def _stalled(fob: float, sat: float, knee_bytes: float, seconds: int, stall: range,
+             stall_iops: float, noise: float = 0.05, seed: int = 1,
+             share: float = 0.0) -> list[IopsPoint]:
+    """:func:`saturating`, with the host letting the writes go no faster than
+    ``stall_iops`` (or ``share`` of what it would) over the intervals ``stall`` (the
+    drive's state follows the bytes written, not the time)."""
+    rng = random.Random(seed)
+    points, written, t = [], 0.0, 0.0
+    for i in range(seconds * 10):
+        if written < knee_bytes:
+            level = fob
+        else:
+            level = sat + (fob - sat) * 0.5 ** ((written - knee_bytes) / (knee_bytes / 4))
+        if i in stall:  # the host lets the drive do no more than this, or this share
+            level = level * share if share else min(level, stall_iops)
+        iops = level * (1 + rng.uniform(-noise, noise))
+        t += 0.1
+        written += iops * 0.1 * 4096
+        points.append(IopsPoint(t, written, iops))
+    return points
+
+
+KNEE = 136 * (1 << 20)  # the emulated SSD in the integration test: GC starts there
+
+
+def test_a_dip_the_iops_come_back_from_is_named_not_taken_as_the_transition() -> None:
+    # as measured on the emulated SSD at a load of 10-12 on 2 cores: FOB 5K IOPS fell to
+    # a tenth for a second, then came back, long before GC started (read as the
+    # transition at 16 MiB instead of 136 MiB)
+    points = _stalled(5_000, 1_300, KNEE, 14, range(20, 32), 300)
+    t = find_transition(points, 1_300)
+    assert t.found and t.start_bytes is not None
+    assert abs(t.start_bytes - KNEE) < 0.05 * KNEE, t.message
+    assert len(t.dips) == 1
+    dip = t.dips[0]
+    assert 1.8 <= dip.start_s <= 2.1 and 3.1 <= dip.end_s <= 3.4, dip
+    assert dip.iops_during < 700 and dip.iops_back > 4_500 and dip.fob_iops == t.fob_iops
+    assert dip.start_bytes < dip.end_bytes < KNEE / 3
+    assert (f"; a dip the IOPS came back from (a host stall, not the transition): at "
+            f"{dip.start_s:.1f} s (0.04 GiB written) for {dip.seconds:.1f} s: 4,986 -> "
+            f"{dip.iops_during:,.0f} IOPS, back at {dip.iops_back:,.0f}") in t.message
+    # without the dip rule the stall was the transition
+    assert t.start_bytes > 3 * dip.end_bytes
+
+
+def test_a_long_shallow_slowdown_on_a_loaded_host_is_a_dip_too() -> None:
+    # a busy host kept FOB at 72 % for 3 s, then let it go; later it kept it at 88 % up to
+    # GC start: the fall starts where that lower level ended, not where FOB last was
+    points = _stalled(5_000, 1_300, KNEE, 14, range(20, 50), 3_600, noise=0.03)
+    t = find_transition(points, 1_300)
+    assert t.found and t.start_bytes is not None and len(t.dips) == 1, t.message
+    assert abs(t.start_bytes - KNEE) < 0.05 * KNEE, t.message
+    lower = _stalled(5_000, 1_300, KNEE, 14, range(60, 400), 0, noise=0.03, share=0.88)
+    t = find_transition(lower, 1_300)
+    assert t.found and t.start_bytes is not None and not t.dips, t.message
+    assert abs(t.start_bytes - KNEE) < 0.05 * KNEE, t.message
+
+
+def test_a_fall_that_does_not_come_back_before_the_run_ends_is_the_transition() -> None:
+    # a stall at the very end: the IOPS never came back within the run
+    end = _stalled(5_000, 1_300, 10**12, 5, range(44, 50), 200, noise=0.03)
+    last = find_transition(end, 1_300)
+    assert last.found and not last.dips and last.end_s is not None
+    assert last.start_s is not None and 4.2 <= last.start_s <= 4.5

@@ -12,6 +12,16 @@ the other member, so only the slower of a pair that differs can be named. Fewer 
 members: nothing to compare, no verdict. A metric whose peers measured nothing (median 0)
 is not judged for that member.
 
+Confirmed, not once: a host stall during one member's measurement (other processes
+taking the CPU for a second) makes a healthy member look slow. So a member below
+``ratio`` is a *suspect* (:func:`slow_metrics`), and the metrics it was slow on are
+measured again, every member alike (``again``: each metric's second figure per member).
+Only a suspect below ``ratio`` of its peers again, on a metric it was slow on, is
+named; a suspect that is not slow the second time is *unconfirmed*: said in the verdict
+(slow once, not again: the host, not the drive), not named. Measured on four emulated
+members, one slowed 4x, beside a CPU hog and two busy guests on 2 cores: a healthy
+member once read 0.70x its peers' 4 KiB IOPS in every pass of one measurement.
+
 Like with like: an SSD reads space that holds no data (trimmed or never written) faster
 than data, so a member that holds data is not compared with peers that are empty. Where
 the share of each member's space that holds data is known (``data_share``: a loop
@@ -24,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 #: a member below this share of its peers' median, on either metric, is an outlier
@@ -66,6 +76,8 @@ class MemberCheckVerdict:
     outliers: tuple[str, ...]
     message: str
     lines: tuple[str, ...]
+    #: slow in the first measurement, not when measured again: not named
+    unconfirmed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,65 +96,152 @@ class _Metric:
 
 _METRICS = (_Metric("sequential read", "MB/s", 1, "seq_read_mb_s"),
             _Metric("4 KiB random read", "IOPS", 0, "rand_read_iops"))
+#: the metrics by their field of :class:`MemberResult`, in the order of the verdict
+METRICS = tuple(m.field for m in _METRICS)
+
+#: a second measurement: per metric (a field of :class:`MemberResult`), per member name
+Again = Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """One metric of one member against its peers' median."""
+
+    own: str  # "4 KiB random read 8,619 IOPS"
+    against: str  # "0.70x its peers' 12,357", "" when the peers measured none
+    below: bool  # below the ratio
+
+    @property
+    def text(self) -> str:
+        return f"{self.own}, {self.against}" if self.against else (
+            f"{self.own} (its peers measured none)")
 
 
 def _compare(metric: _Metric, member: MemberResult, peers: Sequence[MemberResult],
-             ratio: float) -> tuple[str, bool]:
+             ratio: float) -> _Comparison:
     """``metric`` of ``member`` against its peers' median: its text, and whether it is
     below ``ratio`` of them."""
-    own = metric.value(member)
-    typical = statistics.median(metric.value(p) for p in peers)
+    return _compare_values(metric, metric.value(member), [metric.value(p) for p in peers],
+                           ratio)
+
+
+def _compare_values(metric: _Metric, own: float, peers: Sequence[float],
+                    ratio: float) -> _Comparison:
+    own_text = f"{metric.label} {metric.text(own)}"
+    typical = statistics.median(peers) if peers else 0.0
     if typical <= 0:
-        return f"{metric.label} {metric.text(own)} (its peers measured none)", False
+        return _Comparison(own_text, "", False)
     share = own / typical
-    peers_text = f"{typical:,.{metric.places}f}"
-    text = f"{metric.label} {metric.text(own)}, {share:.2f}x its peers' {peers_text}"
+    against = f"{share:.2f}x its peers' {typical:,.{metric.places}f}"
     if share >= 1 / ratio:
-        text += " (above its peers)"
-    return text, share < ratio
+        against += " (above its peers)"
+    return _Comparison(own_text, against, share < ratio)
 
 
-def outlier_verdict(results: Sequence[MemberResult],
-                    ratio: float = OUTLIER_RATIO) -> MemberCheckVerdict:
-    """Judge each member against the median of its peers on both metrics (module
-    docstring): the verdict names every member below ``ratio`` on either."""
+def _check(results: Sequence[MemberResult], ratio: float) -> None:
     if not 0 < ratio < 1:
         raise ValueError(f"ratio must be between 0 and 1, got {ratio!r}")
     names = [r.name for r in results]
     if len(set(names)) != len(names):
         raise ValueError(f"member names repeat: {names}")
+
+
+def _peers(member: MemberResult, results: Sequence[MemberResult]) -> list[MemberResult]:
+    return [p for p in results if p is not member and member.alike(p)]
+
+
+def slow_metrics(results: Sequence[MemberResult],
+                 ratio: float = OUTLIER_RATIO) -> dict[str, tuple[str, ...]]:
+    """The suspects: each member below ``ratio`` of its peers' median on a metric, with
+    those metrics (fields of :class:`MemberResult`), in the order given. What is measured
+    again before a member is named (module docstring)."""
+    _check(results, ratio)
+    out: dict[str, tuple[str, ...]] = {}
+    for member in results:
+        peers = _peers(member, results)
+        slow = tuple(m.field for m in _METRICS
+                     if peers and _compare(m, member, peers, ratio).below)
+        if slow:
+            out[member.name] = slow
+    return out
+
+
+def outlier_verdict(results: Sequence[MemberResult], ratio: float = OUTLIER_RATIO,
+                    again: Again | None = None) -> MemberCheckVerdict:
+    """Judge each member against the median of its peers on both metrics (module
+    docstring): the verdict names every member below ``ratio`` on either; with ``again``
+    (the second measurement of the suspects' metrics, every member), only those below it
+    again on a metric they were slow on, and says which were slow only once."""
+    _check(results, ratio)
     if len(results) < 2:
         alone = tuple(_numbers(r) for r in results)
         count = "no members" if not results else "one member"
         return MemberCheckVerdict((), f"member check: {count}, nothing to compare", alone)
     lines: list[str] = []
     outliers: list[tuple[str, list[str]]] = []
+    once: list[tuple[str, list[str]]] = []
     unlike: list[MemberResult] = []
     for member in results:
-        peers = [p for p in results if p is not member and member.alike(p)]
+        peers = _peers(member, results)
         if not peers:
             unlike.append(member)
             lines.append(f"{_numbers(member)}; not judged: no peer holds data on a like "
                          "share of its space")
             continue
         compared = [_compare(m, member, peers, ratio) for m in _METRICS]
-        slow = [text for text, below in compared if below]
-        mark = " -- slow" if slow else ""
-        lines.append(f"{member.name}: {'; '.join(text for text, _ in compared)}{mark}")
-        if slow:
-            outliers.append((member.name, slow))
+        slow = [(m, c) for m, c in zip(_METRICS, compared, strict=True) if c.below]
+        confirmed, transient, seconds = _confirm(member, peers, slow, again, ratio)
+        mark = " -- slow" if confirmed else " -- slow once, not again" if transient else ""
+        lines.append(f"{member.name}: {'; '.join(c.text for c in compared)}"
+                     f"{'; measured again: ' + '; '.join(seconds) if seconds else ''}{mark}")
+        if confirmed:
+            outliers.append((member.name, confirmed))
+        elif transient:
+            once.append((member.name, transient))
     n = len(results) - len(unlike)
     if n == 0:
         message = f"member check: cannot judge: {_unlike_text(unlike, results)}"
     elif not outliers:
-        message = f"member check: no outlier among {n} members (none below {ratio:g}x its peers)"
+        message = f"member check: no outlier among {n} members (none below {ratio:g}x its peers"
+        message += " when measured again)" if once else ")"
     else:
         named = "; ".join(f"{name}: {' and '.join(why)}" for name, why in outliers)
         message = (f"member check: {len(outliers)} of {n} members below {ratio:g}x their "
-                   f"peers: {named}")
+                   f"peers{' twice' if again is not None else ''}: {named}")
+    if once:
+        message += ("; slow once, not when measured again (the host, not the drive; not "
+                    "named): " + "; ".join(f"{name}: {' and '.join(why)}"
+                                           for name, why in once))
     if unlike and n:
         message += f"; not judged: {_unlike_text(unlike, results)}"
-    return MemberCheckVerdict(tuple(name for name, _ in outliers), message, tuple(lines))
+    return MemberCheckVerdict(tuple(name for name, _ in outliers), message, tuple(lines),
+                              tuple(name for name, _ in once))
+
+
+def _confirm(member: MemberResult, peers: Sequence[MemberResult],
+             slow: Sequence[tuple[_Metric, _Comparison]], again: Again | None,
+             ratio: float) -> tuple[list[str], list[str], list[str]]:
+    """The metrics ``member`` was slow on, confirmed and not (their texts), and the texts
+    of its second measurement. Without ``again`` (or a metric not measured again, or no
+    peer measured again) the first measurement stands."""
+    confirmed: list[str] = []
+    transient: list[str] = []
+    seconds: list[str] = []
+    for metric, first in slow:
+        values = again.get(metric.field, {}) if again is not None else {}
+        peer_values = [values[p.name] for p in peers if p.name in values]
+        if member.name not in values or not peer_values:
+            confirmed.append(first.text)
+            continue
+        second = _compare_values(metric, values[member.name], peer_values, ratio)
+        seconds.append(second.text)
+        figure = metric.text(values[member.name])
+        then = f"{figure}, {second.against}" if second.against else figure
+        if second.below:
+            confirmed.append(f"{first.text}, again {then}")
+        else:
+            transient.append(f"{first.text}, then {then}")
+    return confirmed, transient, seconds
 
 
 def _numbers(r: MemberResult) -> str:

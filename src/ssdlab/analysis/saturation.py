@@ -10,11 +10,23 @@ median of ``smooth`` points so that single slow or fast intervals do not decide:
 * the transition is **detected** where the smoothed IOPS fall below ``FOB - detect x
   (FOB - saturated)`` (default a quarter of the way down, or three times the plateau's
   noise if that is more) and stay there for ``smooth`` intervals; it **starts** where
-  that fall began (walked back to the last interval still at the FOB level), and **ends**
+  that fall began (walked back to the last interval still at the FOB level, or at the
+  lower level the IOPS held right before it), and **ends**
   at the first interval within ``drop`` (default 10 %) of the way to saturated. A quarter,
   not less: a host hiccup can dip a fast drive's FOB IOPS by a tenth of the way down for
   a second (measured on the emulated SSD with a CPU hog beside it), a real transition
   goes all the way.
+* the transition is a fall that **lasts**: a fall the rate comes back from (the smoothed
+  IOPS at or above that threshold again for ``smooth`` intervals in a row) is a **dip**
+  (:class:`IopsDip`: a host stall, other processes taking the CPU for a second or more),
+  stored and named in the verdict, never the transition; the search goes on after it.
+  Measured on the emulated SSD at a load of 10-12 on 2 cores: FOB dips to a tenth for a
+  second, and to three quarters for seconds, before GC started (read as the transition
+  at 16, 51 and 118 MiB instead of 136 MiB before dips were told apart). As with the SLC
+  probe's cliffs (:mod:`ssdlab.analysis.cliff`), a step is what the rate does not come
+  back from; the level here is FOB and the step a quarter of the way down, not a share
+  of a segment's mean, so the smoothed series is read directly rather than segmented.
+  A fall still under way when the run ends is the transition (it did not come back).
 
 Both are reported in seconds and in bytes written. A drive whose FOB IOPS is within 10 %
 of its saturated IOPS has no transition to find, and the verdict says so.
@@ -39,6 +51,8 @@ from ssdlab.analysis.significance import compare
 MIN_FOB_GAIN = 1.1
 #: within this share of the FOB level (or 2 sigma of its noise) a drive is still at FOB
 FOB_BAND = 0.02
+#: the level a fall began from: the intervals right before it, this many smoothing widths
+LOCAL = 4
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,24 @@ class IopsPoint:
     elapsed_s: float  # at the end of the interval
     written_bytes: float  # in total, at the end of the interval
     iops: float
+
+
+@dataclass(frozen=True)
+class IopsDip:
+    """The IOPS fell below the transition's threshold and came back to the FOB level: a
+    host stall, not the transition."""
+
+    start_s: float  # where it left the FOB level (the end of the last interval at it)
+    start_bytes: float
+    end_s: float  # where it was back (the end of the interval before the comeback)
+    end_bytes: float
+    fob_iops: float  # the level it left
+    iops_during: float  # its I/Os over its time (the mean of its intervals' IOPS)
+    iops_back: float  # the median of the intervals it came back with
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
 
 
 @dataclass(frozen=True)
@@ -58,6 +90,7 @@ class Transition:
     end_s: float | None
     end_bytes: float | None
     message: str
+    dips: tuple[IopsDip, ...] = ()  # falls the rate came back from: not the transition
 
 
 def running_median(values: Sequence[float], width: int) -> list[float]:
@@ -88,16 +121,22 @@ def find_transition(
     points: Sequence[IopsPoint], saturated_iops: float, *, smooth: int = 5, drop: float = 0.1,
     detect: float = 0.25,
 ) -> Transition:
-    """Where a saturation run leaves its fresh-out-of-box level (see the module doc).
+    """Where a saturation run leaves its fresh-out-of-box level for good (see the module
+    doc).
 
     FOB IOPS is the median of the raw IOPS over the plateau (the first stretch within 80 %
-    of the smoothed peak). The transition is detected at the first interval after the
-    plateau's start from which the smoothed IOPS stay below ``FOB - max(detect x (FOB -
-    saturated), 3 sigma)`` for ``smooth`` intervals in a row (sigma: the noise of the
-    smoothed series on the plateau, from the median absolute deviation, so that noisy
-    drives are not caught by their own noise). It starts where that fall began: walked back
-    to the last interval still within ``max(2 sigma, 2 %)`` of FOB. It ends at the first
-    interval within ``drop`` of the way down.
+    of the smoothed peak). A fall is detected at the first interval after the plateau's
+    start from which the smoothed IOPS stay below ``FOB - max(detect x (FOB - saturated),
+    3 sigma)`` for ``smooth`` intervals in a row (sigma: the noise of the smoothed series
+    on the plateau, from the median absolute deviation, so that noisy drives are not
+    caught by their own noise). When the smoothed IOPS are back at or above that threshold
+    for ``smooth`` intervals in a row later, the fall is a dip and the search goes on
+    from where it came back; the first fall that does not come back is the transition.
+    A fall starts where it began: walked back to the last interval still within ``max(2
+    sigma, 2 %)`` of FOB, or of the level the IOPS held over the ``4 x smooth`` intervals
+    before it if that is lower (a loaded host keeps FOB lower for seconds), never into
+    an earlier dip. The transition ends at the first interval within ``drop`` of the way
+    down.
     """
     if not points:
         return Transition(0.0, saturated_iops, False, None, None, None, None,
@@ -118,21 +157,18 @@ def find_transition(
     sigma = 1.4826 * mad / math.sqrt(max(smooth, 1))
     span = fob - saturated_iops
     threshold = fob - max(detect * span, 3 * sigma)
-    below = [v < threshold for v in smoothed]
-    start = next((i for i in range(plateau.start, len(points) - smooth + 1)
-                  if all(below[i : i + smooth])), None)
-    if start is None and below[-1] and len(points) < smooth:
-        start = below.index(True)
+    band = max(2 * sigma, FOB_BAND * fob)
+    walk = _Walk(points, smoothed, [v < threshold for v in smoothed], smooth, fob - band, band)
+    dips, start, floor = walk.falls(plateau.start)
+    said = _dips_text(dips)
     if start is None:
         return Transition(fob, saturated_iops, False, None, None, None, None,
-                          f"IOPS stayed near FOB ({fob:,.0f}) to the end")
+                          f"IOPS stayed near FOB ({fob:,.0f}) to the end{said}", tuple(dips))
     crossing = start
-    level = fob - max(2 * sigma, FOB_BAND * fob)
-    while start > plateau.start and smoothed[start - 1] < level:
-        start -= 1  # back to where the fall began: the last interval at the FOB level
+    start = walk.began(start, floor)
     end = next((i for i in range(crossing, len(points))
                 if smoothed[i] <= saturated_iops + drop * span), None)
-    first = points[start - 1] if start > 0 else IopsPoint(0.0, 0.0, 0.0)
+    first = walk.before(start)
     message = (f"FOB {fob:,.0f} IOPS -> saturated {saturated_iops:,.0f} IOPS; transition from "
                f"{first.elapsed_s:,.0f} s ({_fmt_bytes(first.written_bytes)} written)")
     end_point = points[end] if end is not None else None
@@ -144,8 +180,80 @@ def find_transition(
     return Transition(
         fob, saturated_iops, True, first.elapsed_s, first.written_bytes,
         end_point.elapsed_s if end_point else None,
-        end_point.written_bytes if end_point else None, message,
+        end_point.written_bytes if end_point else None, message + said, tuple(dips),
     )
+
+
+@dataclass
+class _Walk:
+    """The smoothed series read in order: its falls below the threshold (``below``), each
+    a dip when the IOPS came back, until the first that does not."""
+
+    points: Sequence[IopsPoint]
+    smoothed: Sequence[float]
+    below: Sequence[bool]
+    smooth: int
+    level: float  # at FOB: within the band of it
+    band: float
+
+    def run_of(self, value: bool, start: int) -> int | None:
+        """The first interval from ``start`` that begins ``smooth`` intervals in a row
+        below the threshold (``value`` True) or not."""
+        n = self.smooth
+        return next((i for i in range(start, len(self.below) - n + 1)
+                     if all(f is value for f in self.below[i : i + n])), None)
+
+    def began(self, at: int, floor: int) -> int:
+        """Back from ``at`` to where the fall began: the last interval at the FOB level,
+        or at the level the IOPS held right before, if that is lower (a loaded host)."""
+        held = [self.smoothed[i] for i in range(max(floor, at - LOCAL * self.smooth), at)
+                if not self.below[i]]
+        bar = min(self.level, statistics.median(held) - self.band) if held else self.level
+        while at > floor and self.smoothed[at - 1] < bar:
+            at -= 1
+        return at
+
+    def before(self, i: int) -> IopsPoint:
+        """The end of the interval before ``i``: where ``i`` began."""
+        return self.points[i - 1] if i > 0 else IopsPoint(0.0, 0.0, 0.0)
+
+    def falls(self, floor: int) -> tuple[list[IopsDip], int | None, int]:
+        """The dips from ``floor`` on, the fall the IOPS did not come back from (None: no
+        such fall) and where its walk back stops (after the last dip)."""
+        dips: list[IopsDip] = []
+        start = self.run_of(True, floor)
+        if start is None and self.below[-1] and len(self.below) < self.smooth:
+            start = self.below.index(True)
+        while start is not None:
+            back = self.run_of(False, start + self.smooth)
+            if back is None:
+                break
+            began = self.began(start, floor)
+            first, last = self.before(began), self.before(back)
+            raw = [p.iops for p in self.points]
+            dips.append(IopsDip(first.elapsed_s, first.written_bytes, last.elapsed_s,
+                                last.written_bytes, self.level + self.band,
+                                statistics.fmean(raw[began:back]),
+                                statistics.median(raw[back : back + self.smooth])))
+            floor = back
+            start = self.run_of(True, back)
+        return dips, start, floor
+
+
+def dip_text(dip: IopsDip) -> str:
+    """E.g. "at 2.2 s (0.04 GiB written) for 1.4 s: 4,971 -> 1,637 IOPS, back at 4,600"."""
+    return (f"at {dip.start_s:,.1f} s ({_fmt_bytes(dip.start_bytes)} written) for "
+            f"{dip.seconds:,.1f} s: {dip.fob_iops:,.0f} -> {dip.iops_during:,.0f} IOPS, back "
+            f"at {dip.iops_back:,.0f}")
+
+
+def _dips_text(dips: Sequence[IopsDip]) -> str:
+    """What the verdict ends with when the IOPS fell and came back."""
+    if not dips:
+        return ""
+    count = "a dip" if len(dips) == 1 else f"{len(dips)} dips"
+    return (f"; {count} the IOPS came back from (a host stall, not the transition): "
+            + "; ".join(dip_text(d) for d in dips))
 
 
 @dataclass(frozen=True)

@@ -122,19 +122,32 @@ def _profile(argv: tuple[str, ...]) -> str | None:
 
 @dataclass(frozen=True)
 class MemberCheckRow(Record):
-    """One member's read-only check before the arrays are built."""
+    """One member's read-only check before the arrays are built; ``*_again``: its second
+    measurement of a metric a member was slow on (rows stored before have none)."""
+
+    OMIT_NONE = frozenset({"seq_read_mb_s_again", "rand_read_iops_again", "unconfirmed"})
 
     path: str
     seq_read_mb_s: float
     rand_read_iops: float
     outlier: bool
+    seq_read_mb_s_again: float | None = None
+    rand_read_iops_again: float | None = None
+    #: slow in the first measurement, not in the second: not an outlier
+    unconfirmed: bool | None = None
 
 
 @dataclass(frozen=True)
 class MemberCheckResult(Record):
+    """The outliers: members slow when measured and again; ``unconfirmed``: slow only
+    once (not in results stored before)."""
+
+    OMIT_NONE = frozenset({"unconfirmed"})
+
     rows: list[MemberCheckRow] = field(default_factory=list)
     outliers: list[str] = field(default_factory=list)
     message: str = ""
+    unconfirmed: list[str] | None = None
 
 
 #: a level row compared by its rates (IOPS, MB/s: higher is better)

@@ -270,8 +270,25 @@ OPTIONS = (
 # -- results ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class IopsDipRecord(Record):
+    """The IOPS fell and came back to FOB (analysis.saturation.IopsDip): not the
+    transition."""
+
+    start_s: float
+    start_bytes: float
+    end_s: float
+    end_bytes: float
+    fob_iops: float
+    iops_during: float
+    iops_back: float
+
+
+@dataclass(frozen=True)
 class TransitionRecord(Record):
-    """Where IOPS fell from fresh-out-of-box to saturated (analysis.saturation)."""
+    """Where IOPS fell from fresh-out-of-box to saturated for good (analysis.saturation);
+    ``dips`` only when they fell and came back (not in runs stored before)."""
+
+    OMIT_NONE = frozenset({"dips"})
 
     fob_iops: float = 0.0
     saturated_iops: float = 0.0
@@ -281,6 +298,7 @@ class TransitionRecord(Record):
     end_s: float | None = None
     end_bytes: float | None = None
     message: str = ""
+    dips: list[IopsDipRecord] | None = None
 
 
 @dataclass(frozen=True)

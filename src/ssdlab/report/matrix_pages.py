@@ -20,6 +20,7 @@ from ssdlab.plan.matrix import (
     LevelResult,
     LevelRow,
     MemberCheckResult,
+    MemberCheckRow,
 )
 from ssdlab.plan.specs import cell_label
 from ssdlab.report.charts import Series, bar_chart, line_chart
@@ -248,11 +249,30 @@ def _member_rounds(r: LevelResult, anchor: str) -> str:
 
 def member_check_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
     r = result_of(test, MemberCheckResult)
+    again = _measured_again(r)
+    head: tuple[str, ...] = ("member", "sequential read MB/s", "4 KiB random read IOPS")
+    if again:
+        head += ("measured again: MB/s", "measured again: IOPS")
     body = banner("warning" if r.outliers else "reference", r.message) + table(
-        ("member", "sequential read MB/s", "4 KiB random read IOPS", "outlier"),
-        [[esc(x.path), num(x.seq_read_mb_s, 1), num(x.rand_read_iops), "yes" if x.outlier
-          else ""] for x in r.rows])
+        (*head, "outlier"),
+        [[esc(x.path), num(x.seq_read_mb_s, 1), num(x.rand_read_iops),
+          *([_again(x.seq_read_mb_s_again, 1), _again(x.rand_read_iops_again)] if again
+            else []), _outlier(x)] for x in r.rows])
     return [Page(anchor, "Member check", body, head_left(run), run.quick)]
+
+
+def _measured_again(r: MemberCheckResult) -> bool:
+    """Whether a member was slow, and the check measured every member again."""
+    return any(x.seq_read_mb_s_again is not None or x.rand_read_iops_again is not None
+               for x in r.rows)
+
+
+def _again(value: float | None, places: int = 0) -> str:
+    return "" if value is None else num(value, places)
+
+
+def _outlier(row: MemberCheckRow) -> str:
+    return "yes" if row.outlier else "slow once, not again" if row.unconfirmed else ""
 
 
 # -- ssdlab show, and what ssdlab run prints ---------------------------------------------
@@ -291,9 +311,15 @@ def _mark(row: LevelRow, marked: set[Key]) -> str:
 
 def show_member_check(run: RunData, test: TestData) -> list[str]:
     r = result_of(test, MemberCheckResult)
+    again = _measured_again(r)
+    head: tuple[str, ...] = ("member", "seq read MB/s", "4K rand read IOPS")
+    if again:
+        head += ("again MB/s", "again IOPS", "outlier")
     return [f"  {r.message}", *("  " + line for line in text_table(
-        ("member", "seq read MB/s", "4K rand read IOPS"),
-        [(x.path, num(x.seq_read_mb_s, 1), num(x.rand_read_iops)) for x in r.rows]))]
+        head,
+        [(x.path, num(x.seq_read_mb_s, 1), num(x.rand_read_iops),
+          *((_again(x.seq_read_mb_s_again, 1), _again(x.rand_read_iops_again), _outlier(x))
+            if again else ())) for x in r.rows]))]
 
 
 def outcome(run: RunData, store_path: object) -> Outcome:

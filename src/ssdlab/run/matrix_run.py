@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.endurance import written_between
-from ssdlab.analysis.member_check import outlier_verdict
 from ssdlab.analysis.member_rounds import md_small_write, method_from_reads
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import TargetError, UserError, command
@@ -51,7 +50,7 @@ from ssdlab.plan.results import plan_head
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.run import array as arrays
 from ssdlab.run.consistency import record_checks
-from ssdlab.run.member_check import check_members, member_check_job, planned_seconds
+from ssdlab.run.member_check import judge_members, member_check_job, planned_seconds
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, RunInterrupted, SessionRun
@@ -358,12 +357,14 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         executor = self.executor
         if isinstance(executor, FioExecutor):  # fio itself refuses any write (--readonly)
             executor = FioExecutor(executor.fio, read_only=True)
-        results = check_members(self.p.member_paths, executor, seconds=seconds,
-                                progress=self.say)
-        verdict = outlier_verdict(results)
-        rows = [MemberCheckRow(r.name, r.seq_read_mb_s, r.rand_read_iops,
-                               r.name in verdict.outliers) for r in results]
-        result = MemberCheckResult(rows, list(verdict.outliers), verdict.message)
+        check = judge_members(self.p.member_paths, executor, seconds=seconds, progress=self.say)
+        verdict = check.verdict
+        rows = [MemberCheckRow(r.name, r.seq_read_mb_s, r.rand_read_iops, r.name in
+                               verdict.outliers, *check.again_of(r.name),
+                               True if r.name in verdict.unconfirmed else None)
+                for r in check.results]
+        result = MemberCheckResult(rows, [*verdict.outliers], verdict.message, [
+            *verdict.unconfirmed] or None)
         self.store.set_test(self.run_id, MEMBER_CHECK, TestState(
             "complete", MemberCheckParams(seconds), {"outliers": list(verdict.outliers)},
             result))

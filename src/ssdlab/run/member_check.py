@@ -14,6 +14,14 @@ load, the lowest of a normal member's figure against its peers' was 0.52x with o
 0.76x with the best of two and 0.84x with the best of three; fio's pause between
 sections (about 0.3 s) is what each further pass costs.
 
+A member below its peers is a suspect, not yet an outlier (a host stall can last the
+three passes of one member: on the 2-core VM at a load of 10-12, a healthy member's best
+4 KiB pass read 0.70x its peers'): :func:`judge_members` measures the metrics a suspect
+was slow on once more, every member alike, in the same passes but in another order
+(backwards, each pass starting one member further on), and
+:func:`ssdlab.analysis.member_check.outlier_verdict` names only a suspect slow again.
+A check with no suspect runs once; one with a suspect takes at most twice as long.
+
 fio itself is the guard against writes: ``readonly`` is a command-line option of fio
 (``--readonly``, not a job-file option: fio 3.33 drops a job file that sets it), so the
 check runs only through an executor in read-only mode
@@ -24,8 +32,17 @@ says it is not. The numbers go to :func:`ssdlab.analysis.member_check.outlier_ve
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from ssdlab.analysis.member_check import MemberResult
+from ssdlab.analysis.member_check import (
+    METRICS,
+    OUTLIER_RATIO,
+    Again,
+    MemberCheckVerdict,
+    MemberResult,
+    outlier_verdict,
+    slow_metrics,
+)
 from ssdlab.engine.jobfile import RANDOM_OFFSETS, render
 from ssdlab.engine.model import FioOutput
 from ssdlab.engine.runner import Executor, TickFn, watchdog_seconds
@@ -56,11 +73,28 @@ class MemberCheckFailed(UserError):
     exit_code = ExitCode.FAILURE
 
 
-def section_names(index: int, pass_no: int = 1) -> tuple[str, str]:
+#: what the second measurement's sections are named with first
+AGAIN = "again-"
+#: the section of each metric (a field of MemberResult): its name's end, rw, block size
+_KINDS = {"seq_read_mb_s": ("seq-read", "read", SEQ_BLOCK_BYTES),
+          "rand_read_iops": ("rand-read", "randread", RAND_BLOCK_BYTES)}
+assert tuple(_KINDS) == METRICS
+
+
+def section_names(index: int, pass_no: int = 1, prefix: str = "") -> tuple[str, str]:
     """The sequential and the random section of member ``index`` (from 0) in pass
-    ``pass_no`` (from 1)."""
-    return (f"pass{pass_no}-member{index + 1}-seq-read",
-            f"pass{pass_no}-member{index + 1}-rand-read")
+    ``pass_no`` (from 1); ``prefix`` :data:`AGAIN` in the second measurement."""
+    return (f"{prefix}pass{pass_no}-member{index + 1}-seq-read",
+            f"{prefix}pass{pass_no}-member{index + 1}-rand-read")
+
+
+def again_order(count: int, pass_no: int) -> list[int]:
+    """The members' order (indices from 0) in pass ``pass_no`` of the second measurement:
+    backwards, each pass starting one member further on, so that a member's sections do
+    not fall where they fell in the first (a host stall that repeats with the passes)."""
+    backwards = list(range(count - 1, -1, -1))
+    shift = (pass_no - 1) % count
+    return backwards[shift:] + backwards[:shift]
 
 
 def _fio_filename(path: str) -> str:
@@ -97,59 +131,84 @@ def _section(name: str, path: str, rw: str, block: int, seconds: float) -> JobSe
         ("runtime", fio_time(seconds))))
 
 
-def member_check_fio_job(paths: Sequence[str], seconds: float,
-                         passes: int = PASSES) -> FioJob:
+def member_check_fio_job(paths: Sequence[str], seconds: float, passes: int = PASSES,
+                         again: Sequence[str] = ()) -> FioJob:
     """The check as data: in each pass, per member a sequential and a random read
-    section."""
+    section; with ``again`` (metrics, fields of MemberResult), the second measurement:
+    only those metrics' sections, in :func:`again_order`."""
     _check(paths, seconds, passes)
     each = section_seconds(seconds, passes)
     sections: list[JobSection] = []
+    metrics = [m for m in METRICS if m in again] if again else list(METRICS)
     for pass_no in range(1, passes + 1):
-        for index, path in enumerate(paths):
-            seq, rand = section_names(index, pass_no)
-            sections += [_section(seq, path, "read", SEQ_BLOCK_BYTES, each),
-                         _section(rand, path, "randread", RAND_BLOCK_BYTES, each)]
+        order = again_order(len(paths), pass_no) if again else range(len(paths))
+        for index in order:
+            names = dict(zip(METRICS, section_names(index, pass_no, AGAIN if again else ""),
+                             strict=True))
+            sections += [_section(names[m], paths[index], _KINDS[m][1], _KINDS[m][2], each)
+                         for m in metrics]
     offsets = tuple((k, v) for k, _, v in (o.partition("=") for o in RANDOM_OFFSETS))
     return FioJob(None, (), "libaio", direct=True, extra_global=offsets,
                   sections=tuple(sections))
 
 
-def member_check_job(paths: Sequence[str], seconds: float, passes: int = PASSES) -> str:
-    """The job file's text (what ``--dry-run`` shows)."""
-    job = member_check_fio_job(paths, seconds, passes)
-    header = [f"ssdlab member check: {_members(len(paths))}, read only (fio --readonly)",
-              f"each member: {SEQ_BLOCK_BYTES // KIB} KiB sequential read, then "
-              f"{RAND_BLOCK_BYTES // KIB} KiB random read, QD {IODEPTH}, "
-              f"{fio_time(section_seconds(seconds, passes))} each, in each of {passes} "
-              f"pass{'' if passes == 1 else 'es'} (the best pass counts)"]
+def member_check_job(paths: Sequence[str], seconds: float, passes: int = PASSES,
+                     again: Sequence[str] = ()) -> str:
+    """The job file's text (what ``--dry-run`` shows); ``again``: the second
+    measurement's, of those metrics."""
+    job = member_check_fio_job(paths, seconds, passes, again)
+    each = (f"{fio_time(section_seconds(seconds, passes))} each, in each of {passes} "
+            f"pass{'' if passes == 1 else 'es'} (the best pass counts)")
+    if again:
+        reads = " and ".join(_READS[m] for m in METRICS if m in again)
+        header = [f"ssdlab member check, measured again: {_members(len(paths))}, read only "
+                  "(fio --readonly)", f"each member: {reads}, QD {IODEPTH}, {each}; the "
+                  "members backwards, each pass starting one further on"]
+    else:
+        header = [f"ssdlab member check: {_members(len(paths))}, read only (fio --readonly)",
+                  f"each member: {_READS['seq_read_mb_s']}, then {_READS['rand_read_iops']}, "
+                  f"QD {IODEPTH}, {each}",
+                  f"a member below {OUTLIER_RATIO:g}x its peers is measured again, every "
+                  "member alike, before it is named"]
     header += [f"member{i + 1}: {path}" for i, path in enumerate(paths)]
     return render(job, "\n".join(header))
+
+
+_READS = {"seq_read_mb_s": f"{SEQ_BLOCK_BYTES // KIB} KiB sequential read",
+          "rand_read_iops": f"{RAND_BLOCK_BYTES // KIB} KiB random read"}
 
 
 def _members(count: int) -> str:
     return f"{count} member" + ("" if count == 1 else "s")
 
 
-def planned_seconds(count: int, seconds: float, passes: int = PASSES) -> float:
-    """The fio run's time: two sections per member and pass."""
-    return 2 * count * passes * section_seconds(seconds, passes)
+def planned_seconds(count: int, seconds: float, passes: int = PASSES,
+                    metrics: int = len(METRICS)) -> float:
+    """The fio run's time: a section per metric, member and pass (two metrics: the
+    first measurement; the second has those a member was slow on)."""
+    return metrics * count * passes * section_seconds(seconds, passes)
+
+
+def _best(output: FioOutput, index: int, path: str, passes: int, metric: str,
+          prefix: str = "") -> float:
+    """Member ``index``'s best pass on ``metric`` (MB/s, 10^6 bytes, or IOPS)."""
+    figures: list[float] = []
+    for pass_no in range(1, passes + 1):
+        name = dict(zip(METRICS, section_names(index, pass_no, prefix), strict=True))[metric]
+        try:
+            read = output.job(name).read
+        except KeyError:
+            raise MemberCheckFailed(f"member check: fio reported no result for {path} "
+                                    f"(section {name})") from None
+        figures.append(read.bw_bytes_per_s / 1e6 if metric == "seq_read_mb_s" else read.iops)
+    return max(figures)
 
 
 def _result(output: FioOutput, index: int, path: str, passes: int,
             share: float | None) -> MemberResult:
     """Member ``index``'s best pass on each metric; ``share``: of its space holding data."""
-    seq_mb_s: list[float] = []
-    rand_iops: list[float] = []
-    for pass_no in range(1, passes + 1):
-        seq, rand = section_names(index, pass_no)
-        try:
-            seq_job, rand_job = output.job(seq), output.job(rand)
-        except KeyError as exc:
-            raise MemberCheckFailed(f"member check: fio reported no result for {path} "
-                                    f"(section {exc.args[0]})") from None
-        seq_mb_s.append(seq_job.read.bw_bytes_per_s / 1e6)
-        rand_iops.append(rand_job.read.iops)
-    return MemberResult(path, max(seq_mb_s), max(rand_iops), share)
+    seq, rand = (_best(output, index, path, passes, m) for m in METRICS)
+    return MemberResult(path, seq, rand, share)
 
 
 def check_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
@@ -182,3 +241,73 @@ def check_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
         say(f"member check: {r.name}: sequential read {r.seq_read_mb_s:,.1f} MB/s, "
             f"4 KiB random read {r.rand_read_iops:,.0f} IOPS{data}")
     return results
+
+
+def remeasure(paths: list[str], executor: Executor, metrics: Sequence[str], *,
+              seconds: float = 5.0, passes: int = PASSES, progress: LineFn | None = None,
+              on_tick: TickFn | None = None) -> dict[str, dict[str, float]]:
+    """The second measurement: ``metrics`` (fields of MemberResult) of every member, as
+    long as the first and in as many passes, the members in :func:`again_order`; each
+    member's best pass, per metric and member."""
+    if getattr(executor, "read_only", None) is False:
+        raise ValueError("the member check runs fio read-only: FioExecutor(read_only=True)")
+    chosen = [m for m in METRICS if m in metrics]
+    if not chosen:
+        raise ValueError(f"nothing to measure again: {list(metrics)!r}")
+    text = member_check_job(paths, seconds, passes, chosen)
+    planned = planned_seconds(len(paths), seconds, passes, len(chosen))
+    say = progress or (lambda _line: None)
+    say(f"member check: measuring the {' and '.join(_READS[m] for m in chosen)} of every "
+        f"member again (about {format_duration(planned)})")
+    timeout = watchdog_seconds(planned + FIO_CELL_OVERHEAD_S * len(chosen) * len(paths)
+                               * passes)
+    run = executor.run(text, timeout, json_plus=False, on_tick=on_tick)
+    if not run.ok or run.output is None:
+        raise MemberCheckFailed(f"member check failed: {run.error or 'fio printed no results'}")
+    output = run.output
+    return {m: {path: _best(output, i, path, passes, m, AGAIN) for i, path in enumerate(paths)}
+            for m in chosen}
+
+
+@dataclass(frozen=True)
+class MemberCheck:
+    """The check: its first measurement, the second of the suspects' metrics (None when
+    no member was slow), and the verdict on both."""
+
+    results: list[MemberResult]
+    again: Again | None
+    verdict: MemberCheckVerdict
+
+    def again_of(self, name: str) -> tuple[float | None, float | None]:
+        """Member ``name``'s second sequential MB/s and random IOPS (None: not measured
+        again)."""
+        again = self.again or {}
+        seq, rand = (again.get(m, {}).get(name) for m in METRICS)
+        return seq, rand
+
+
+def judge_members(paths: list[str], executor: Executor, *, seconds: float = 5.0,
+                  passes: int = PASSES, progress: LineFn | None = None,
+                  on_tick: TickFn | None = None,
+                  held: Callable[[str], float | None] | None = None,
+                  ratio: float = OUTLIER_RATIO) -> MemberCheck:
+    """:func:`check_members`, then, when a member is below ``ratio`` of its peers, the
+    metrics it was slow on measured again (:func:`remeasure`), and the verdict: only a
+    member slow both times is named (module docstring)."""
+    results = check_members(paths, executor, seconds=seconds, passes=passes,
+                            progress=progress, on_tick=on_tick, held=held)
+    suspects = slow_metrics(results, ratio)
+    again: Again | None = None
+    if suspects:
+        metrics = [m for m in METRICS if any(m in ms for ms in suspects.values())]
+        again = remeasure(paths, executor, metrics, seconds=seconds, passes=passes,
+                          progress=progress, on_tick=on_tick)
+        say = progress or (lambda _line: None)
+        for path in paths:
+            say(f"member check: {path} again: " + ", ".join(
+                f"{_READS[m]} {_figure(m, again[m][path])}" for m in metrics))
+    return MemberCheck(results, again, outlier_verdict(results, ratio, again))
+
+
+def _figure(metric: str, value: float) -> str:
+    return f"{value:,.1f} MB/s" if metric == "seq_read_mb_s" else f"{value:,.0f} IOPS"

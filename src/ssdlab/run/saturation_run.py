@@ -43,6 +43,7 @@ from ssdlab.plan.saturation import (
     HIR,
     WSAT,
     HirResult,
+    IopsDipRecord,
     SaturatedVerdict,
     SaturationArgs,
     SaturationOptions,
@@ -390,8 +391,10 @@ def _stop_reason(rounds: int, written: float, elapsed_s: float, o: SaturationOpt
 
 
 def _transition(t: Transition) -> TransitionRecord:
+    dips = [IopsDipRecord(d.start_s, d.start_bytes, d.end_s, d.end_bytes, d.fob_iops,
+                          d.iops_during, d.iops_back) for d in t.dips]
     return TransitionRecord(t.fob_iops, t.saturated_iops, t.found, t.start_s, t.start_bytes,
-                            t.end_s, t.end_bytes, t.message)
+                            t.end_s, t.end_bytes, t.message, dips or None)
 
 
 def _wait_state(s: WaitState) -> WaitStateRecord:
