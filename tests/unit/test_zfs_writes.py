@@ -8,8 +8,10 @@ import pytest
 
 from ssdlab.analysis.member_rounds import raidz_alloc_bytes, zfs_small_write
 from ssdlab.plan.array import plan_array
+from ssdlab.plan.matrix import LevelResult
+from ssdlab.report.matrix_pages import zfs_figure
 from ssdlab.run.member_rounds import zfs_members
-from ssdlab.run.zfs import counts_record
+from ssdlab.run.zfs import counts_record, level_figures
 from ssdlab.targets.array_status import parse_zpool_iostat
 
 
@@ -98,3 +100,27 @@ def test_the_slow_member_is_judged_over_the_whole_level() -> None:
     assert record["pool_write_bytes"] is None  # no report of zpool iostat: not counted
     even = {**after, "nvme2n1": member(1000)}
     assert counts_record(plan, "zd0", before, even, 30.0, "")["slow_member"] is None
+
+
+def test_a_zfs_level_shows_its_figure_beside_the_docs() -> None:
+    plan = plan_array("zfs", "6", [f"/dev/nvme{i}n1" for i in range(4)], name="tp",
+                      member_bytes=1 << 28, mount_dir="/m")
+    counts = {"host": {"writes": 100, "write_bytes": 409600},
+              "member_bytes_per_host_byte": 9.49,
+              "member_writes_per_host_write": 1.51, "pool_write_bytes": 1_000_000,
+              "member_write_bytes": 1_100_000}
+    figures = level_figures(plan, {"zfs": {"volblocksize": 16384, "ashift": 12}}, counts)
+    assert figures is not None and figures["layout"] == "raidz2"
+    assert figures["theory"]["bytes_per_host_byte"] == 9.0
+    result = LevelResult("raid6", "zfs", level_name="raidz2", zfs=figures)
+    assert result.name == "raidz2"
+    text = zfs_figure(result)
+    assert text is not None and text.startswith(
+        "9.49 member bytes per host byte written (the docs: 9: each 4 KiB write rewrites a "
+        "16 KiB volblock: 4 data and 4 parity sectors")
+    assert text.endswith("1.51 member writes per host write; bytes written by the pool's "
+                         "own count (zpool iostat) 1,000,000, by the members' /sys/block "
+                         "1,100,000")
+    assert level_figures(plan_array("md", "6", list(plan.members), name="m", member_bytes=1 << 28,
+                                    mount_dir="/m"), {}, {}) is None
+    assert zfs_figure(LevelResult("raid6", "md")) is None
