@@ -33,7 +33,7 @@ def assert_blank(guest: Guest) -> None:
     ZFS mount."""
     assert not re.search(r"^md\d+ :", guest.run("cat /proc/mdstat"), re.M)
     if guest.ssh("test -e /sys/module/zfs").returncode == 0:
-        assert guest.run("zpool list -H 2>&1").strip() == "no pools available"
+        assert guest.run("zpool list -H -o name 2>&1").strip() in ("", "no pools available")
         assert guest.run("findmnt -n -t zfs || true").strip() == ""
     for member in MEMBERS:
         examine = guest.ssh(f"mdadm --examine {member}")
@@ -58,11 +58,13 @@ def run_matrix(guest: Guest, levels: str, store: str, suite_options: str = QUICK
                backend: str = "md") -> dict[str, dict[str, Any]]:
     """``ssdlab run matrix`` of ``levels`` on the four drives with the quick 4 KiB
     random-write PTS run; each level's result (the run complete), by level (raid0 ...)."""
-    out = guest.run(
+    done = guest.ssh(
         f"SSDLAB_STORE={store} ssdlab run matrix --members {','.join(MEMBERS)} "
         f"--backend {backend} --levels {levels} --suite pts "
         f"--suite-options {shlex.quote(suite_options)} --member-check-seconds 0 "
         "--destroy-data", timeout=1800)
+    out = done.stdout
+    assert done.returncode == 0, f"{out[-4000:]}\n{done.stderr[-1000:]}"  # what failed
     found = re.search(r"matrix (\S+): ", out)
     assert found, out
     record = export(guest, store, found[1])
