@@ -7,7 +7,14 @@ from __future__ import annotations
 import pytest
 
 from ssdlab.errors import UserError
-from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, parse_level, plan_array
+from ssdlab.plan.array import (
+    ArrayPlan,
+    create_commands,
+    destroy_commands,
+    parse_level,
+    plan_array,
+    zfs_member_partition,
+)
 
 GIB = 1024**3
 FOUR = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"]
@@ -49,27 +56,56 @@ def test_md_raid1_has_no_chunk_and_raid5_the_default_one() -> None:
         _plan("md", "1", FOUR[:2], chunk=64 * 1024)
 
 
-@pytest.mark.parametrize(("level", "vdevs", "usable_members"), [
-    ("0", FOUR, 4),
-    ("1", ["mirror", *FOUR], 1),
-    ("10", ["mirror", *FOUR[:2], "mirror", *FOUR[2:]], 2),
-    ("5", ["raidz1", *FOUR], 3),
-    ("6", ["raidz2", *FOUR], 2),
+@pytest.mark.parametrize(("level", "vdevs", "name"), [
+    ("0", FOUR, "stripe"),
+    ("1", ["mirror", *FOUR], "mirror"),
+    ("10", ["mirror", *FOUR[:2], "mirror", *FOUR[2:]], "striped mirrors"),
+    ("5", ["raidz1", *FOUR], "raidz1"),
+    ("6", ["raidz2", *FOUR], "raidz2"),
 ])
-def test_zfs_pool_layouts_and_the_zvol(level: str, vdevs: list[str],
-                                       usable_members: int) -> None:
+def test_zfs_pool_layouts_the_zvol_and_the_dataset(level: str, vdevs: list[str],
+                                                   name: str) -> None:
     plan = _plan("zfs", level)
-    zvol = int(usable_members * 100 * GIB * 0.8) // 2**20 * 2**20
-    assert create_commands(plan) == [
+    available = 300 * GIB  # what the built pool says it has
+    # raidz charges a 16 KiB block 24 KiB (raidz1 of 4) where the available space is
+    # reckoned by 128 KiB blocks (44 sectors for 32): 1.5 / 1.375; a mirror or stripe 1
+    charge = {"5": 1.5 / 1.375, "6": 2.25 / (66 / 32)}.get(level, 1.0)
+    zvol = int(available * 0.8 / charge) // 2**20 * 2**20
+    assert create_commands(plan, available) == [
         ["zpool", "create", "-f", "-o", "ashift=12", "-m", "none", "lab1", *vdevs],
-        ["zfs", "create", "-V", str(zvol), "-o", "volblocksize=16384", "lab1/ssdlab"],
+        ["zfs", "create", "-s", "-V", str(zvol), "-o", "volblocksize=16384", "lab1/ssdlab"],
+        ["zfs", "create", "-o", "mountpoint=/run/ssdlab/arrays/lab1", "-o", "atime=off",
+         "lab1/files"],
     ]
     assert plan.target == "/dev/zvol/lab1/ssdlab"
+    # ZFS labels the partition 1 it made on each whole disk: labelclear goes there
     assert destroy_commands(plan) == [
         ["zpool", "destroy", "-f", "lab1"],
-        *(["zpool", "labelclear", "-f", m] for m in FOUR),
+        *(["zpool", "labelclear", "-f", f"{m}1"] for m in FOUR),
         ["wipefs", "--all", "--quiet", *FOUR],
     ]
+    assert plan.level_name == name
+    assert plan.describe().startswith(f"zfs {name} of 4 members")
+    assert plan.describe().endswith("the file presets on /run/ssdlab/arrays/lab1 "
+                                    "(dataset lab1/files)")
+
+
+def test_a_dry_run_sizes_the_zvol_by_the_usable_size_less_zfs_slop_space() -> None:
+    """Before the pool exists its available space is estimated: ZFS keeps 1/32 back, at
+    least 128 MiB (a 4 x 256 MiB stripe: 1024 - 128 MiB; 80 % of that is 716 MiB)."""
+    small = plan_array("zfs", "0", FOUR, name="lab1", member_bytes=256 * 2**20,
+                       mount_dir="/m")
+    assert small.zvol_bytes() == 716 * 2**20
+    assert _plan("zfs", "0").zvol_bytes() == int(400 * GIB * 31 / 32 * 0.8) // 2**20 * 2**20
+
+
+@pytest.mark.parametrize(("member", "label"), [
+    ("/dev/nvme0n1", "/dev/nvme0n1p1"), ("/dev/sdb", "/dev/sdb1"),
+    ("/dev/loop3", "/dev/loop3p1"),
+    ("/dev/disk/by-id/nvme-QEMU_VMLAB0", "/dev/disk/by-id/nvme-QEMU_VMLAB0-part1"),
+])
+def test_zfs_labels_are_cleared_on_the_partition_zfs_made(member: str, label: str) -> None:
+    assert zfs_member_partition(member) == label
 
 
 @pytest.mark.parametrize(("level", "metadata"), [("0", "raid1"), ("1", "raid1"),

@@ -40,7 +40,8 @@ class FakeCommands:
 @pytest.fixture
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SSDLAB_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(arrays, "check_backend", lambda backend: None)
+    monkeypatch.setattr(arrays, "check_backend", lambda backend, **_: None)
+    monkeypatch.setattr(arrays, "await_device", lambda path, run: None)
     monkeypatch.setattr(arrays, "backend_version", lambda backend: "mdadm - v4.2")
     monkeypatch.setattr(arrays, "write_cache_state",  # no command on a made-up /dev/sdb
                         lambda path, name, sysfs=None: {"sysfs": "write back", "enabled": True})
@@ -211,3 +212,81 @@ def test_teardown_finds_members_by_serial_after_their_names_changed(state_dir: P
     with pytest.raises(arrays.ArrayCommandFailed, match=r"member /dev/sdb \(serial S-sdb\) "
                        r"is not found; /dev/sdb is now serial S-x and is not wiped"):
         arrays.members_now(state, describe=describe, disks=lambda: ["sdb", "sdd"])
+
+
+class ZfsCommands(FakeCommands):
+    """As a ZFS machine answers: the pool's available space, a missing pool."""
+
+    def __init__(self, available: str = "596628352", pools: bool = True) -> None:
+        super().__init__()
+        self.available = available
+        self.pools = pools
+
+    def __call__(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        self.commands.append(argv)
+        if argv[:2] == ["zfs", "get"]:
+            return subprocess.CompletedProcess(argv, 0, f"{self.available}\n", "")
+        if argv[:2] == ["zpool", "destroy"] and not self.pools:
+            return subprocess.CompletedProcess(argv, 1, "", f"cannot open '{argv[-1]}': no "
+                                               "such pool\n")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+
+def test_a_zvol_is_sized_by_what_the_built_pool_has_available(state_dir: Path) -> None:
+    """zfs create -V at 80 % of the usable size ran out of space on a real raidz1 of four
+    256 MiB drives: ZFS keeps 128 MiB of slop back and charges small raidz blocks more.
+    The zvol is sized once the pool exists, by its available space."""
+    plan = plan_array("zfs", "5", ["/dev/a", "/dev/b", "/dev/c", "/dev/d"], name="tank",
+                      member_bytes=256 * MIB, mount_dir=str(state_dir / "mnt" / "tank"))
+    fake = ZfsCommands()
+    arrays.build(plan, [_info(m, None) for m in plan.members], say=lambda _: None, run=fake)
+    zvol = next(c for c in fake.commands if c[:3] == ["zfs", "create", "-s"])
+    assert zvol[4] == str(int(596628352 * 0.8 / (1.5 / 1.375)) // MIB * MIB)  # 417 MiB
+    assert ["zfs", "get", "-Hp", "-o", "value", "available", "tank"] in fake.commands
+    assert fake.commands[-1][-1] == "tank/files"  # the dataset of the file presets
+
+
+def test_zfs_teardown_clears_labels_where_zfs_put_them(state_dir: Path,
+                                                      tmp_path: Path) -> None:
+    """ZFS labels partition 1 of a whole-disk member; a member it never partitioned (the
+    pool's creation failed) has none to clear, and a pool that is not there is no
+    failure."""
+    disks = [str(tmp_path / f"nvme{i}n1") for i in range(2)]
+    Path(disks[0] + "p1").touch()  # ZFS partitioned only the first
+    plan = plan_array("zfs", "1", disks, name="tank", member_bytes=256 * MIB,
+                      mount_dir=str(state_dir / "mnt" / "tank"))
+    fake = ZfsCommands(pools=False)
+    arrays.build(plan, [_info(m, None) for m in disks], say=lambda _: None, run=fake)
+    fake.commands.clear()
+    arrays.teardown(arrays.find_state("tank"), say=lambda _: None, run=fake)
+    assert fake.commands == [["zpool", "destroy", "-f", "tank"],
+                             ["zpool", "labelclear", "-f", disks[0] + "p1"],
+                             ["wipefs", "--all", "--quiet", *disks]]
+    assert not (state_dir / "tank.json").exists()
+    assert not (state_dir / "mnt" / "tank").exists()  # the dataset's mount point too
+
+
+def test_the_zfs_module_is_loaded_when_no_init_system_did(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """A guest with no ZFS init unit: zpool says "The ZFS modules are not loaded", so a
+    build loads the module itself; a dry run only checks."""
+    monkeypatch.setattr("ssdlab.run.array_tools.shutil.which", lambda tool: f"/sbin/{tool}")
+    loaded: list[list[str]] = []
+    present = {"/sys/module/zfs": False}
+    monkeypatch.setattr("ssdlab.run.array_tools.os.path.exists",
+                        lambda path: present.get(path, True))
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        loaded.append(argv)
+        present["/sys/module/zfs"] = True
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    with pytest.raises(UserError, match="no zfs support"):
+        arrays.check_backend("zfs")
+    arrays.check_backend("zfs", run=run)
+    assert loaded == [["modprobe", "zfs"]]
+    present["/sys/module/zfs"] = False
+    with pytest.raises(UserError, match=r"the zfs kernel module cannot be loaded \(`modprobe "
+                       r"zfs`: modprobe: FATAL"):
+        arrays.check_backend("zfs", run=lambda argv: subprocess.CompletedProcess(
+            argv, 1, "", "modprobe: FATAL: Module zfs not found\n"))

@@ -17,7 +17,8 @@ from ssdlab.plan.pts import PtsArgs
 from ssdlab.report.build import render
 from ssdlab.report.matrix_pages import comparison_rows, levels_of, outcome, show_level
 from ssdlab.report.terminal import render_run
-from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, level_rows, prepare
+from ssdlab.run.matrix_rows import level_rows
+from ssdlab.run.matrix_run import MatrixRun, PreparedMatrix, prepare
 from ssdlab.run.prepare import PreparedTarget, TargetRequest
 from ssdlab.run.progress import Progress
 from ssdlab.run.pts_run import PtsRun

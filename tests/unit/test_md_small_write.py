@@ -1,4 +1,4 @@
-"""What a small random write costs md (the VM lab measured it: tests/vmlab/test_md_real.py):
+"""What a small random write costs md (the VM lab measured it: tests/vmlab/test_arrays_real.py):
 RAID 1 is an n-way mirror, and RAID 5/6 take the write method md's rule picks, which the
 member reads per host write show where the two methods differ."""
 

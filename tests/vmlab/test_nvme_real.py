@@ -181,7 +181,8 @@ def test_the_volatile_write_cache_is_recorded_as_the_controller_says(
     feature = guest.run(f"nvme get-feature -f 6 -H {ALONE}")
     assert "Volatile Write Cache Enable (WCE): Enabled" in feature, feature
     assert cache == {"sysfs": "write back", "nvme_vwc_present": True, "nvme_vwc": True,
-                     "ata_write_cache": None, "enabled": True}
+                     "ata_write_cache": None, "scsi_wce": None, "enabled": True,
+                     "path": "nvme"}
     assert ("write cache enabled (the drive's volatile write cache feature, NVMe feature 6)"
             "; the kernel: write back") in formatted["show"]
     try:

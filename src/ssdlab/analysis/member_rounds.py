@@ -129,6 +129,83 @@ def md_small_write(level: str, members: int, rmw_level: int | None = None
                       rmw_reads + writes, rcw_reads + writes, why)
 
 
+#: ZFS's layouts: vdevs of whole copies (stripe 1, mirror every member, striped mirrors
+#: pairs) and raidz's parity columns
+ZFS_COPIES = {"raid0": 1, "raid10": 2}
+ZFS_PARITY = {"raid5": 1, "raid6": 2}
+
+
+def raidz_alloc_bytes(block_bytes: int, members: int, parity: int, ashift: int = 12) -> int:
+    """What raidz allocates for one block (``vdev_raidz_asize``): its sectors, a parity
+    sector per row of ``members - parity`` data sectors, rounded up to a multiple of
+    ``parity + 1`` sectors (the padding that keeps free gaps usable)."""
+    sector = 1 << ashift
+    sectors = -(-block_bytes // sector)
+    sectors += parity * -(-sectors // (members - parity))
+    return -(-sectors // (parity + 1)) * (parity + 1) * sector
+
+
+@dataclass(frozen=True)
+class ZfsSmallWrite:
+    """What the docs say ZFS writes for one small random host write of ``host_bytes`` to a
+    zvol of ``block_bytes`` (its volblocksize) on ``members`` drives: ZFS is copy-on-write,
+    so the write rewrites every volblock it touches, whole; each copy of it (one on a
+    stripe, every member of a mirror, two in striped mirrors) or its raidz allocation
+    (its sectors, a parity sector per row of data sectors, padded to a multiple of
+    parity + 1 sectors: raidz writes whole, variable-width stripes, never a
+    read-modify-write of parity). Not counted: metadata (indirect blocks, two copies
+    each), the intent log, and transaction groups that write a volblock once for several
+    host writes to it: the measured figure is above this by the metadata, below it where
+    host writes share volblocks."""
+
+    level: str
+    members: int
+    block_bytes: int
+    host_bytes: int
+    write_bytes: int  # member bytes written per host write
+    write_ios: int  # member writes per host write, if ZFS merged none of them
+    read_bytes: int  # member bytes read per host write when the old volblock is not cached
+    why: str
+
+    @property
+    def bytes_per_host_byte(self) -> float:
+        return self.write_bytes / self.host_bytes
+
+    def to_dict(self) -> dict[str, object]:
+        return {"level": self.level, "members": self.members, "block_bytes": self.block_bytes,
+                "host_bytes": self.host_bytes, "member_write_bytes": self.write_bytes,
+                "member_writes": self.write_ios, "member_read_bytes_uncached": self.read_bytes,
+                "bytes_per_host_byte": self.bytes_per_host_byte, "why": self.why}
+
+
+def zfs_small_write(level: str, members: int, block_bytes: int, ashift: int = 12,
+                    host_bytes: int = 4096) -> ZfsSmallWrite:
+    """The docs' cost of a small random host write to a zvol (:class:`ZfsSmallWrite`)."""
+    sector = 1 << ashift
+    blocks = -(-host_bytes // block_bytes)
+    data = blocks * block_bytes
+    sectors = -(-block_bytes // sector)
+    if level in ZFS_PARITY:
+        p = ZFS_PARITY[level]
+        parity = p * -(-sectors // (members - p))
+        allocated = raidz_alloc_bytes(block_bytes, members, p, ashift) // sector
+        columns = min(members, sectors + p)
+        written = blocks * allocated * sector
+        why = (f"each {host_bytes // 1024} KiB write rewrites a {block_bytes // 1024} KiB "
+               f"volblock: {sectors} data and {parity} parity sectors of "
+               f"{sector // 1024} KiB over {columns} members, {allocated - sectors - parity} "
+               f"of padding: {written // 1024} KiB written")
+        return ZfsSmallWrite(level, members, block_bytes, host_bytes, written,
+                             blocks * columns, data, why)
+    copies = members if level == "raid1" else ZFS_COPIES.get(level, 1)
+    written = data * copies
+    what = {1: "once"}.get(copies, f"{copies} times")
+    why = (f"each {host_bytes // 1024} KiB write rewrites a {block_bytes // 1024} KiB "
+           f"volblock, written {what}: {written // 1024} KiB")
+    return ZfsSmallWrite(level, members, block_bytes, host_bytes, written, blocks * copies,
+                         data, why)
+
+
 def method_from_reads(expected: SmallWrite, reads_per_write: float | None
                       ) -> tuple[str | None, str]:
     """The write method the measured member reads per host write show (the one whose

@@ -30,7 +30,8 @@ def register(sub: Any) -> None:
     create.add_argument("--level", required=True,
                         help=f"RAID level: {', '.join(lv[4:] for lv in LEVELS)}")
     create.add_argument("--backend", choices=BACKENDS, default="md",
-                        help="md (mdadm), zfs (zpool + zvol) or btrfs (default md)")
+                        help="md (mdadm), zfs (zpool, a zvol and a dataset for the file presets) "
+                        "or btrfs (default md)")
     create.add_argument("--name", default="ssdlab0",
                         help="array name: /dev/md/NAME, pool NAME, or the btrfs label "
                         "(default ssdlab0)")
@@ -77,6 +78,8 @@ def create_command(args: argparse.Namespace, argv: list[str]) -> int:
         return int(ExitCode.OK)
     state = arrays.build(plan, infos)
     print(f"target: {plan.target}")
+    if plan.backend == "zfs":
+        print(f"file presets: --dir {plan.mount_dir} (dataset {plan.dataset})")
     print(f"tear it down with: {command()} array destroy {state.plan.name}")
     return int(ExitCode.OK)
 

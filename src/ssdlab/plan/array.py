@@ -8,9 +8,14 @@ Backends:
 * ``md``: Linux md (``mdadm``), levels 0, 1, 5, 6 and 10, chunk size as given (``--chunk``);
   the block target is ``/dev/md/NAME``, after the initial resync (``mdadm --wait``, which
   exits 1 when there was nothing to wait for: whoever runs it takes that as done).
-* ``zfs``: a pool of one stripe, mirrors (1, 10) or raidz1/raidz2 (5, 6), ``ashift=12``,
-  and a zvol as the block target (``/dev/zvol/POOL/ssdlab``) at 80 % of the usable size;
-  the chunk size becomes the zvol's ``volblocksize``.
+* ``zfs``: a pool of one stripe, a mirror of every member (1), striped mirrored pairs
+  (10) or raidz1/raidz2 (5, 6), ``ashift=12``; a zvol as the block target
+  (``/dev/zvol/POOL/ssdlab``) at 80 % of what the pool has available once built (ZFS
+  keeps back its slop space: 128 MiB on small pools), less the parity padding raidz
+  charges a zvol's small blocks; and a dataset for the file presets, mounted where a
+  btrfs array would be. The chunk size becomes the zvol's ``volblocksize``. Levels are
+  named by ZFS's names (:func:`level_name`): stripe, mirror, striped mirrors, raidz1,
+  raidz2.
 * ``btrfs``: a multi-device file system with the level as its data profile (metadata
   raid1, or raid1c3 under raid6, as btrfs advises for its parity levels); the block
   suites run on an ssdlab test file with copy-on-write off, the file presets on the
@@ -22,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ssdlab.analysis.member_rounds import raidz_alloc_bytes
 from ssdlab.errors import UserError
 from ssdlab.units import format_bytes
 
@@ -38,8 +44,34 @@ BTRFS_STRIPE_BYTES = 64 * 1024
 BTRFS_METADATA = {"raid0": "raid1", "raid1": "raid1", "raid10": "raid1",
                   "raid5": "raid1", "raid6": "raid1c3"}
 ZFS_VDEV = {"raid1": "mirror", "raid5": "raidz1", "raid6": "raidz2"}
+#: the levels by ZFS's own names
+ZFS_LEVEL_NAMES = {"raid0": "stripe", "raid1": "mirror", "raid10": "striped mirrors",
+                   "raid5": "raidz1", "raid6": "raidz2"}
+ZFS_ASHIFT = 12
+#: raidz's parity columns per level
+RAIDZ_PARITY = {"raid5": 1, "raid6": 2}
+#: the block size ZFS reckons a raidz vdev's usable space by (SPA_OLD_MAXBLOCKSIZE)
+ZFS_SPACE_BLOCK = 128 * 1024
+#: ZFS's slop space, kept back from every pool: 1/32 of it, at least 128 MiB (never more
+#: than half the pool): most of a small pool's missing space
+ZFS_SLOP_SHIFT, ZFS_MIN_SLOP = 5, 128 * 1024 * 1024
 ZVOL_SHARE = 0.8
 NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+def level_name(backend: str | None, level: str) -> str:
+    """The level as its backend names it: ZFS's stripe, mirror, striped mirrors, raidz1,
+    raidz2; md's and btrfs's raid0 ... raid10."""
+    return ZFS_LEVEL_NAMES.get(level, level) if backend == "zfs" else level
+
+
+def zfs_member_partition(member: str) -> str:
+    """Where ZFS puts its label on a whole-disk member: the partition 1 it makes
+    (``/dev/nvme0n1p1``, ``/dev/sdb1``, ``/dev/disk/by-id/X-part1``); ``zpool labelclear``
+    on the disk itself fails ("failed to clear label")."""
+    if "/disk/by-" in member:
+        return f"{member}-part1"
+    return f"{member}p1" if member[-1:].isdigit() else f"{member}1"
 
 
 def parse_level(text: str) -> str:
@@ -72,9 +104,41 @@ class ArrayPlan:
         return usable * self.member_bytes
 
     @property
-    def zvol_bytes(self) -> int:
-        """80 % of the usable size, in whole MiB: ZFS needs free space to perform."""
-        return int(self.usable_bytes * ZVOL_SHARE) // (1024 * 1024) * (1024 * 1024)
+    def level_name(self) -> str:
+        return level_name(self.backend, self.level)
+
+    @property
+    def zfs_parity(self) -> int:
+        return RAIDZ_PARITY.get(self.level, 0) if self.backend == "zfs" else 0
+
+    def zvol_charge(self) -> float:
+        """Pool space a zvol block costs per byte of it, as ZFS reckons its available
+        space: 1, but on raidz a small block's parity and padding cost more than the
+        128 KiB blocks the available space is reckoned by (16 KiB on a raidz1 of four:
+        24 KiB allocated against 16 x 44/32)."""
+        p = self.zfs_parity
+        if not p:
+            return 1.0
+        n = len(self.members)
+        per_byte = raidz_alloc_bytes(ZFS_SPACE_BLOCK, n, p) / ZFS_SPACE_BLOCK
+        return raidz_alloc_bytes(self.chunk_bytes, n, p) / self.chunk_bytes / per_byte
+
+    def zvol_bytes(self, available: int | None = None) -> int:
+        """The zvol: 80 % of what the built pool has ``available`` (``zfs get available``;
+        None: an estimate, the usable size less ZFS's slop space) over the space each of
+        its bytes costs there (:meth:`zvol_charge`), in whole MiB: ZFS needs free space
+        to perform, and a raidz pool charges small blocks more than it shows."""
+        if available is None:
+            slop = max(self.usable_bytes >> ZFS_SLOP_SHIFT,
+                       min(self.usable_bytes // 2, ZFS_MIN_SLOP))
+            available = self.usable_bytes - slop
+        size = int(available * ZVOL_SHARE / self.zvol_charge())
+        return max(1024 * 1024, size // (1024 * 1024) * (1024 * 1024))
+
+    @property
+    def dataset(self) -> str:
+        """The ZFS dataset of the file presets, mounted on :attr:`mount_dir`."""
+        return f"{self.name}/files"
 
     @property
     def target(self) -> str:
@@ -89,9 +153,11 @@ class ArrayPlan:
         geometry = ("64 KiB stripe per device (fixed)" if self.backend == "btrfs" else
                     f"{format_bytes(self.chunk_bytes)} "
                     f"{'volblocksize' if self.backend == 'zfs' else 'chunk'}")
-        return (f"{self.backend} {self.level} of {len(self.members)} members "
+        files = (f"; the file presets on {self.mount_dir} (dataset {self.dataset})"
+                 if self.backend == "zfs" else "")
+        return (f"{self.backend} {self.level_name} of {len(self.members)} members "
                 f"({', '.join(self.members)}), {geometry}, "
-                f"{format_bytes(self.usable_bytes)} usable; target {self.target}")
+                f"{format_bytes(self.usable_bytes)} usable; target {self.target}{files}")
 
 
 def plan_array(backend: str, level: str, members: list[str], *, name: str,
@@ -132,8 +198,10 @@ def _chunk(backend: str, level: str, chunk_bytes: int | None) -> int:
     return chunk_bytes
 
 
-def create_commands(plan: ArrayPlan) -> list[list[str]]:
-    """The commands that build the array, in order."""
+def create_commands(plan: ArrayPlan, available: int | None = None) -> list[list[str]]:
+    """The commands that build the array, in order. ZFS: ``available`` is what the pool
+    has available once created, which sizes the zvol (None: an estimate, for a dry run;
+    :meth:`ArrayPlan.zvol_bytes`)."""
     members = list(plan.members)
     if plan.backend == "md":
         chunk = [] if plan.level == "raid1" else [f"--chunk={plan.chunk_bytes // 1024}"]
@@ -147,8 +215,10 @@ def create_commands(plan: ArrayPlan) -> list[list[str]]:
         return [
             ["zpool", "create", "-f", "-o", "ashift=12", "-m", "none", plan.name,
              *_zfs_vdevs(plan.level, members)],
-            ["zfs", "create", "-V", str(plan.zvol_bytes), "-o",
+            ["zfs", "create", "-s", "-V", str(plan.zvol_bytes(available)), "-o",
              f"volblocksize={plan.chunk_bytes}", f"{plan.name}/ssdlab"],
+            ["zfs", "create", "-o", f"mountpoint={plan.mount_dir}", "-o", "atime=off",
+             plan.dataset],
         ]
     return [
         ["mkfs.btrfs", "-f", "-L", plan.name, "-d", plan.level, "-m",
@@ -175,7 +245,7 @@ def destroy_commands(plan: ArrayPlan) -> list[list[str]]:
                  ["mdadm", "--zero-superblock", *members]]
     elif plan.backend == "zfs":
         first = [["zpool", "destroy", "-f", plan.name],
-                 *(["zpool", "labelclear", "-f", m] for m in members)]
+                 *(["zpool", "labelclear", "-f", zfs_member_partition(m)] for m in members)]
     else:
         first = [["umount", plan.mount_dir]]
     return [*first, ["wipefs", "--all", "--quiet", *members]]

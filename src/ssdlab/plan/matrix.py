@@ -211,7 +211,7 @@ class LevelResult(Record):
 
     OMIT_NONE = frozenset({"error", "write_penalty", "textbook_penalty", "slow_member",
                            "imbalance", "write_method", "write_method_note",
-                           "reads_per_write"})
+                           "reads_per_write", "level_name", "zfs"})
 
     level: str = ""
     backend: str = ""
@@ -222,7 +222,7 @@ class LevelResult(Record):
     write_penalty: float | None = None
     textbook_penalty: float | None = None
     imbalance: float | None = None
-    slow_member: str | None = None  # named slow in most of the rounds
+    slow_member: str | None = None  # named slow in most of the rounds (ZFS: over the level)
     slow_rounds: int = 0  # ... in this many of them
     member_rounds: int = 0
     members: list[MemberRoundRow] = field(default_factory=list)
@@ -237,6 +237,17 @@ class LevelResult(Record):
     write_method: str | None = None
     write_method_note: str | None = None
     reads_per_write: float | None = None
+    #: the level as its backend names it (ZFS: stripe, mirror, striped mirrors, raidz1,
+    #: raidz2)
+    level_name: str | None = None
+    #: ZFS: what the level wrote by the zvol's, the members' and the pool's own counts
+    #: (run/zfs.py), and what the docs say beside it (``theory``)
+    zfs: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The level's name: ZFS's own, else raid0 ..."""
+        return self.level_name or self.level
 
 
 OPTIONS = (

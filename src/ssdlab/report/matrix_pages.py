@@ -109,12 +109,12 @@ def measurement_labels(rows: Iterable[LevelRow]) -> dict[Key, str]:
 def _compared(levels: list[tuple[TestData, LevelResult]], metric: LevelMetric
               ) -> tuple[list[Key], dict[Key, list[float | None]]]:
     """The measurements compared by ``metric`` in order, and each one's value per level."""
-    names = [r.level for _, r in levels]
+    names = [r.name for _, r in levels]
     values: dict[Key, dict[str, float | None]] = {}
     for _, r in levels:
         for row in r.rows:
             if row.by == metric.by:
-                values.setdefault((row.test, row.cell), {})[r.level] = getattr(row, metric.key)
+                values.setdefault((row.test, row.cell), {})[r.name] = getattr(row, metric.key)
     return list(values), {k: [v.get(name) for name in names] for k, v in values.items()}
 
 
@@ -128,7 +128,7 @@ def comparison_rows(levels: list[tuple[TestData, LevelResult]], metric: str,
     m = METRICS[metric]
     keys, values = _compared(levels, m)
     labels = measurement_labels(row for _, r in levels for row in r.rows)
-    names = [r.level for _, r in levels]
+    names = [r.name for _, r in levels]
     rows, classes = [], []
     for key in keys:
         got = values[key]
@@ -147,7 +147,7 @@ def comparison_page(run: RunData, anchor: str) -> Page:
                 "each level's last round; the best level of each row in green: the highest "
                 "IOPS and MB/s, and for a test that tracks latency the lowest mean and p99 "
                 "latency. Each level's own run (its report) has every round.")
-    summary = [[esc(r.level), esc(r.child_status or t.status), _penalty(r),
+    summary = [[esc(r.name), esc(r.child_status or t.status), _penalty(r),
                 "-" if r.imbalance is None else f"{r.imbalance:.2f}",
                 esc(_slow(r)), esc(r.child_run or "-")] for t, r in levels]
     body += "<h3>Levels</h3>" + table(
@@ -160,7 +160,7 @@ def comparison_page(run: RunData, anchor: str) -> Page:
             direction = "lower is better" if m.lower_is_better else "higher is better"
             body += (f"<h3>{esc(m.title)} per level ({direction})</h3>"
                      + table(header, rows, cell_classes=classes))
-    names = [r.level for _, r in levels]
+    names = [r.name for _, r in levels]
     labels = measurement_labels(row for _, r in levels for row in r.rows)
     for m in (METRICS["iops"], METRICS["lat_mean_us"]):
         keys, values = _compared(levels, m)
@@ -180,13 +180,14 @@ def level_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
     r = result_of(test, LevelResult)
     a = r.array
     pairs: list[tuple[str, object]] = [
-        ("array", f"{r.backend} {r.level}"),
+        ("array", f"{r.backend} {r.name}"),
         ("backend version", a.get("backend_version") or "-"),
         ("chunk / stripe", format_bytes(int(a.get("chunk_bytes") or 0)) if a else "-"),
         ("usable", format_bytes(int(a.get("usable_bytes") or 0)) if a else "-"),
         ("target", a.get("target") or "-"),
         ("its run", r.child_run or "-"), ("status", r.child_status or test.status),
         ("write penalty", _penalty(r)),
+        *([("what ZFS wrote", zfs_figure(r))] if zfs_figure(r) else []),
         ("slow member", _slow(r)),
         ("time", f"{r.seconds:,.0f} s"),
     ]
@@ -213,7 +214,7 @@ def level_page(run: RunData, test: TestData, anchor: str) -> list[Page]:
     body += _member_rounds(r, anchor)
     if r.backend == "btrfs" and r.level in ("raid5", "raid6"):
         body += banner("warning", BTRFS_PARITY_NOTE)
-    pages = [Page(anchor, f"Level {r.level}", body, head_left(run), run.quick)]
+    pages = [Page(anchor, f"Level {r.name}", body, head_left(run), run.quick)]
     first = next((t for t in run.tests if t.name in LEVELS), None)
     if first is not None and first.name == test.name:
         pages.insert(0, comparison_page(run, anchor))
@@ -280,11 +281,13 @@ def _outlier(row: MemberCheckRow) -> str:
 
 def show_level(run: RunData, test: TestData) -> list[str]:
     r = result_of(test, LevelResult)
-    lines = [f"  {r.backend} {r.level}: run {r.child_run or '-'} "
+    lines = [f"  {r.backend} {r.name}: run {r.child_run or '-'} "
              f"({r.child_status or test.status}); write penalty {_penalty(r)}, slow member "
              f"{_slow(r)}"]
     if r.write_method_note:
         lines.append(f"  write method: {r.write_method_note}")
+    if zfs_figure(r):
+        lines.append(f"  what ZFS wrote: {zfs_figure(r)}")
     if r.error:
         lines.append(f"  error: {r.error}")
     lines += [f"  | {line}" for line in r.outcome]
@@ -322,13 +325,33 @@ def show_member_check(run: RunData, test: TestData) -> list[str]:
             if again else ())) for x in r.rows]))]
 
 
+def zfs_figure(r: LevelResult) -> str | None:
+    """``6.72 member bytes per host byte written (the docs: 6: ...), 1.37 member writes
+    per host write; the pool's own count 52,181,885 bytes, its members' 61,202,432`` for
+    a ZFS level whose counts were read (None otherwise)."""
+    z = r.zfs or {}
+    measured, theory = z.get("member_bytes_per_host_byte"), z.get("theory")
+    if not isinstance(measured, int | float) or not isinstance(theory, dict):
+        return None
+    text = (f"{measured:.2f} member bytes per host byte written (the docs: "
+            f"{theory.get('bytes_per_host_byte', 0):g}: {theory.get('why', '')})")
+    writes = z.get("member_writes_per_host_write")
+    if isinstance(writes, int | float):
+        text += f", {writes:.2f} member writes per host write"
+    pool, members = z.get("pool_write_bytes"), z.get("member_write_bytes")
+    if isinstance(pool, int) and isinstance(members, int):
+        text += (f"; bytes written by the pool's own count (zpool iostat) {pool:,}, by the "
+                 f"members' /sys/block {members:,}")
+    return text
+
+
 def outcome(run: RunData, store_path: object) -> Outcome:
     levels = levels_of(run)
     lines = [f"matrix {run.run_id} {run.status_text}; results in {store_path}"]
-    lines += [f"  {r.level}: {r.child_status or t.status}, run {r.child_run or '-'}"
-              for t, r in levels]
+    lines += [f"  {r.name}: {r.child_status or t.status}, run {r.child_run or '-'}"
+              + (f"; {zfs_figure(r)}" if zfs_figure(r) else "") for t, r in levels]
     lines.append(f"report: {command()} report {run.run_id}")
-    failed = [r.level for t, r in levels if t.status == "failed"]
+    failed = [r.name for t, r in levels if t.status == "failed"]
     if failed:
         return Outcome(tuple(lines), f"level(s) failed: {', '.join(failed)} "
                        f"(see `{command()} show {run.run_id}`)")

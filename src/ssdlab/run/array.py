@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,9 @@ from typing import Any
 from ssdlab.analysis.member_rounds import md_small_write
 from ssdlab.errors import ExitCode, TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands
+from ssdlab.run.array_tools import backend_version as backend_version
+from ssdlab.run.array_tools import check_backend as check_backend
+from ssdlab.run.zfs import await_device, pool_available, zfs_attributes
 from ssdlab.targets.array_status import health, parse_mdstat, parse_zpool_status
 from ssdlab.targets.identity import (
     SYSFS,
@@ -46,20 +48,10 @@ from ssdlab.targets.write_cache import write_cache_state
 from ssdlab.units import format_bytes
 
 STATE_VERSION = 1
-#: what each backend needs on the machine: (tool, package, kernel check or None)
-BACKEND_TOOLS = {
-    "btrfs": ("mkfs.btrfs", "btrfs-progs", "/sys/fs/btrfs"),
-    "md": ("mdadm", "mdadm", "/proc/mdstat"),
-    "zfs": ("zpool", "zfsutils-linux", "/sys/module/zfs"),
-}
-VERSION_COMMANDS = {
-    "btrfs": ["btrfs", "--version"],
-    "md": ["mdadm", "--version"],
-    "zfs": ["zfs", "version"],
-}
 COMMAND_TIMEOUT_S = 600.0
 #: how long a teardown waits for a member still busy after the unmount before it fails
 BUSY_WAIT_S = 10.0
+
 
 
 class ArrayCommandFailed(UserError):
@@ -167,27 +159,6 @@ def member_identity(info: TargetInfo, *, sysfs: Path = SYSFS) -> dict[str, Any]:
     }
 
 
-def check_backend(backend: str) -> None:
-    """The backend's tool and kernel support are here (one line otherwise)."""
-    tool, package, kernel = BACKEND_TOOLS[backend]
-    if shutil.which(tool) is None:
-        raise UserError(f"{tool} is not installed: install the {package} package "
-                        f"(apt install {package})", ExitCode.ENVIRONMENT)
-    if not os.path.exists(kernel):
-        raise UserError(f"this kernel has no {backend} support ({kernel} is missing); "
-                        f"`--dry-run` shows the commands", ExitCode.ENVIRONMENT)
-
-
-def backend_version(backend: str) -> str | None:
-    try:
-        done = subprocess.run(VERSION_COMMANDS[backend], capture_output=True, text=True,
-                              timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = (done.stdout or done.stderr).strip().splitlines()
-    return " ".join(line.strip() for line in text[:2]) or None
-
-
 # -- the state file ---------------------------------------------------------------------
 
 
@@ -245,13 +216,16 @@ class ArrayState:
             extra["md"] = md
         if small is not None:
             extra["small_write"] = small.to_dict()
+        if p.backend == "zfs":
+            extra["zfs"] = zfs_attributes(p)
         return {"backend": p.backend, "backend_version": self.backend_version,
                 "write_cache": array_cache, **extra,
                 # btrfs and md put their data at whole MiB from each member's start, ZFS
                 # at 4 MiB: chunk-aligned on members that are aligned themselves
                 "alignment": {"chunk_bytes": p.chunk_bytes, "members_aligned": all(
                     not m.get("alignment_offset") for m in self.members)},
-                "level": p.level, "chunk_bytes": p.chunk_bytes, "name": p.name,
+                "level": p.level, "level_name": p.level_name, "chunk_bytes": p.chunk_bytes,
+                "name": p.name,
                 "member_bytes": p.member_bytes, "usable_bytes": p.usable_bytes,
                 "target": p.target, "members": self.members, "built_by": "ssdlab"}
 
@@ -323,7 +297,8 @@ def array_of_target(path: str) -> ArrayState | None:
     real = os.path.realpath(path)
     for state in load_states():
         p = state.plan
-        on_mount = p.backend == "btrfs" and real.startswith(os.path.realpath(p.mount_dir) + "/")
+        mount = os.path.realpath(p.mount_dir)
+        on_mount = p.backend != "md" and (real == mount or real.startswith(mount + "/"))
         if state.status == "ready" and (on_mount or os.path.realpath(p.target) == real):
             return state
     return None
@@ -369,7 +344,7 @@ def build(plan: ArrayPlan, members: list[TargetInfo], *, owner: str | None = Non
           say: Callable[[str], None] = print, run: Runner = run_command) -> ArrayState:
     """Build ``plan`` (its members already checked): the state file first, then every
     command; a failure tears down what was built and raises a one-line error."""
-    check_backend(plan.backend)
+    check_backend(plan.backend, say=say, run=run)
     state = ArrayState(plan, "building", os.getpid(), _boot_id(), time.time(), owner,
                        backend_version(plan.backend), [member_identity(m) for m in members])
     if state.path.exists():
@@ -377,11 +352,17 @@ def build(plan: ArrayPlan, members: list[TargetInfo], *, owner: str | None = Non
                         f"{plan.name}` first)")
     state.save()
     try:
-        if plan.backend == "btrfs":
+        if plan.backend != "md":
             _fresh_mount_dir(plan.mount_dir)
-        for argv in create_commands(plan):
+        steps = create_commands(plan)
+        for i in range(len(steps)):
+            argv = steps[i]
             say(f"  $ {' '.join(argv)}")
             _check(argv, run(argv))
+            if argv[:2] == ["zpool", "create"]:  # the zvol's size: from what the pool has
+                steps = create_commands(plan, pool_available(plan.name, run))
+        if plan.backend == "zfs":
+            await_device(plan.target, run)
     except BaseException:
         with contextlib.suppress(UserError):
             teardown(state, say=say, run=run)
@@ -484,12 +465,15 @@ def teardown(state: ArrayState, *, say: Callable[[str], None] = print,
             continue
         if argv[:2] == ["mdadm", "--stop"] and not os.path.exists(plan.target):
             continue
+        if argv[:2] == ["zpool", "labelclear"] and not os.path.exists(argv[-1]):
+            continue  # no partition: ZFS never labelled that member
         say(f"  $ {' '.join(argv)}")
         done = _run_while_busy(argv, run) if argv[0] == "wipefs" else run(argv)
-        if done.returncode != 0:
+        if done.returncode != 0 and not _no_such_pool(argv, done):
             failures.append(f"`{' '.join(argv)}`: {_first_line(done)}")
     if plan.backend == "btrfs":
         run(["btrfs", "device", "scan", "--forget", *plan.members])
+    if plan.backend != "md":
         with contextlib.suppress(OSError):
             Path(plan.mount_dir).rmdir()
     if failures:
@@ -497,6 +481,12 @@ def teardown(state: ArrayState, *, say: Callable[[str], None] = print,
                                  f"its state file {state.path} is kept")
     state.path.unlink(missing_ok=True)
     say(f"destroyed {plan.name}; members wiped: {', '.join(plan.members)}")
+
+
+def _no_such_pool(argv: list[str], done: subprocess.CompletedProcess[str]) -> bool:
+    """``zpool destroy`` of a pool that is not there (its build failed before it, or it
+    was destroyed already): nothing to tear down."""
+    return argv[:2] == ["zpool", "destroy"] and "no such pool" in (done.stderr or "")
 
 
 def _run_while_busy(argv: list[str], run: Runner) -> subprocess.CompletedProcess[str]:

@@ -57,7 +57,7 @@ from ssdlab.plan.filejobs import FileJob, render_file_job
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.results import Reason, StoredPlan
 from ssdlab.run.member_rounds import Sample
-from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions
+from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, with_array
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner
@@ -99,13 +99,14 @@ def target_record(plan: FilePlan, d: DirInfo) -> dict[str, object]:
 
 
 def _directory_target(plan: FilePlan, d: DirInfo) -> TargetInfo:
-    """The directory as the session's target: what its member devices are found from."""
+    """The directory as the session's target: what its member devices are found from (on
+    an array ssdlab built, its provenance: a ZFS dataset has no block device below it)."""
     record = target_record(plan, d)
-    return TargetInfo(path=d.path, kind="directory", name="",
+    return with_array(TargetInfo(path=d.path, kind="directory", name="",
                       device_class=str(record["device_class"]), model=None, serial=None,
                       firmware=None, capacity_bytes=d.free_bytes, logical_sector_bytes=512,
                       physical_sector_bytes=512, rotational=None, numa_node=None,
-                      scheduler=None, discard_max_bytes=None, details=record)
+                      scheduler=None, discard_max_bytes=None, details=record))
 
 
 def prepare_files(request: TargetRequest, args: FilePresetArgs) -> PreparedFiles:

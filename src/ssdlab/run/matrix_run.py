@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Mapping
@@ -28,12 +27,10 @@ from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
 from ssdlab.plan.matrix import (
-    BY_LATENCY,
     MEMBER_CHECK,
     SUITE,
     LevelParams,
     LevelResult,
-    LevelRow,
     MatrixArgs,
     MatrixOptions,
     MatrixPlan,
@@ -50,12 +47,14 @@ from ssdlab.plan.results import plan_head
 from ssdlab.plan.suite import SuiteSpec, TargetKind
 from ssdlab.run import array as arrays
 from ssdlab.run.consistency import record_checks
+from ssdlab.run.matrix_rows import level_rows
 from ssdlab.run.member_check import judge_members, member_check_job, planned_seconds
 from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, stored_args
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, RunInterrupted, SessionRun
 from ssdlab.run.suite import ChildSuite, PreparedSuite, Runner, SuiteLookup
-from ssdlab.store.records import RunData, TestData, TestState
+from ssdlab.run.zfs import Counts, level_counts, level_figures
+from ssdlab.store.records import RunData, TestState
 from ssdlab.targets.health import HealthReading, read_health
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
@@ -227,7 +226,7 @@ def describe(p: PreparedMatrix) -> str:
         lines += ["member check (read-only) job:",
                   member_check_job(p.member_paths, o.member_check_seconds)]
     for plan in p.plans:
-        lines += [f"level {plan.level}: {plan.describe()}",
+        lines += [f"level {plan.level_name}: {plan.describe()}",
                   *(f"  $ {' '.join(c)}" for c in create_commands(plan)),
                   f"  $ {' '.join(child_argv(p, plan))}",
                   str(_child_dry_run(p, plan)),
@@ -256,7 +255,8 @@ def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan, planned_only: bool = Fals
     runner = p.child.runner()
     stand_in = tempfile.mkdtemp(prefix="ssdlab-dry-")
     try:
-        real = plan.mount_dir if plan.backend == "btrfs" else os.path.dirname(plan.target)
+        real = _target_root(plan, p.child.spec.target)
+        real = real if real == plan.mount_dir else os.path.dirname(real)
         argv = child_argv(p, plan)
         words = [w.replace(plan.mount_dir, stand_in) for w in argv]
         if plan.backend != "btrfs":
@@ -320,7 +320,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             self.say(f"resuming matrix {self.run_id}")
             return
         self.say(f"matrix {self.run_id}: {self.p.child.name} on "
-                 f"{', '.join(pl.level for pl in self.p.plans)} (results in {self.store.path})")
+                 f"{', '.join(pl.level_name for pl in self.p.plans)} "
+                 f"(results in {self.store.path})")
 
     def interrupted_text(self) -> str:
         return (f"matrix {self.run_id} interrupted; completed levels are kept "
@@ -337,7 +338,7 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         for plan in self.p.plans:
             test = done.get(plan.level)
             if test is not None and test.status in ("complete", "failed"):
-                self.say(f"{plan.level}: measured before, not run again")
+                self.say(f"{plan.level_name}: measured before, not run again")
                 failed += [plan.level] if test.status == "failed" else []
                 continue
             resume_from = self._stopped_child(plan, test) if test else None
@@ -386,13 +387,16 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         params = LevelParams(started, plan.describe())
         self.store.set_test(self.run_id, plan.level, TestState(
             "running", params, {}, LevelResult(plan.level, plan.backend)))
-        self.say(f"== {plan.level}: {plan.describe()}")
+        self.say(f"== {plan.level_name}: {plan.describe()}")
         child_id: str | None = stopped.run_id if stopped else None
         error: str | None = None
+        counts: Counts = {}
         before = self._health()
         try:
             members = arrays.checked_members(list(plan.members), self.p.destroy_data)
-            with arrays.built(plan, members, owner=self.run_id, say=self.say) as state:
+            with arrays.built(plan, members, owner=self.run_id, say=self.say) as state, \
+                    level_counts(plan, state.members, self.p.child.spec.target is not
+                                 TargetKind.DIR, say=self.say) as counts:
                 child_id = self._run_child(plan, stopped)
                 provenance = state.provenance()
         except RunInterrupted:
@@ -400,12 +404,16 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         except UserError as err:
             error = err.message.splitlines()[0]
             provenance = {}
-            self.say(f"{plan.level}: FAILED: {error}")
-            self.store.add_event(self.run_id, plan.level, "error", f"{plan.level} failed: "
+            self.say(f"{plan.level_name}: FAILED: {error}")
+            self.store.add_event(self.run_id, plan.level, "error", f"{plan.level_name} failed: "
                                  f"{error}", None)
             child_id = child_id or self._find_child(plan, started)
         result = self._result(plan, child_id, provenance, error, time.time() - started)
-        result = dataclasses.replace(result, written=self._written(before))
+        zfs = level_figures(plan, provenance, counts)
+        result = dataclasses.replace(result, written=self._written(before), zfs=zfs)
+        if zfs is not None and "verdict" in zfs:  # ZFS: judged over the whole level
+            result = dataclasses.replace(result, slow_member=zfs.get("slow_member"))
+            self.say(f"{plan.level_name}: members over the level: {zfs['verdict']}")
         self.store.set_test(self.run_id, plan.level, TestState(
             "failed" if error else "complete", params, {}, result))
         return error is None
@@ -470,7 +478,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         matrix holds the members, so there is one)."""
         for summary in self.store.list_runs():
             if (summary.suite == self.p.child.name and summary.created_at >= started
-                    and summary.target_path.startswith(_target_root(plan))):
+                    and summary.target_path.startswith(
+                        _target_root(plan, self.p.child.spec.target))):
                 return summary.run_id
         return None
 
@@ -478,14 +487,14 @@ class MatrixRun(SessionRun[PreparedMatrix]):
                 error: str | None, seconds: float) -> LevelResult:
         if child_id is None:
             return LevelResult(plan.level, plan.backend, array=provenance, seconds=seconds,
-                               error=error)
+                               error=error, level_name=plan.level_name)
         child = self.store.load(child_id)
         rounds = [r for rs in member_rounds(child.events).values() for r in rs]
         summary = summarise(rounds)
         slow_member, slow_rounds = _most_named(summary.slow, len(rounds))
         method, how = _write_method(plan, provenance, summary.reads_per_write)
         if method is not None:
-            self.say(f"{plan.level}: write method {how}")
+            self.say(f"{plan.level_name}: write method {how}")
         return LevelResult(
             level=plan.level, backend=plan.backend, child_run=child_id,
             child_status=child.status_text, array=provenance, rows=level_rows(child),
@@ -495,7 +504,7 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             members=member_round_rows(child), outcome=self._outcome(child), seconds=seconds,
             error=error or (child.message or None if child.status != "complete" else None),
             write_method=method, write_method_note=how or None,
-            reads_per_write=summary.reads_per_write)
+            reads_per_write=summary.reads_per_write, level_name=plan.level_name)
 
 
 def _write_method(plan: ArrayPlan, provenance: Mapping[str, Any],
@@ -530,58 +539,11 @@ def member_round_rows(run: RunData) -> list[MemberRoundRow]:
             for seq, (test, r) in enumerate(rounds, 1) for p in r.periods()]
 
 
-def _target_root(plan: ArrayPlan) -> str:
-    return plan.mount_dir if plan.backend == "btrfs" else plan.target
-
-
-def level_rows(run: RunData) -> list[LevelRow]:
-    """What a level's run measured, for the comparison: each test's cells of its last
-    round (their mean where a cell ran several passes)."""
-    rows = []
-    for test in run.tests:
-        if not test.rounds:
-            continue
-        last = max(test.rounds, key=lambda r: r.round_no)
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for cell in last.cells:
-            grouped.setdefault(_cell_label(cell), []).append(cell)
-        by = _compared_by(test)
-        for label, cells in grouped.items():
-            rows.append(LevelRow(
-                test.name, label, statistics.fmean(float(c.get("iops") or 0) for c in cells),
-                statistics.fmean(float(c.get("bw_bytes_per_s") or 0) for c in cells) / 1e6,
-                _opt_float(cells[0].get("read_pct")), _opt_int(cells[0].get("block_bytes")),
-                _mean_of(cells, "lat_mean_us"), _mean_of(cells, "lat_p99_us"), by))
-    return rows
-
-
-def _compared_by(test: TestData) -> str | None:
-    """How the levels compare on ``test``: by latency (``BY_LATENCY``) where the test
-    tracks latency (the PTS latency test tracks mean latency), else by IOPS and MB/s
-    (None, as LevelRow.compared_by stores it)."""
-    tracking = test.params.get("tracking")
-    chosen = tracking.get(test.params.get("tracking_set")) if isinstance(tracking, dict) else None
-    metrics = [str(v.get("metric")) for v in chosen or () if isinstance(v, dict)]
-    return BY_LATENCY if metrics and all(m.startswith("lat_") for m in metrics) else None
-
-
-def _mean_of(cells: list[dict[str, Any]], key: str) -> float | None:
-    values = [float(c[key]) for c in cells if isinstance(c.get(key), int | float)]
-    return statistics.fmean(values) if values else None
-
-
-def _cell_label(cell: dict[str, Any]) -> str:
-    if cell.get("group"):
-        return f"{cell['group']} {cell.get('mode', '')}".strip()
-    return str(cell.get("cell", "?"))
-
-
-def _opt_float(v: object) -> float | None:
-    return float(v) if isinstance(v, int | float) else None
-
-
-def _opt_int(v: object) -> int | None:
-    return int(v) if isinstance(v, int | float) else None
+def _target_root(plan: ArrayPlan, kind: TargetKind) -> str:
+    """Where the level's suite runs: the mount of a file-system array (btrfs, a ZFS
+    dataset for a suite that runs in a directory), else the block target."""
+    on_mount = plan.backend == "btrfs" or (plan.backend == "zfs" and kind is TargetKind.DIR)
+    return plan.mount_dir if on_mount else plan.target
 
 
 def _progress(p: PreparedMatrix) -> Progress:

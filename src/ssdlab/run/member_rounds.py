@@ -167,6 +167,18 @@ def small_write_of(details: Mapping[str, object]) -> tuple[float | None, str | N
     return float(small["penalty"]), method if isinstance(method, str) else None
 
 
+def zfs_members(details: Mapping[str, object]) -> list[str]:
+    """The kernel names of the members of the ZFS array ssdlab built that the target is
+    (its zvol) or is on (its dataset), as recorded at build time ([] for any other
+    target): a zvol lists no ``slaves`` in sysfs and a dataset has no block device, so
+    the stack cannot be walked down to the members as md's and dm's can."""
+    array = details.get("array")
+    if not isinstance(array, Mapping) or array.get("backend") != "zfs":
+        return []
+    members = array.get("members")
+    return [str(m["name"]) for m in members or () if isinstance(m, Mapping) and m.get("name")]
+
+
 def array_level(details: Mapping[str, object]) -> tuple[str | None, str | None]:
     """The RAID level and backend of an array ssdlab built (``details["array"]``), else
     (None, None)."""
@@ -361,7 +373,8 @@ def find_sampler(path: str, kind: str, name: str, details: Mapping[str, object],
         return None, (f"member devices not sampled: {path} is an NBD export; its devices "
                       "are the server's")
     try:
-        names = members_of_target(path, kind, name, sysfs=sysfs, proc=proc)
+        names = zfs_members(details) or members_of_target(path, kind, name, sysfs=sysfs,
+                                                          proc=proc)
     except (TargetError, OSError) as exc:
         return None, f"member devices not sampled: cannot find those under {path} ({exc})"
     if not names:

@@ -456,3 +456,39 @@ def _device_problem(d: ZpoolDevice) -> str:
     detail = [f"{n} {label}" for n, label in counts if n]
     detail += [d.note] if d.note else []
     return f"{d.name} {d.state}" + (f" ({', '.join(detail)})" if detail else "")
+
+
+# -- zpool iostat ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolIo:
+    """What one device of a pool (the pool itself, a vdev, a member) moved by ZFS's own
+    count, summed over the reports of ``zpool iostat -Hpv POOL 1``."""
+
+    name: str
+    reads: int = 0
+    writes: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "reads": self.reads, "writes": self.writes,
+                "read_bytes": self.read_bytes, "write_bytes": self.write_bytes}
+
+
+def parse_zpool_iostat(text: str, interval_s: float = 1.0) -> list[PoolIo]:
+    """The devices of ``zpool iostat -Hpv -y POOL INTERVAL`` output, in the order first
+    listed, each its operations and bytes summed over the reports (each report's rates,
+    per second, times ``interval_s``: counts to within a rounding per report). Without an
+    interval zpool prints averages since the pool was imported, not counts. Lines:
+    name, allocated, free, read ops, write ops, read bytes, write bytes (per second)."""
+    totals: dict[str, list[float]] = {}
+    for line in text.splitlines():
+        words = line.split("\t") if "\t" in line else line.split()
+        if len(words) < 7 or not all(w.isdigit() for w in words[3:7]):
+            continue
+        row = totals.setdefault(words[0], [0.0, 0.0, 0.0, 0.0])
+        for i in range(4):
+            row[i] += int(words[3 + i]) * interval_s
+    return [PoolIo(name, *(round(v) for v in row)) for name, row in totals.items()]
