@@ -7,6 +7,7 @@ SATA drive left with a password gets a warning naming the command that removes i
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -16,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from ssdlab.cli.main import main
+from ssdlab.cli.main import build_parser, main
 from ssdlab.errors import EnvironmentProblem, TargetError
 from ssdlab.plan import op_sweep, specs
+from ssdlab.plan.optionsets import PURGE_AUTO_TEXT
 from ssdlab.plan.results import PurgeStep
 from ssdlab.report.terminal import render_run
 from ssdlab.run import pts_run, rounds
@@ -239,3 +241,23 @@ def test_the_purge_methods_are_one_tuple() -> None:
     assert purge.PURGE_METHODS == specs.PURGE_METHODS
     whole_target = tuple(m for m in specs.PURGE_METHODS if m != "none")
     assert whole_target == op_sweep.PURGE_METHODS
+
+
+def test_every_purge_help_says_what_auto_does() -> None:
+    """One text for ``--purge auto`` (plan/optionsets.PURGE_AUTO_TEXT) in every suite."""
+    helps = {}
+    for action in _actions(build_parser()):
+        if "--purge" in action.option_strings:
+            helps[action.help] = action.default
+    assert len(helps) >= 4
+    for text in helps:
+        assert PURGE_AUTO_TEXT in str(text), text
+
+
+def _actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    found = list(parser._actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _actions(sub)
+    return found

@@ -287,9 +287,7 @@ OPTIONS = (
                   f"{MIN_GAIN_PCT:g})", metavar="PCT", field="min_gain_pct",
                   default=MIN_GAIN_PCT),
     common.purge(_G, "how the WHOLE target is purged before each setting (it must trim the "
-                 "unused part); auto: the strongest erase a whole SATA/SCSI disk supports, else "
-                 "blkdiscard; recreate for files (default)",
-                 choices=PURGE_METHODS),
+                 f"unused part); {common.PURGE_AUTO_HELP}", choices=PURGE_METHODS),
     common.ioengine(_G),
 )
 

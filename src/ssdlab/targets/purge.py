@@ -7,9 +7,10 @@ reserved for problems found before anything runs (missing tool, method not appli
 The safety checks (:mod:`ssdlab.targets.safety`) are the caller's job and must have passed.
 
 Each outcome names its ``path``, the command family that reached the drive (``ata``,
-``scsi``, ``nvme``; None for other devices). ``auto`` erases a whole SATA or SCSI disk
-with the strongest erase the drive supports (ATA SECURITY ERASE UNIT, SCSI SANITIZE) and
-falls back to ``blkdiscard`` where the drive lacks it or refuses it, naming the fallback
+``scsi``, ``nvme``; None for other devices). ``auto`` erases a whole SATA or SCSI disk,
+where the active range is the whole disk, with the strongest erase the drive supports
+(SCSI SANITIZE; ATA SECURITY ERASE UNIT only on a libata port) and falls back to
+``blkdiscard`` where the drive lacks it or refuses it, naming the fallback
 (``fallback_from``) and why; a named method never falls back: it fails and says which
 fallback there is.
 """
@@ -85,8 +86,9 @@ def purge_block(
 ) -> PurgeOutcome:
     """Purge ``length_bytes`` from ``offset_bytes`` of a block target with ``method``.
 
-    ``auto`` is the strongest erase a whole SATA or SCSI disk supports, with blkdiscard
-    as its fallback, and blkdiscard elsewhere; nvme-format and nvme-sanitize always erase
+    ``auto`` is the strongest erase a whole SATA or SCSI disk supports where the range is
+    the whole disk (:func:`strongest_erase`), with blkdiscard as its fallback, and
+    blkdiscard elsewhere; nvme-format and nvme-sanitize always erase
     the whole namespace (format) or every namespace of the controller (sanitize),
     ata-secure-erase and scsi-sanitize the whole disk.
     """
