@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -71,7 +72,7 @@ NVME = target("nvme0n1", "nvme", device_class="nvme", nvme_id_ctrl={"sanicap": 2
 
 
 def test_nvme_purges_record_their_path_and_show_prints_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(purge, "nvme_controller_of", lambda name, sysfs: "nvme0")
     monkeypatch.setattr(purge, "nvme_namespaces_of", lambda ctrl, sysfs: ["nvme0n1"])
     formatted = purge_block(NVME, "nvme-format", 0, 1 << 30, runner=Runner(), which=has_all)
@@ -82,7 +83,9 @@ def test_nvme_purges_record_their_path_and_show_prints_it(
     assert (sanitized.ok, sanitized.path) == (True, "nvme")
     step = PurgeStep.of(formatted).to_json()
     assert step["path"] == "nvme"
-    with Store.open(FIXTURES / "suites.sqlite") as store:
+    copy = tmp_path / "suites.sqlite"  # a copy: opening a store may write to it
+    shutil.copy(FIXTURES / "suites.sqlite", copy)
+    with Store.open(copy) as store:
         run = store.load(store.list_runs()[0].run_id)
     test = run.tests[0]
     purged = replace(test, steps=[StepData(test.name, "purge", step, 0.0, None)])
