@@ -150,6 +150,24 @@ def test_too_small_and_size_on_device(loop_device: LoopFactory, tmp_path: Path) 
 
 
 @pytest.mark.root
+def test_a_whole_disk_erase_of_a_loop_device_is_refused_before_the_run(
+        loop_device: LoopFactory, tmp_path: Path) -> None:
+    """A named ATA secure erase or SCSI sanitize of a device that is no SATA or SCSI disk
+    is refused before the run, as an NVMe purge is: nothing stored, nothing written."""
+    device = loop_device(128 * MIB)
+    before = sha256_of(_backing(device))
+    store = tmp_path / "s.sqlite"
+    for method in ("ata-secure-erase", "scsi-sanitize"):
+        result = ssdlab("run", "pts", "--target", device, "--destroy-data", "--purge", method,
+                        "--store", str(store))
+        assert result.returncode == 3, result.stderr
+        assert f"--purge {method} needs" in one_line_error(result)
+        assert "speaks neither ATA nor SCSI" in one_line_error(result)
+    assert not store.exists()  # no run was opened
+    assert sha256_of(_backing(device)) == before
+
+
+@pytest.mark.root
 def test_mounted_device_is_refused(loop_device: LoopFactory, shm_dir: Path) -> None:
     device = loop_device(128 * MIB)
     subprocess.run(["mkfs.ext4", "-q", device], check=True)

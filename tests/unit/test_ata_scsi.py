@@ -190,8 +190,8 @@ def test_identity_falls_back_to_smartctl_then_to_sysfs(tmp_path: Path) -> None:
 
 
 def sd(name: str = "sdb", path: str = "ata", security: dict[str, object] | None = None,
-       **details: object) -> TargetInfo:
-    identify: dict[str, object] = {"path": path}
+       bus: str = "ata", **details: object) -> TargetInfo:
+    identify: dict[str, object] = {"path": path, "bus": bus}
     if security is not None:
         identify["security"] = security
     return TargetInfo(path=f"/dev/{name}", kind="block", name=name, device_class="sata_ssd",
@@ -219,6 +219,10 @@ ABORTED = ("SG_IO: bad/missing sense data, sb[]:  70 00 0b 00 00 00 00 0a 04 41 
     (sd(path="scsi"), "scsi-sanitize", ""),
     (sd(name="sdb1", partition_of="sdb", security=READY), None, "partition"),
     (sd(name="nvme0n1", path="nvme"), None, ""),
+    (sd(security=READY, bus="usb"), None, "attached through a USB or UAS bridge"),
+    (sd(security=READY, bus="sas"), None, "a SAS HBA"),
+    (sd(security=READY, bus="other"), None, "only to a disk on a libata port"),
+    (sd(path="scsi", bus="usb"), "scsi-sanitize", ""),
 ])
 def test_auto_takes_the_strongest_erase_the_drive_supports(
         info: TargetInfo, expected: str | None, why: str) -> None:
@@ -309,12 +313,12 @@ def test_scsi_sanitize_that_qemu_refuses_falls_back_under_auto(tmp_path: Path) -
 def test_auto_says_why_it_chose_blkdiscard(tmp_path: Path) -> None:
     _disk(tmp_path, "sdb", ata=True)
     runner = Answers({"blkdiscard": (0, "", "")})
-    outcome = purge_block(sd(security=parse_security(SECURITY_FROZEN)), "auto", 0, 4096,
+    outcome = purge_block(sd(security=parse_security(SECURITY_FROZEN)), "auto", 0, 1 << 27,
                           runner=runner, which=has_all, sysfs=tmp_path)
     assert (outcome.method, outcome.fallback_from) == ("blkdiscard", None)
     assert "auto chose blkdiscard: the drive's ATA security is frozen" in outcome.detail
     assert [c[0] for c in runner.calls] == ["blkdiscard"]
-    missing = purge_block(sd(path="scsi"), "auto", 0, 4096, runner=runner,
+    missing = purge_block(sd(path="scsi"), "auto", 0, 1 << 27, runner=runner,
                           which=lambda t: None if t == "sg_sanitize" else t, sysfs=tmp_path)
     assert "sg_sanitize is not installed (package sg3-utils)" in missing.detail
 
@@ -337,7 +341,7 @@ def test_undecodable_output_is_replaced_not_fatal() -> None:
 
 def test_whole_disk_erases_refuse_other_disks_and_partitions() -> None:
     runner = Answers({})
-    with pytest.raises(TargetError, match="needs a ATA disk; /dev/sdb speaks scsi"):
+    with pytest.raises(TargetError, match=r"needs an ATA \(SATA\) disk; /dev/sdb speaks SCSI"):
         purge_block(sd(path="scsi"), "ata-secure-erase", 0, 1, runner=runner, which=has_all)
     with pytest.raises(TargetError, match="it is a partition"):
         purge_block(sd(name="sdb1", path="scsi", partition_of="sdb"), "scsi-sanitize", 0, 1,

@@ -164,7 +164,7 @@ def test_a_dip_the_iops_come_back_from_is_named_not_taken_as_the_transition() ->
     assert 1.8 <= dip.start_s <= 2.1 and 3.1 <= dip.end_s <= 3.4, dip
     assert dip.iops_during < 700 and dip.iops_back > 4_500 and dip.fob_iops == t.fob_iops
     assert dip.start_bytes < dip.end_bytes < KNEE / 3
-    assert (f"; a dip the IOPS came back from (a host stall, not the transition): at "
+    assert (f"; a fall the IOPS came back from (not the transition): at "
             f"{dip.start_s:.1f} s (0.04 GiB written) for {dip.seconds:.1f} s: 4,986 -> "
             f"{dip.iops_during:,.0f} IOPS, back at {dip.iops_back:,.0f}") in t.message
     # without the dip rule the stall was the transition

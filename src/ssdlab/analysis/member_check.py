@@ -18,9 +18,11 @@ taking the CPU for a second) makes a healthy member look slow. So a member below
 measured again, every member alike (``again``: each metric's second figure per member).
 Only a suspect below ``ratio`` of its peers again, on a metric it was slow on, is
 named; a suspect that is not slow the second time is *unconfirmed*: said in the verdict
-(slow once, not again: the host, not the drive), not named. Measured on four emulated
-members, one slowed 4x, beside a CPU hog and two busy guests on 2 cores: a healthy
-member once read 0.70x its peers' 4 KiB IOPS in every pass of one measurement.
+as what was seen (slow once, not again), not named, and no cause is given: a host stall
+and a drive slow only at times (garbage collection, throttling) look the same here.
+Measured on four emulated members, one slowed 4x, beside a CPU hog and two busy guests
+on 2 cores: a healthy member once read 0.70x its peers' 4 KiB IOPS in every pass of one
+measurement.
 
 Like with like: an SSD reads space that holds no data (trimmed or never written) faster
 than data, so a member that holds data is not compared with peers that are empty. Where
@@ -209,8 +211,8 @@ def outlier_verdict(results: Sequence[MemberResult], ratio: float = OUTLIER_RATI
         message = (f"member check: {len(outliers)} of {n} members below {ratio:g}x their "
                    f"peers{' twice' if again is not None else ''}: {named}")
     if once:
-        message += ("; slow once, not when measured again (the host, not the drive; not "
-                    "named): " + "; ".join(f"{name}: {' and '.join(why)}"
+        message += ("; slow once, not when measured again: not named (a host stall or a "
+                    "drive slow at times): " + "; ".join(f"{name}: {' and '.join(why)}"
                                            for name, why in once))
     if unlike and n:
         message += f"; not judged: {_unlike_text(unlike, results)}"

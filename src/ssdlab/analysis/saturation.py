@@ -18,8 +18,9 @@ median of ``smooth`` points so that single slow or fast intervals do not decide:
   goes all the way.
 * the transition is a fall that **lasts**: a fall the rate comes back from (the smoothed
   IOPS at or above that threshold again for ``smooth`` intervals in a row) is a **dip**
-  (:class:`IopsDip`: a host stall, other processes taking the CPU for a second or more),
-  stored and named in the verdict, never the transition; the search goes on after it.
+  (:class:`IopsDip`: on the emulated SSD under load, a host stall; on a real drive it may
+  as well be the drive's own fall and recovery: the verdict names no cause), stored and
+  named in the verdict, never the transition; the search goes on after it.
   Measured on the emulated SSD at a load of 10-12 on 2 cores: FOB dips to a tenth for a
   second, and to three quarters for seconds, before GC started (read as the transition
   at 16, 51 and 118 MiB instead of 136 MiB before dips were told apart). As with the SLC
@@ -64,8 +65,10 @@ class IopsPoint:
 
 @dataclass(frozen=True)
 class IopsDip:
-    """The IOPS fell below the transition's threshold and came back to the FOB level: a
-    host stall, not the transition."""
+    """The IOPS fell below the transition's threshold and came back above it (a quarter of
+    the way from FOB to saturated) for 5 intervals: a fall that did not last, so not the
+    transition. Its cause is not measured: a host stall and a drive's own fall and
+    recovery (garbage collection) look the same here."""
 
     start_s: float  # where it left the FOB level (the end of the last interval at it)
     start_bytes: float
@@ -251,8 +254,8 @@ def _dips_text(dips: Sequence[IopsDip]) -> str:
     """What the verdict ends with when the IOPS fell and came back."""
     if not dips:
         return ""
-    count = "a dip" if len(dips) == 1 else f"{len(dips)} dips"
-    return (f"; {count} the IOPS came back from (a host stall, not the transition): "
+    count = "a fall" if len(dips) == 1 else f"{len(dips)} falls"
+    return (f"; {count} the IOPS came back from (not the transition): "
             + "; ".join(dip_text(d) for d in dips))
 
 

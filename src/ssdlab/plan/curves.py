@@ -413,8 +413,8 @@ OPTIONS = (
     common.number("--min-delivered", _G, "flag points delivering less than this percentage "
                   f"of their target rate (default {DEFAULT_MIN_DELIVERED_PCT:g})",
                   metavar="PCT", field="min_delivered_pct", default=DEFAULT_MIN_DELIVERED_PCT),
-    common.purge(_G, "purge before the run (default none; auto: blkdiscard for devices, "
-                 "recreate for files)", default="none"),
+    common.purge(_G, f"purge before the run (default none; {common.PURGE_AUTO_TEXT})",
+                 default="none"),
     common.ioengine(_G, "fio ioengine (default: libaio)"),
 )
 

@@ -210,7 +210,7 @@ class LevelResult(Record):
     """One level: the array it was, the run on it, what it measured."""
 
     OMIT_NONE = frozenset({"error", "write_penalty", "textbook_penalty", "slow_member",
-                           "imbalance", "write_method", "write_method_note",
+                           "slow_basis", "imbalance", "write_method", "write_method_note",
                            "reads_per_write", "level_name", "zfs"})
 
     level: str = ""
@@ -223,8 +223,12 @@ class LevelResult(Record):
     textbook_penalty: float | None = None
     imbalance: float | None = None
     slow_member: str | None = None  # named slow in most of the rounds (ZFS: over the level)
-    slow_rounds: int = 0  # ... in this many of them
+    #: how many rounds named it (ZFS: named it; where none was named over the level, how
+    #: many named the member the rounds named most)
+    slow_rounds: int = 0
     member_rounds: int = 0
+    #: "level" where slow_member is the verdict over the whole level (ZFS), not the rounds'
+    slow_basis: str | None = None
     members: list[MemberRoundRow] = field(default_factory=list)
     written: list[MemberWritten] = field(default_factory=list)
     #: what ``ssdlab run`` printed at the end of the level's run (its verdicts: steady

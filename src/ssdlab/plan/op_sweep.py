@@ -41,6 +41,7 @@ from ssdlab.plan.results import (
 )
 from ssdlab.plan.rounds import RoundTest, TrackingVar, wipc_cell
 from ssdlab.plan.specs import KIB, CellSpec, JobText, Mix, Pattern
+from ssdlab.plan.specs import PURGE_METHODS as ALL_PURGE_METHODS
 from ssdlab.plan.suite import ProfiledArgs, ProfiledOptions, SuiteSpec, TargetKind, opt
 from ssdlab.plan.values import choice, purge_and_engine
 from ssdlab.units import format_bytes, format_duration
@@ -53,8 +54,7 @@ MAX_OP = 90.0
 #: the recommendation's threshold: % more IOPS per percentage point of capacity given up
 MIN_GAIN_PCT = 1.0
 #: whole-target purges only: the unused part must be trimmed to become spare
-PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "ata-secure-erase",
-                 "scsi-sanitize")
+PURGE_METHODS = tuple(method for method in ALL_PURGE_METHODS if method != "none")
 TRACKING_NAME = "IOPS 4 KiB random write"
 #: NVMe Identify Controller, Optional Admin Command Support bit 3: namespace management
 OACS_NS_MANAGEMENT = 1 << 3
@@ -287,9 +287,7 @@ OPTIONS = (
                   f"{MIN_GAIN_PCT:g})", metavar="PCT", field="min_gain_pct",
                   default=MIN_GAIN_PCT),
     common.purge(_G, "how the WHOLE target is purged before each setting (it must trim the "
-                 "unused part); auto: the strongest erase a whole SATA/SCSI disk supports, else "
-                 "blkdiscard; recreate for files (default)",
-                 choices=PURGE_METHODS),
+                 f"unused part); {common.PURGE_AUTO_HELP}", choices=PURGE_METHODS),
     common.ioengine(_G),
 )
 

@@ -219,8 +219,11 @@ def purge(group: str, help: str, default: str = "auto",
                help=help)
 
 
-PURGE_AUTO_HELP = ("auto: the strongest erase a whole SATA/SCSI disk supports (ATA secure "
-                   "erase, SCSI sanitize), else blkdiscard; recreate for files (default)")
+#: what ``--purge auto`` does, the one text every suite's --purge help says
+PURGE_AUTO_TEXT = ("auto: where the whole disk is tested, the strongest erase a SATA/SCSI disk "
+                   "supports (SCSI sanitize; ATA secure erase on a libata port), else "
+                   "blkdiscard; recreate for files")
+PURGE_AUTO_HELP = f"{PURGE_AUTO_TEXT} (default)"
 
 
 def ioengine(group: str, help: str = "fio ioengine (default libaio)") -> Opt:

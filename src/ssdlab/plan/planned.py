@@ -53,7 +53,8 @@ class PlannedTime:
         return cls(0.0, 0.0, plus=(what,))
 
     def __add__(self, other: PlannedTime) -> PlannedTime:
-        decides = ("; ".join(dict.fromkeys(d for d in (self.decides, other.decides) if d)))
+        decides = "; ".join(dict.fromkeys(part for d in (self.decides, other.decides) if d
+                                          for part in d.split("; ")))
         return PlannedTime(self.low_s + other.low_s, self.high_s + other.high_s, decides,
                            self.io_bytes + other.io_bytes,
                            tuple(dict.fromkeys((*self.io_what, *other.io_what))),

@@ -281,8 +281,7 @@ OPTIONS = (
     common.number("--repeat-after", _G, "after the write, idle S seconds and write again to "
                   "see how much cache came back (default: no repeat)", metavar="S",
                   field="repeat_after_s"),
-    common.purge(_G, "how the whole target is purged first; auto: blkdiscard for devices, "
-                 "recreate for files (default)"),
+    common.purge(_G, f"how the whole target is purged first; {common.PURGE_AUTO_HELP}"),
     common.ioengine(_G),
 )
 

@@ -52,12 +52,31 @@ def _penalty(r: LevelResult) -> str:
 
 
 def _slow(r: LevelResult) -> str:
-    """The slow-member verdict over the level's rounds."""
+    """The slow-member verdict over the level's rounds, or (ZFS) over the whole level,
+    with how many rounds named that member."""
+    if r.slow_basis == "level" or (r.zfs is not None and "verdict" in r.zfs):
+        return _slow_over_level(r)
     if r.slow_member:
         return f"{r.slow_member} (in {r.slow_rounds} of {r.member_rounds} rounds)"
     if r.slow_rounds:
         return f"none in most rounds (one named in {r.slow_rounds} of {r.member_rounds})"
     return "none"
+
+
+def _slow_over_level(r: LevelResult) -> str:
+    """ZFS: the verdict over the whole level (its rounds may hold too few writes to judge,
+    run/zfs.py), and how many of the rounds named that member too (a record made before
+    the count was kept for that member says none)."""
+    verdict = str((r.zfs or {}).get("verdict") or "")
+    why = verdict.split(": ", 1)[1] if r.slow_member and ": " in verdict else ""
+    counted = r.slow_basis == "level" and r.member_rounds
+    if r.slow_member:
+        rounds = f"; named in {r.slow_rounds} of {r.member_rounds} rounds" if counted else ""
+        return f"{r.slow_member} (over the whole level{f': {why}' if why else ''}{rounds})"
+    if counted and r.slow_rounds:
+        return (f"none over the whole level (the rounds named one member in "
+                f"{r.slow_rounds} of {r.member_rounds})")
+    return "none over the whole level"
 
 
 @dataclass(frozen=True)

@@ -235,11 +235,15 @@ def describe(p: PreparedMatrix) -> str:
 
 
 def planned(p: PreparedMatrix) -> PlannedTime:
-    """The member check, then each level's suite (its own planned time, from its dry run
-    on a stand-in of the array) and the building and tearing down of each array."""
+    """The member check (up to twice: a suspect's figures are measured again), then each
+    level's suite (its own planned time, from its dry run on a stand-in of the array) and
+    the building and tearing down of each array."""
     o = p.options
-    out = PlannedTime.fixed(planned_seconds(len(p.members), o.member_check_seconds)
-                            if o.member_check_seconds > 0 else 0.0)
+    check = (planned_seconds(len(p.members), o.member_check_seconds)
+             if o.member_check_seconds > 0 else 0.0)
+    # a suspect's figures are measured again, every member alike: at most as long again
+    out = PlannedTime(check, 2 * check, "whether a member is measured again") if check else \
+        PlannedTime.fixed(0.0)
     for plan in p.plans:
         child = _child_dry_run(p, plan, planned_only=True)
         out += child if isinstance(child, PlannedTime) else PlannedTime.step(
@@ -408,11 +412,10 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             self.store.add_event(self.run_id, plan.level, "error", f"{plan.level_name} failed: "
                                  f"{error}", None)
             child_id = child_id or self._find_child(plan, started)
-        result = self._result(plan, child_id, provenance, error, time.time() - started)
         zfs = level_figures(plan, provenance, counts)
+        result = self._result(plan, child_id, provenance, error, time.time() - started, zfs)
         result = dataclasses.replace(result, written=self._written(before), zfs=zfs)
-        if zfs is not None and "verdict" in zfs:  # ZFS: judged over the whole level
-            result = dataclasses.replace(result, slow_member=zfs.get("slow_member"))
+        if zfs is not None and "verdict" in zfs:
             self.say(f"{plan.level_name}: members over the level: {zfs['verdict']}")
         self.store.set_test(self.run_id, plan.level, TestState(
             "failed" if error else "complete", params, {}, result))
@@ -484,7 +487,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         return None
 
     def _result(self, plan: ArrayPlan, child_id: str | None, provenance: dict[str, Any],
-                error: str | None, seconds: float) -> LevelResult:
+                error: str | None, seconds: float,
+                zfs: Mapping[str, Any] | None = None) -> LevelResult:
         if child_id is None:
             return LevelResult(plan.level, plan.backend, array=provenance, seconds=seconds,
                                error=error, level_name=plan.level_name)
@@ -492,6 +496,9 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         rounds = [r for rs in member_rounds(child.events).values() for r in rs]
         summary = summarise(rounds)
         slow_member, slow_rounds = _most_named(summary.slow, len(rounds))
+        level = zfs is not None and "verdict" in zfs  # ZFS: judged over the whole level
+        if level and zfs is not None:
+            slow_member, slow_rounds = level_verdict(summary.slow, zfs.get("slow_member"))
         method, how = _write_method(plan, provenance, summary.reads_per_write)
         if method is not None:
             self.say(f"{plan.level_name}: write method {how}")
@@ -504,7 +511,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             members=member_round_rows(child), outcome=self._outcome(child), seconds=seconds,
             error=error or (child.message or None if child.status != "complete" else None),
             write_method=method, write_method_note=how or None,
-            reads_per_write=summary.reads_per_write, level_name=plan.level_name)
+            reads_per_write=summary.reads_per_write, level_name=plan.level_name,
+            slow_basis="level" if level else None)
 
 
 def _write_method(plan: ArrayPlan, provenance: Mapping[str, Any],
@@ -521,6 +529,14 @@ def _write_method(plan: ArrayPlan, provenance: Mapping[str, Any],
     if expected is None:
         return None, ""
     return method_from_reads(expected, reads_per_write)
+
+
+def level_verdict(slow: dict[str, int], member: object) -> tuple[str | None, int]:
+    """A level whose slow member was judged over the whole level (ZFS): that verdict, and
+    how many of its rounds named that member (where it names none, how many named the
+    member the rounds named most), so that the two never disagree."""
+    name = member if isinstance(member, str) else None
+    return name, slow.get(name, 0) if name else max(slow.values(), default=0)
 
 
 def _most_named(slow: dict[str, int], rounds: int) -> tuple[str | None, int]:

@@ -33,7 +33,7 @@ from ssdlab.targets.nbd import (
     identify_nbd,
     is_nbd_target,
 )
-from ssdlab.targets.purge import check_nvme_purge
+from ssdlab.targets.purge import check_nvme_purge, check_sd_erase
 from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.safety import DestroyData, check_block_target
 from ssdlab.targets.write_cache import write_cache_state
@@ -304,8 +304,12 @@ def check_nbd_purge(info: TargetInfo, purge: str) -> None:
 def check_device_purge(info: TargetInfo, purge: str) -> None:
     """The purge method suits the device, refused (one line) before the run: an NBD
     export's (check_nbd_purge); an NVMe purge on an NVMe namespace only, and not one the
-    controller cannot do or that would erase other namespaces (targets/purge.py)."""
+    controller cannot do or that would erase other namespaces; an ATA secure erase or a
+    SCSI sanitize on a whole disk of that command set only, on a libata port for the ATA
+    erase, with its tool installed (targets/purge.py)."""
     check_nbd_purge(info, purge)
+    if info.kind == "block" and "hosts" not in info.details:  # each host's agent checks its own
+        check_sd_erase(info, purge)
     if not purge.startswith("nvme") or info.kind == NBD_KIND:
         return
     if info.device_class != "nvme":
@@ -316,7 +320,7 @@ def check_device_purge(info: TargetInfo, purge: str) -> None:
 
 def check_file_purge(info: TargetInfo, purge: str, *, allow_none: bool = True) -> None:
     """A purge method other than recreating the file (or none) is for block devices; an
-    NVMe purge for NVMe devices."""
+    NVMe purge for NVMe devices, an ATA or SCSI erase for such disks (check_device_purge)."""
     if info.kind == "file" and purge not in (("auto", "none") if allow_none else ("auto",)):
         alternative = " or not at all (--purge none)" if allow_none else ""
         raise UserError(f"--purge {purge} applies to block devices; a file target is "

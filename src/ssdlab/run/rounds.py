@@ -1,5 +1,6 @@
 """What a run's session does to the target between its rounds, recorded: purge (the active
-range back to fresh-out-of-box, a step), and the note that a stopped test goes on after
+range back to fresh-out-of-box, a step), a warning where a SATA drive's ATA security has
+a password set when the run starts, and the note that a stopped test goes on after
 its last round (an event, with how long the drive was idle).
 :class:`~ssdlab.run.session.RunSession` calls these (its methods of the same names).
 """
@@ -21,7 +22,7 @@ from ssdlab.store.records import RoundData
 from ssdlab.targets.filetarget import recreate_file_target
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.nbd import NBD_KIND
-from ssdlab.targets.purge import PurgeOutcome, purge_block
+from ssdlab.targets.purge import PurgeOutcome, purge_block, security_warning
 
 
 class Session(Protocol):
@@ -36,6 +37,17 @@ class Session(Protocol):
     remote: RemoteSet | None
 
     def ground_truth(self, test: str | None, when: str) -> object: ...
+
+
+def security_note(s: Session) -> None:
+    """At a run's start (and resume): a SATA drive whose ATA security says a password is
+    set (perhaps one an interrupted secure erase left) gets a one-line warning that names
+    the command that removes it."""
+    warning = security_warning(s.info) if s.remote is None and s.info.kind == "block" \
+        else None
+    if warning is not None:
+        s.progress.line(f"warning: {warning}")
+        s.store.add_event(s.run_id, None, "warning", warning, None)
 
 
 def purge(s: Session, test: str, method: str, offset_bytes: int, size_bytes: int) -> PurgeOutcome:

@@ -237,6 +237,7 @@ class RunSession:
         if self.observed.process:
             self._process_event()
         self._hosts_event()
+        rounds.security_note(self)
         if self.observed.members:
             self._find_members()
         if self.observed.drive:

@@ -54,11 +54,12 @@ def await_device(path: str, run: Runner, timeout: float | None = None) -> None:
     """Wait for udev to make ``path`` (a zvol's /dev/zvol/POOL/NAME link appears after
     ``zfs create`` returns: `udevadm settle`, then a short poll)."""
     run(["udevadm", "settle", "--timeout=30"])
-    deadline = time.monotonic() + (ZVOL_LINK_WAIT_S if timeout is None else timeout)
+    wait = ZVOL_LINK_WAIT_S if timeout is None else timeout
+    deadline = time.monotonic() + wait
     while not os.path.exists(path):
         if time.monotonic() >= deadline:
-            raise TargetError(f"{path} did not appear within "
-                                     f"{ZVOL_LINK_WAIT_S:g} s of its creation (udev)")
+            raise TargetError(f"{path} did not appear within {wait:g} s of its creation "
+                              "(udev)")
         time.sleep(0.2)
 
 

@@ -75,6 +75,23 @@ def command_set(disk: str, *, sysfs: Path = SYSFS) -> str | None:
     return "scsi"
 
 
+#: how a disk is attached, in words (sd_bus)
+BUS_WORDS = {"ata": "a libata (plain ATA) port", "usb": "a USB or UAS bridge",
+             "sas": "a SAS HBA (SATA passed through)", "other": "an unknown adapter"}
+
+
+def sd_bus(disk: str, *, sysfs: Path = SYSFS) -> str:
+    """How a whole ``sd*`` disk is attached, from its resolved sysfs device path: ``ata``
+    (a libata port, ``.../ata3/host2/...``: ATA commands reach the drive as sent),
+    ``usb`` (a USB or UAS bridge), ``sas`` (a SAS HBA's end device) or ``other``."""
+    where = str(block_dir(disk, sysfs=sysfs).resolve())
+    if "/usb" in where:
+        return "usb"
+    if "/end_device-" in where or "/port-" in where:
+        return "sas"
+    return "ata" if re.search(r"/ata\d+/", where) else "other"
+
+
 def output_of(run: Run, command: list[str]) -> tuple[str | None, str]:
     """(standard output, or None where the tool is missing or failed; why it failed)."""
     try:
@@ -237,14 +254,15 @@ def _smartctl_trim(device: str, run: Run, found: dict[str, object]) -> None:
 def identify_sd(disk: str, device: str, *, run: Run = run_tool, sysfs: Path = SYSFS,
                 which: Callable[[str], str | None] | None = None) -> dict[str, object]:
     """What the drive ``disk`` (its node ``device``) says of itself through its command
-    set: ``path`` (``ata``/``scsi``), ``commands`` (what was run), the drive's strings and
-    its erase-related features (``ata``: security, trim, write cache, sanitize; ``scsi``:
-    ``provisioning``). ``error`` where nothing could be read; {} for non-sd devices.
-    ``which``: where given, tools it does not find are not run."""
+    set: ``path`` (``ata``/``scsi``), ``bus`` (:func:`sd_bus`), ``commands`` (what was
+    run), the drive's strings and its erase-related features (``ata``: security, trim,
+    write cache, sanitize; ``scsi``: ``provisioning``). ``error`` where nothing could be
+    read; {} for non-sd devices. ``which``: where given, tools it does not find are not
+    run."""
     path = command_set(disk, sysfs=sysfs)
     if path is None:
         return {}
-    found: dict[str, object] = {"path": path}
+    found: dict[str, object] = {"path": path, "bus": sd_bus(disk, sysfs=sysfs)}
     if which is not None:
         run = _missing_tools(run, which)
     if path == "ata":

@@ -7,9 +7,10 @@ reserved for problems found before anything runs (missing tool, method not appli
 The safety checks (:mod:`ssdlab.targets.safety`) are the caller's job and must have passed.
 
 Each outcome names its ``path``, the command family that reached the drive (``ata``,
-``scsi``, ``nvme``; None for other devices). ``auto`` erases a whole SATA or SCSI disk
-with the strongest erase the drive supports (ATA SECURITY ERASE UNIT, SCSI SANITIZE) and
-falls back to ``blkdiscard`` where the drive lacks it or refuses it, naming the fallback
+``scsi``, ``nvme``; None for other devices). ``auto`` erases a whole SATA or SCSI disk,
+where the active range is the whole disk, with the strongest erase the drive supports
+(SCSI SANITIZE; ATA SECURITY ERASE UNIT only on a libata port) and falls back to
+``blkdiscard`` where the drive lacks it or refuses it, naming the fallback
 (``fallback_from``) and why; a named method never falls back: it fails and says which
 fallback there is.
 """
@@ -27,12 +28,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ssdlab.errors import EnvironmentProblem, TargetError, UserError
-from ssdlab.targets.ata_scsi import ata_secure_erase, discard_command_name, scsi_sanitize
+from ssdlab.targets.ata_scsi import (
+    BUS_WORDS,
+    ERASE_PASSWORD,
+    ata_secure_erase,
+    discard_command_name,
+    scsi_sanitize,
+)
 from ssdlab.targets.identity import SYSFS, Runner, TargetInfo, Which
 from ssdlab.targets.nvme import nvme_controller_of, nvme_namespaces_of
 
+#: the methods; the same tuple as plan/specs.PURGE_METHODS (the CLI's choices), which
+#: targets/ may not import: tests/unit/test_purge_checks.py holds them equal
 PURGE_METHODS = ("auto", "blkdiscard", "nvme-format", "nvme-sanitize", "ata-secure-erase",
                  "scsi-sanitize", "none")
+#: the active range's alignment (plan/specs.RANGE_ALIGN): a range within this of the
+#: capacity, from 0, is the whole disk
+WHOLE_SLACK = 1024 * 1024
 #: whole-drive erases of SATA and SCSI disks: method -> (command set, tool, package)
 SD_ERASES = {"ata-secure-erase": ("ata", "hdparm", "hdparm"),
              "scsi-sanitize": ("scsi", "sg_sanitize", "sg3-utils")}
@@ -74,8 +86,9 @@ def purge_block(
 ) -> PurgeOutcome:
     """Purge ``length_bytes`` from ``offset_bytes`` of a block target with ``method``.
 
-    ``auto`` is the strongest erase a whole SATA or SCSI disk supports, with blkdiscard
-    as its fallback, and blkdiscard elsewhere; nvme-format and nvme-sanitize always erase
+    ``auto`` is the strongest erase a whole SATA or SCSI disk supports where the range is
+    the whole disk (:func:`strongest_erase`), with blkdiscard as its fallback, and
+    blkdiscard elsewhere; nvme-format and nvme-sanitize always erase
     the whole namespace (format) or every namespace of the controller (sanitize),
     ata-secure-erase and scsi-sanitize the whole disk.
     """
@@ -91,7 +104,8 @@ def purge_block(
         return PurgeOutcome("none", True, 0.0, None, "no purge requested")
     if method == "auto":
         _require_tool(which, "blkdiscard", "util-linux")
-        return _auto(info, offset_bytes, length_bytes, runner, which, sysfs)
+        whole = offset_bytes == 0 and length_bytes > info.capacity_bytes - WHOLE_SLACK
+        return _auto(info, offset_bytes, length_bytes, runner, which, sysfs, whole)
     if method == "blkdiscard":
         _require_tool(which, "blkdiscard", "util-linux")
         return _blkdiscard(info, offset_bytes, length_bytes, runner, sysfs)
@@ -219,19 +233,41 @@ def _path_of(info: TargetInfo) -> str | None:
     return None
 
 
-def strongest_erase(info: TargetInfo) -> tuple[str | None, str]:
-    """The whole-drive erase ``auto`` takes on this target (None: blkdiscard), and why."""
+def _bus_of(info: TargetInfo) -> str:
+    """How the disk is attached (targets/ata_scsi.sd_bus), ``other`` where not known."""
+    identify = info.details.get("identify")
+    bus = identify.get("bus") if isinstance(identify, dict) else None
+    return bus if isinstance(bus, str) and bus in BUS_WORDS else "other"
+
+
+def _security_of(info: TargetInfo) -> dict[str, object] | None:
+    identify = info.details.get("identify")
+    security = identify.get("security") if isinstance(identify, dict) else None
+    return security if isinstance(security, dict) else None
+
+
+def strongest_erase(info: TargetInfo, whole: bool = True) -> tuple[str | None, str]:
+    """The whole-drive erase ``auto`` takes on this target (None: blkdiscard), and why.
+    ``whole``: the active range is the whole disk; auto erases a whole disk only then, and
+    sends ATA security commands only to a disk on a libata port (a USB or UAS bridge or a
+    SAS HBA may mishandle them and leave the drive locked)."""
     path = _path_of(info)
     if path not in ("ata", "scsi"):
         return None, ""
     if "partition_of" in info.details:
         return None, (f"{info.path} is a partition: a whole-drive erase would erase all of "
                       f"/dev/{info.details['partition_of']}")
+    if not whole:
+        return None, ("the active range is not the whole disk: auto erases the whole disk "
+                      "only when the whole disk is tested, and trims the range otherwise")
     if path == "scsi":
         return "scsi-sanitize", ""
-    identify = info.details.get("identify")
-    security = identify.get("security") if isinstance(identify, dict) else None
-    if not isinstance(security, dict):
+    bus = _bus_of(info)
+    if bus != "ata":
+        return None, (f"the disk is attached through {BUS_WORDS[bus]}: auto sends ATA "
+                      "security commands only to a disk on a libata port")
+    security = _security_of(info)
+    if security is None:
         return None, "ssdlab could not read the drive's ATA security state (hdparm -I)"
     if not security.get("supported"):
         return None, "the drive reports no ATA Security feature set (hdparm -I)"
@@ -244,10 +280,10 @@ def strongest_erase(info: TargetInfo) -> tuple[str | None, str]:
 
 
 def _auto(info: TargetInfo, offset: int, length: int, runner: Runner, which: Which,
-          sysfs: Path) -> PurgeOutcome:
+          sysfs: Path, whole: bool) -> PurgeOutcome:
     """The strongest erase the drive supports; blkdiscard where there is none, or where
     the drive refused it (the fallback named, with why)."""
-    erase, why = strongest_erase(info)
+    erase, why = strongest_erase(info, whole)
     if erase is not None and which(SD_ERASES[erase][1]) is None:
         _family, tool, package = SD_ERASES[erase]
         erase, why = None, f"{tool} is not installed (package {package})"
@@ -264,25 +300,63 @@ def _auto(info: TargetInfo, offset: int, length: int, runner: Runner, which: Whi
                           f"{done.detail}")
 
 
-def _sd_erase(info: TargetInfo, method: str, runner: Runner, which: Which) -> PurgeOutcome:
-    """ATA SECURITY ERASE UNIT or SCSI SANITIZE of the whole disk; a failure names the
-    fallback (blkdiscard)."""
+PATH_WORDS = {"ata": "ATA", "scsi": "SCSI", "nvme": "NVMe"}
+#: what to do where a secure erase was interrupted (the drive keeps the password)
+SECURITY_DISABLE = "hdparm --user-master u --security-disable " + ERASE_PASSWORD + " {device}"
+
+
+def check_sd_erase(info: TargetInfo, method: str, *, which: Which = shutil.which) -> None:
+    """Refuse (one line, before any command) a named whole-disk erase of a SATA or SCSI
+    disk that cannot work or is unsafe: a disk of the other command set, or no ``sd*``
+    disk at all (NVMe, loop, md, dm: TargetError); a partition (the erase takes the
+    whole disk); an ATA secure erase of a disk not on a libata port (a USB or UAS bridge
+    or a SAS HBA may mishandle the security commands and leave the drive locked); the
+    tool missing (EnvironmentProblem). Other methods pass."""
+    if method not in SD_ERASES:
+        return
     family, tool, package = SD_ERASES[method]
-    _require_tool(which, tool, package)
     path = _path_of(info)
     if path != family:
-        raise TargetError(f"--purge {method} needs a {family.upper()} disk; {info.path} "
-                          f"speaks {path or 'neither ATA nor SCSI'}")
+        what = "an ATA (SATA)" if family == "ata" else "a SCSI"
+        raise TargetError(f"--purge {method} needs {what} disk; {info.path} speaks "
+                          f"{PATH_WORDS.get(path or '', 'neither ATA nor SCSI')}")
     if "partition_of" in info.details:
         raise TargetError(
             f"refusing --purge {method} on {info.path}: it is a partition and {method} "
             f"erases all of /dev/{info.details['partition_of']}; use blkdiscard or the "
             "whole disk")
+    bus = _bus_of(info)
+    if family == "ata" and bus != "ata":
+        raise TargetError(
+            f"refusing --purge ata-secure-erase on {info.path}: it is attached through "
+            f"{BUS_WORDS[bus]}, which may mishandle ATA security commands and leave the "
+            "drive locked; use --purge blkdiscard")
+    _require_tool(which, tool, package)
+
+
+def security_warning(info: TargetInfo) -> str | None:
+    """A one-line warning for a SATA disk whose ATA security says a password is set
+    (enabled or locked): perhaps one an interrupted secure erase left; how to remove it."""
+    if _path_of(info) != "ata" or "partition_of" in info.details:
+        return None
+    security = _security_of(info) or {}
+    if not (security.get("enabled") or security.get("locked")):
+        return None
+    state = "locked" if security.get("locked") else "enabled"
+    return (f"{info.path}: ATA security is {state} (a user password is set; an "
+            f"interrupted secure erase leaves ssdlab's {ERASE_PASSWORD!r}): remove it with "
+            f"{SECURITY_DISABLE.format(device=info.path)}")
+
+
+def _sd_erase(info: TargetInfo, method: str, runner: Runner, which: Which) -> PurgeOutcome:
+    """ATA SECURITY ERASE UNIT or SCSI SANITIZE of the whole disk; a failure names the
+    fallback (blkdiscard)."""
+    family = SD_ERASES[method][0]
+    check_sd_erase(info, method, which=which)
     started = time.monotonic()
     if method == "ata-secure-erase":
-        identify = info.details.get("identify")
-        security = identify.get("security") if isinstance(identify, dict) else None
-        minutes = security.get("erase_minutes") if isinstance(security, dict) else None
+        security = _security_of(info)
+        minutes = security.get("erase_minutes") if security is not None else None
         ok, commands, detail = ata_secure_erase(
             info.path, runner, minutes if isinstance(minutes, int) else None)
     else:
@@ -308,7 +382,8 @@ def _nvme_format(info: TargetInfo, runner: Runner) -> PurgeOutcome:
     ok, message = _run(command, runner)
     if ok:
         message = f"formatted the whole namespace with a user data erase; {message}".rstrip("; ")
-    return PurgeOutcome("nvme-format", ok, time.monotonic() - started, command, message)
+    return PurgeOutcome("nvme-format", ok, time.monotonic() - started, command, message,
+                        "nvme")
 
 
 # --------------------------------------------------------------------------- nvme sanitize
@@ -367,7 +442,8 @@ def _nvme_sanitize(
         ok, message = _wait_for_sanitize(f"/dev/{controller}", runner, sleep)
     if not ok:  # e.g. "Invalid Command Opcode" from a controller without sanitize
         message = f"{message}; {SANITIZE_FALLBACK}"
-    return PurgeOutcome("nvme-sanitize", ok, time.monotonic() - started, command, message)
+    return PurgeOutcome("nvme-sanitize", ok, time.monotonic() - started, command, message,
+                        "nvme")
 
 
 def _wait_for_sanitize(
