@@ -151,9 +151,10 @@ def test_purge_by_format_nvm_zeroes_the_namespace_and_sanitize_is_refused_unsent
     test = formatted["record"]["tests"][0]
     steps = [step["detail"] for step in test["steps"] if step["kind"] == "purge"]
     assert len(steps) == 1 and steps[0]["ok"], steps
-    assert steps[0]["method"] == "nvme-format"
+    assert (steps[0]["method"], steps[0]["path"]) == ("nvme-format", "nvme")
     assert steps[0]["command"] == ["nvme", "format", ALONE, "--ses=1", "--force"]
     assert "purge nvme-format" in formatted["show"]
+    assert "purge: nvme-format through nvme: ok" in formatted["show"], formatted["show"]
     # QEMU 7.2 has no sanitize: SANICAP 0, and the command itself is an invalid opcode
     raw = guest.ssh("nvme sanitize /dev/nvme0 -a 2")
     assert raw.returncode != 0 and "Invalid Command Opcode" in raw.stderr + raw.stdout, raw
