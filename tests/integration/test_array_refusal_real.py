@@ -130,7 +130,10 @@ def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
             f"mirror {m[2]} {m[3]}") in out
     assert f"ssdlab-m-raid5 raidz1 {' '.join(m)}" in out
     assert f"ssdlab-m-raid6 raidz2 {' '.join(m)}" in out
-    assert "$ zfs create -V" in out and "volblocksize=16384 ssdlab-m-raid6/ssdlab" in out
+    # a sparse zvol (-s): sized from what the pool has available once it exists; the dry
+    # run shows its estimate
+    assert "$ zfs create -s -V" in out and "volblocksize=16384 ssdlab-m-raid6/ssdlab" in out
+    assert "ssdlab-m-raid6/files" in out  # the dataset for the file presets
     assert out.count("$ zpool destroy -f ssdlab-m-") == 4
     assert "readonly" in out or "read only" in out  # the member check's job file
     assert out.count("filename=/dev/zvol/ssdlab-m-raid6/ssdlab") >= 1  # the suite's jobs
