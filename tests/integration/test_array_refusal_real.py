@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ssdlab.units import format_bytes
 from tests.conftest import LoopFactory
 from tests.support.browser import require_tool
 from tests.support.cli import HINTED
@@ -137,6 +138,16 @@ def test_md_and_zfs_dry_runs_show_every_command(loop_device: LoopFactory,
     assert out.count("$ zpool destroy -f ssdlab-m-") == 4
     assert "readonly" in out or "read only" in out  # the member check's job file
     assert out.count("filename=/dev/zvol/ssdlab-m-raid6/ssdlab") >= 1  # the suite's jobs
+    # each level's suite is planned on its zvol as the block device it will be, sized as
+    # its `zfs create -V` says, not on a test file of that name
+    for level in ("raid1", "raid10", "raid5", "raid6"):
+        volume = re.search(rf"zfs create -s -V (\d+) .* ssdlab-m-{level}/ssdlab\n", out)
+        assert volume, level
+        size = format_bytes(int(volume.group(1)))
+        assert (f"target /dev/zvol/ssdlab-m-{level}/ssdlab (block, virtual, about {size})"
+                in out), (level, size)
+    assert out.count("(the device is built by the run before the suite") == 4
+    assert "would create" not in out and "ssdlab.test" not in out
     # each level's dry run says its time, and the matrix's last line all of it: no less
     # than the levels' and the member check's (2 sections x 4 members x 1 s at least)
     planned = [_planned_s(line) for line in out.splitlines()

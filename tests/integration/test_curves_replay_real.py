@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from ssdlab.plan import replay as rp
+from ssdlab.plan.curves import DEFAULT_MIN_DELIVERED_PCT as MIN_DELIVERED_PCT
 from ssdlab.targets import emulator
 from tests.conftest import LoopFactory
 from tests.support.cli import one_line_error, ssdlab
@@ -165,7 +166,13 @@ def test_curves_quick_on_a_directory_and_on_a_loop_device(
     assert [p["kind"] for p in points] == ["max", "fraction", "fraction", "unthrottled"]
     half = points[1]
     assert half["fio_rate"].startswith("rate=")
-    assert abs(half["iops"] / half["target_iops"] - 1) <= 2 * RATE_TOLERANCE, half
+    # fio's rate= holds the 50 % point near its target; on a starved CPU (a loaded CI
+    # host) the point can fall short, and then the product must say so: either way the
+    # delivered share is the stored one and a shortfall is flagged, never passed as met
+    delivered = half["iops"] / half["target_iops"]
+    assert half["delivered_pct"] == pytest.approx(100 * delivered, rel=1e-3), half
+    assert half["short"] == (half["delivered_pct"] < MIN_DELIVERED_PCT), half
+    assert half["short"] or abs(delivered - 1) <= 2 * RATE_TOLERANCE, half
 
     device = loop_device(128 * MIB)
     on_loop = ok(ssdlab("run", "curves", "--target", device, "--destroy-data", *SHORT,

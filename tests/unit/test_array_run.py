@@ -290,3 +290,24 @@ def test_the_zfs_module_is_loaded_when_no_init_system_did(monkeypatch: pytest.Mo
                        r"zfs`: modprobe: FATAL"):
         arrays.check_backend("zfs", run=lambda argv: subprocess.CompletedProcess(
             argv, 1, "", "modprobe: FATAL: Module zfs not found\n"))
+
+
+@pytest.mark.parametrize("backend", ["md", "zfs"])
+def test_a_level_suite_is_planned_on_the_device_it_will_be(backend: str) -> None:
+    """A matrix level's suite is planned on its md array or zvol, a block device of the
+    size the plan expects, and the dry run says it is built first: never a test file."""
+    from ssdlab.run.matrix_run import planned_bytes
+    from ssdlab.run.prepare import PreparedTarget, planned_device
+    from ssdlab.run.suite import dry_run_create, dry_run_head
+
+    plan = plan_array(backend, "5", ["/dev/a", "/dev/b", "/dev/c", "/dev/d"], name="lvl",
+                      member_bytes=256 * MIB, mount_dir="/mnt/lvl")
+    size = planned_bytes(plan)
+    # md: three members' worth of data; ZFS: 80 % of that less its slop, over raidz's cost
+    assert size == 3 * 256 * MIB if backend == "md" else 0 < size < 0.8 * 3 * 256 * MIB
+    info = planned_device(plan.target, size, {"array": plan.name})
+    assert (info.kind, info.path, info.capacity_bytes) == ("block", plan.target, size)
+    head = dry_run_head(PreparedTarget(info, False, {}, {}))
+    assert f"Plan for {plan.target} (virtual, about " in head
+    assert "built by the run before the suite" in head
+    assert dry_run_create(PreparedTarget(info, False, {}, {})) == []

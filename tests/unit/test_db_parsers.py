@@ -374,6 +374,20 @@ def test_pgbench_fixture_parses(pgbench: tuple[str, PgbenchRun]) -> None:
     assert run.tps == pytest.approx(run.transactions / run.duration_s, rel=0.02)
 
 
+def test_pgbench_measured_time_is_what_its_tps_was_taken_over(
+        pgbench: tuple[str, PgbenchRun]) -> None:
+    """On a loaded host pgbench's tps is taken over less (or more) than ``-T``: the
+    stored seconds are its own, so tps x seconds gives back the transactions."""
+    name, run = pgbench
+    assert run.measured_s * run.tps == pytest.approx(run.transactions)
+    assert run.measured_s == pytest.approx(run.duration_s, rel=0.01)  # fixtures: a quiet host
+    stdout, stderr = pgbench_texts(name)
+    slower = re.sub(r"^tps = [0-9.]+", f"tps = {run.transactions / 2.7:.6f}", stdout,
+                    flags=re.MULTILINE)
+    loaded = parse_pgbench(slower, stderr)
+    assert loaded.duration_s == PGBENCH_SECONDS and loaded.measured_s == pytest.approx(2.7)
+
+
 def test_pgbench_intervals_match_the_seconds_and_the_totals(
         pgbench: tuple[str, PgbenchRun]) -> None:
     _, run = pgbench

@@ -131,6 +131,17 @@ class PgbenchRun:
     retried: int = 0  # transactions retried (--max-tries other than 1)
     lag_avg_ms: float | None = None  # average schedule lag, under --rate
 
+    @property
+    def measured_s(self) -> float:
+        """The time pgbench measured its transactions over: it prints no elapsed time,
+        and its ``tps`` is the transactions it processed (the skipped ones are not among
+        them) over that time, without the initial connection time; on a loaded host that
+        time differs from ``duration: 3 s`` by tenths of a second (``duration_s`` when no
+        transaction ran)."""
+        if self.transactions > 0 and self.tps > 0:
+            return self.transactions / self.tps
+        return self.duration_s
+
 
 # --------------------------------------------------------------------------- output
 

@@ -52,11 +52,12 @@ from ssdlab.run.prepare import (
     check_file_target,
     checked_versions,
     engine_for,
+    planned_target,
     prepare_target,
 )
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import SessionRun, TestFailed, fio_record
-from ssdlab.run.suite import PreparedSuite, Runner
+from ssdlab.run.suite import PreparedSuite, Runner, capacity_text, planned_device_note
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
@@ -142,13 +143,14 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         return _dir_target(directory, plan, request.fio)
     assert target is not None
     path = os.path.abspath(target)
-    block = _is_block(path) or is_nbd_target(target)  # an NBD export is tested as a device
+    # an NBD export is tested as a device, and so is one a matrix level will build
+    block = _is_block(path) or is_nbd_target(target) or request.planned is not None
     if not block:
         check_file_target(target)  # a foreign file is refused before its size is judged
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
     plan = _plan(args, 512, existing, path)
-    base = prepare_target(target, None if block else plan.size_bytes, request.destroy_data,
-                          request.fio)
+    base = planned_target(request) or prepare_target(
+        target, None if block else plan.size_bytes, request.destroy_data, request.fio)
     info = base.info
     if info.logical_sector_bytes != 512:
         plan = _plan(args, info.logical_sector_bytes, existing, path)
@@ -226,7 +228,8 @@ def describe(p: PreparedPreset) -> str:
                      f"subdirectory {WORK_PREFIX}*, removed afterwards")
     else:
         lines.append(f"target {info.path} ({info.kind}, {info.device_class}, "
-                     f"{format_bytes(info.capacity_bytes)})")
+                     f"{capacity_text(info)})")
+        lines += planned_device_note(info)
         if p.target.create_file:
             lines.append(f"would create and fully allocate {info.path}")
     lines += bp.describe(plan, path, jobs_of(p, path))

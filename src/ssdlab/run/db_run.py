@@ -60,7 +60,13 @@ from ssdlab.plan.results import StoredPlan, Verdict, plan_head
 from ssdlab.run import dbserver, dbworkspace
 from ssdlab.run.dbserver import WorkloadServer
 from ssdlab.run.dbworkspace import Workspace
-from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, prepare_target
+from ssdlab.run.prepare import (
+    PreparedTarget,
+    TargetRequest,
+    checked_versions,
+    planned_target,
+    prepare_target,
+)
 from ssdlab.run.progress import PhaseProgress
 from ssdlab.run.session import SessionRun, TestFailed
 from ssdlab.run.suite import PreparedSuite, Runner
@@ -93,7 +99,8 @@ class PreparedDb(PreparedSuite[DbOptions]):
 
 
 def _device_target(request: TargetRequest) -> PreparedTarget:
-    base = prepare_target(request.device(), None, request.destroy_data, request.fio)
+    base = planned_target(request) or prepare_target(request.device(), None,
+                                                     request.destroy_data, request.fio)
     if base.info.kind != "block":
         raise TargetError(f"--target {base.info.path} is not a block device: ssdlab run db "
                           "makes a file system on a device (a loop device over a file works: "
@@ -526,7 +533,7 @@ class DbWorkload:
         series = [SecondPoint(i.t_s, i.tps, i.latency_avg_ms, 0.0) for i in pg.intervals]
         return DbResult(
             **common, tool=f"pgbench {self.p.tools.get('pgbench', '')}".strip(),
-            seconds=pg.duration_s, transactions=pg.transactions, tps=pg.tps, qps=None,
+            seconds=pg.measured_s, transactions=pg.transactions, tps=pg.tps, qps=None,
             errors=pg.failed, latency_avg_ms=pg.latency_avg_ms,
             latency_p95_ms=counts.percentile_us(95) / 1000,
             latency_p99_ms=counts.percentile_us(99) / 1000,

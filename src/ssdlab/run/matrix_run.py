@@ -49,7 +49,13 @@ from ssdlab.run import array as arrays
 from ssdlab.run.consistency import record_checks
 from ssdlab.run.matrix_rows import level_rows
 from ssdlab.run.member_check import judge_members, member_check_job, planned_seconds
-from ssdlab.run.prepare import PreparedTarget, TargetRequest, checked_versions, stored_args
+from ssdlab.run.prepare import (
+    PreparedTarget,
+    TargetRequest,
+    checked_versions,
+    planned_device,
+    stored_args,
+)
 from ssdlab.run.progress import Progress
 from ssdlab.run.session import Observed, RunInterrupted, SessionRun
 from ssdlab.run.suite import ChildSuite, PreparedSuite, Runner, SuiteLookup
@@ -188,6 +194,13 @@ def file_bytes(plan: ArrayPlan, free_bytes: int | None = None) -> int:
     return max(MIB, int(room * FILE_SHARE) // MIB * MIB)
 
 
+def planned_bytes(plan: ArrayPlan) -> int:
+    """What a block target will offer before it is built: the zvol's estimated size
+    (:meth:`ArrayPlan.zvol_bytes`), or the md array's usable size (md keeps a little
+    of each member for its superblock and bitmap: the built array is read again)."""
+    return plan.zvol_bytes() if plan.backend == "zfs" else plan.usable_bytes
+
+
 def free_space(plan: ArrayPlan) -> int | None:
     """What a built file-backed array has free (None for block targets)."""
     if plan.backend != "btrfs":
@@ -254,27 +267,24 @@ def planned(p: PreparedMatrix) -> PlannedTime:
 def _child_dry_run(p: PreparedMatrix, plan: ArrayPlan, planned_only: bool = False
                    ) -> str | PlannedTime | None:
     """The child's own dry run (its job files; with ``planned_only``, its planned time,
-    None when it cannot be told), on a stand-in test file of the array's size in a
-    temporary directory, with the array's path put back."""
+    None when it cannot be told): on the md array or zvol as it will be (its size
+    estimated), or, for a suite in a directory of the array's file system, in a temporary
+    directory standing in for it, with the array's path put back."""
     runner = p.child.runner()
     stand_in = tempfile.mkdtemp(prefix="ssdlab-dry-")
     try:
         real = _target_root(plan, p.child.spec.target)
-        real = real if real == plan.mount_dir else os.path.dirname(real)
         argv = child_argv(p, plan)
         words = [w.replace(plan.mount_dir, stand_in) for w in argv]
-        if plan.backend != "btrfs":
-            words = [w for w in words if not w.startswith("--destroy-data")]
-            words = [os.path.join(stand_in, "ssdlab.test") if w == plan.target else w
-                     for w in words]
-            if p.child.spec.target is not TargetKind.DIR:
-                words += ["--size", str(file_bytes(plan))]
         request, args = _child_request(p, words)
+        if real == plan.target and plan.backend != "btrfs":
+            request = dataclasses.replace(request, planned=planned_device(
+                plan.target, planned_bytes(plan), {"array": plan.name}))
         prepared = runner.prepare(request, args)
         if planned_only:
             return runner.planned(prepared) if runner.planned is not None else None
         text = runner.dry_run(prepared)
-        return text.replace(stand_in, real).rstrip("\n")
+        return text.replace(stand_in, plan.mount_dir).rstrip("\n")
     except UserError as err:
         if planned_only:
             return None

@@ -57,6 +57,9 @@ class TargetRequest:
     fio: str = "fio"
     dry_run: bool = False  # --dry-run: preparing touches nothing at all
     store: str | None = None  # --store as given (None: the default store)
+    #: a block device the run makes before its suite runs (a matrix level's md array or
+    #: zvol): a dry run plans on it as it will be, since it does not exist yet
+    planned: TargetInfo | None = None
 
     def device(self) -> str:
         """``--target``, which a suite of devices and files requires."""
@@ -88,6 +91,22 @@ def planned_file(path: str, size: int) -> TargetInfo:
         discard_max_bytes=None,
         details={"planned": True},
     )
+
+
+def planned_device(path: str, size: int, details: dict[str, object]) -> TargetInfo:
+    """What a block device ssdlab is about to build (an md array, a zvol) will look like,
+    ``size`` an estimate: its identity is read once it exists."""
+    return dataclasses.replace(
+        planned_file(path, size), kind="block", device_class="virtual", rotational=False,
+        details={"planned": True, **details})
+
+
+def planned_target(request: TargetRequest) -> PreparedTarget | None:
+    """The request's planned device (:attr:`TargetRequest.planned`) as prepared, for a
+    dry run; None when the request names an existing target."""
+    if request.planned is None:
+        return None
+    return PreparedTarget(request.planned, False, host_info(), checked_versions(request.fio))
 
 
 def _check_free_space(path: str, size: int) -> None:
@@ -269,8 +288,9 @@ def prepare_device(request: TargetRequest, *, read_only: bool = False,
                    min_bytes: int | None = None) -> PreparedTarget:
     """:func:`prepare_target` of a request's ``--target``; with ``min_bytes``, a target
     smaller than that is refused."""
-    base = prepare_target(request.device(), request.size_bytes, request.destroy_data,
-                          request.fio, read_only=read_only)
+    base = planned_target(request) or prepare_target(
+        request.device(), request.size_bytes, request.destroy_data, request.fio,
+        read_only=read_only)
     if min_bytes is not None:
         check_capacity(base.info, base.info.capacity_bytes, min_bytes)
     return base

@@ -273,8 +273,23 @@ def dry_run_head(t: PreparedTarget, *, sectors: bool = True) -> str:
     sector = f", {info.logical_sector_bytes}-byte sectors" if sectors else ""
     transport = transport_text(info.to_dict())
     return (f"DRY RUN: nothing will be written. Plan for {info.path} ({info.device_class}, "
-            f"{format_bytes(info.capacity_bytes)}{sector})"
-            + (f"\n{transport}" if transport else ""))
+            f"{capacity_text(info)}{sector})" + (f"\n{transport}" if transport else "")
+            + "".join(f"\n{line}" for line in planned_device_note(info)))
+
+
+def capacity_text(info: TargetInfo) -> str:
+    """The target's size as a dry run shows it: an estimate for a device the run builds."""
+    size = format_bytes(info.capacity_bytes)
+    return f"about {size}" if planned_device_note(info) else size
+
+
+def planned_device_note(info: TargetInfo) -> list[str]:
+    """What a dry run says of a device the run builds before its suite (a matrix
+    level's md array or zvol, :func:`ssdlab.run.prepare.planned_device`)."""
+    if info.kind != "block" or not info.details.get("planned"):
+        return []
+    return ["(the device is built by the run before the suite: its size is the plan's "
+            "estimate, its identity read once it exists)"]
 
 
 def dry_run(p: PreparedSuite[Any], plan: Iterable[str], jobs: Iterable[str], *,
