@@ -49,10 +49,9 @@ from tests.vmlab.arrays_lab import (
     limit_arc,
     run_matrix,
 )
-from tests.vmlab.conftest import GROUP_A, VMLAB_TEST_TIMEOUT_S
+from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 
-pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S),
-              GROUP_A]
+pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
 MiB = 1 << 20
 SIZE = 256 * MiB

@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 
 from tests.support.vmlab import Drive, Guest, VmLab
-from tests.vmlab.conftest import GROUP_B, VMLAB_TEST_TIMEOUT_S
+from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 
-pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S),
-              GROUP_B]
+pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
 MiB = 1 << 20
 SIZE = 128 * MiB

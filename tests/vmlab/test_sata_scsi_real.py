@@ -24,10 +24,9 @@ from typing import Any
 import pytest
 
 from tests.support.vmlab import GUEST_VENV, Drive, Guest, VmLab
-from tests.vmlab.conftest import GROUP_A, VMLAB_TEST_TIMEOUT_S
+from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 
-pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S),
-              GROUP_A]
+pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
 MiB = 1 << 20
 SIZE = 128 * MiB

@@ -28,10 +28,9 @@ from tests.vmlab.arrays_lab import (
     limit_arc,
     run_matrix,
 )
-from tests.vmlab.conftest import GROUP_B, VMLAB_TEST_TIMEOUT_S
+from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 
-pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S),
-              GROUP_B]
+pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
 MiB = 1 << 20
 #: the slow one: the third drive, /dev/nvme2n1 in the guest

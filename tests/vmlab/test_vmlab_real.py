@@ -23,10 +23,9 @@ from tests.support.vmlab import (
     _owner_alive,
     processes_naming,
 )
-from tests.vmlab.conftest import GROUP_B, VMLAB_TEST_TIMEOUT_S
+from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 
-pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S),
-              GROUP_B]
+pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
 MiB = 1 << 20
 REPO = Path(__file__).resolve().parents[2]
