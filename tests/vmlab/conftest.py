@@ -16,6 +16,14 @@ import pytest
 from tests.support.vmimage import VmLabError, host_problem
 from tests.support.vmlab import VmLab
 
+#: ``make test`` runs the tier on two pytest-xdist workers (``-n 2 --dist loadfile
+#: --no-loadscope-reorder``): each module whole on one worker with its module-scoped guest,
+#: one guest per worker at a time (two on the machine: MAX_GUESTS). In the modules' file
+#: order the workers take arrays and NVMe first, then SATA/SCSI and the slow member: about
+#: equal halves (docs/vmlab.md, "The tests"). ``--dist loadgroup`` is not used: it set
+#: every module-scoped fixture up twice (pytest-xdist 3.8). A guest uses about one of the
+#: two cores on average (it waits for its drives, SSH round trips, fio's rounds of fixed
+#: length), so two at once take less than one after the other
 #: a test of this tier may take this long (pytest.mark.timeout): the first one also pays
 #: for building the image when it is not cached (5-15 minutes; make test builds it first)
 VMLAB_TEST_TIMEOUT_S = 1800

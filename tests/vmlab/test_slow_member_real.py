@@ -3,10 +3,14 @@ SSD on the host, one of them with a larger time scale (40: every latency of its 
 multiplied). ssdlab's md matrix and its ZFS matrix in the guest (one guest for both) name
 that member slow on every level, and only it; the other three never. Judged by ratios of
 the guest's own counters (mean wait per I/O against the peers'), never by a guest's
-speed."""
+speed.
+
+The same guest shows first that a drive backed by an emulated SSD sees the guest's I/O
+one to one (the lab's ground truth: its writes and trims in the emulator's counters)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +32,7 @@ from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 
 pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
+MiB = 1 << 20
 #: the slow one: the third drive, /dev/nvme2n1 in the guest
 SLOW = 2
 #: every latency of its model 40 times: under md its mean wait per I/O came out 3.0-68x
@@ -64,6 +69,36 @@ def guest(vmlab: VmLab) -> Iterator[Guest]:
         for name in started:
             stopped = ssdlab("emulator", "stop", "--name", name, env=env)
             assert stopped.returncode == 0, stopped.stderr
+
+
+def _emulator_counters(mountpoint: Path) -> dict[str, int]:
+    counters = json.loads((mountpoint / "stats").read_text())["counters"]
+    assert isinstance(counters, dict)
+    return counters
+
+
+def test_a_drive_backed_by_the_emulated_ssd_sees_the_guests_writes_1_to_1(
+        vmlab: VmLab, guest: Guest) -> None:
+    """On the first member (time scale 1): 16 MiB of fio writes in the guest move the
+    emulator's host_write_bytes by exactly 16 MiB and its write commands by fio's I/O
+    count; a 4 MiB trim moves trimmed_bytes by 4 MiB. The drive is trimmed whole after."""
+    mountpoint = Path(vmlab.emulator_env["SSDLAB_EMU_RUN_DIR"], "slow0")
+    before = _emulator_counters(mountpoint)
+    # queue depth 1: each 128 KiB write reaches the drive as one command
+    out = guest.run(f"fio --name=w --filename={MEMBERS[0]} --rw=write --bs=128k --size=16M "
+                    "--direct=1 --ioengine=libaio --iodepth=1 --output-format=json")
+    job = json.loads(out)["jobs"][0]["write"]
+    after = _emulator_counters(mountpoint)
+    assert job["io_bytes"] == 16 * MiB
+    assert after["host_write_bytes"] - before["host_write_bytes"] == 16 * MiB
+    assert after["host_write_cmds"] - before["host_write_cmds"] == job["total_ios"]
+    # a trim reaches it too (discard=unmap)
+    guest.run(f"blkdiscard -o 0 -l 4M {MEMBERS[0]}")
+    trimmed = _emulator_counters(mountpoint)
+    assert trimmed["trimmed_bytes"] - after["trimmed_bytes"] == 4 * MiB
+    assert trimmed["host_write_bytes"] == after["host_write_bytes"]
+    guest.run(f"blkdiscard -f {MEMBERS[0]}")
+    assert_blank(guest)
 
 
 def assert_names_the_slow_member(guest: Guest, results: dict[str, Any], store: str,
