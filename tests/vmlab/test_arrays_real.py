@@ -267,6 +267,15 @@ def test_the_zfs_matrix_records_what_zfs_writes_per_host_write(guest: Guest) -> 
         name = ZFS_LEVELS[level][0]
         assert result["child_status"] == "complete", (level, result)
         assert result["level_name"] == name and result["array"]["level_name"] == name
+        # built by ssdlab at this level of the four drives: a zvol of 16 KiB blocks as
+        # the target and a dataset for the file presets (the lifecycle test checks the
+        # pool, zvol and dataset themselves at two levels)
+        array = result["array"]
+        assert (array["built_by"], array["backend"], array["level"]) == ("ssdlab", "zfs", level)
+        assert sorted(m["path"] for m in array["members"]) == MEMBERS, array["members"]
+        assert array["target"] == f"/dev/zvol/{array['name']}/ssdlab", array
+        assert (array["zfs"]["volblocksize"], array["zfs"]["dataset"]) == (
+            16384, f"{array['name']}/files"), array["zfs"]
         zfs = result["zfs"]
         theory = zfs["theory"]
         assert theory["bytes_per_host_byte"] == ZFS_THEORY[level]

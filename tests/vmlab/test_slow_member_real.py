@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import ssdlab
+from tests.support.vmimage import mounts_under
 from tests.support.vmlab import Drive, Guest, VmLab
 from tests.vmlab.arrays_lab import (
     MEMBERS,
@@ -76,6 +77,7 @@ def guest(vmlab: VmLab) -> Iterator[Guest]:
         for name in started:
             stopped = ssdlab("emulator", "stop", "--name", name, env=env)
             assert stopped.returncode == 0, stopped.stderr
+        assert not mounts_under(vmlab.dir)  # the stopped emulators left no mount
 
 
 def _emulator_counters(mountpoint: Path) -> dict[str, int]:
