@@ -84,7 +84,7 @@ vmlab: setup
 # the suite in three parts: two test files at a time (pytest-xdist, each file whole on one
 # worker), then the files marked solo, which judge speed, alone, then the VM lab's tests
 # (guests under QEMU's software emulation take the CPU: nothing else runs beside them; two
-# guests at once, one per worker, each module whole on its worker, in file order:
+# guests at once, one per worker, each module whole on the worker planned for it:
 # tests/vmlab/conftest.py)
 test: setup vmlab
 	@$(MAKE) --no-print-directory lint
