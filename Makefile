@@ -83,13 +83,15 @@ vmlab: setup
 
 # the suite in three parts: two test files at a time (pytest-xdist, each file whole on one
 # worker), then the files marked solo, which judge speed, alone, then the VM lab's tests
-# (guests under QEMU's software emulation take the CPU: nothing runs beside them)
+# (guests under QEMU's software emulation take the CPU: nothing else runs beside them; two
+# guests at once, one per worker, each module whole on the worker planned for it:
+# tests/vmlab/conftest.py)
 test: setup vmlab
 	@$(MAKE) --no-print-directory lint
 	$(MAKE) -s -C emulator test
 	$(BIN)/pytest -q -n 2 --dist loadfile -m "not solo and not vmlab" --durations=10
 	$(BIN)/pytest -q -m "solo and not vmlab" --durations=5
-	$(BIN)/pytest -q -m vmlab tests/vmlab --durations=5
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m vmlab tests/vmlab --durations=5
 
 bench: setup
 	$(BIN)/python bench/harness_overhead.py

@@ -456,7 +456,10 @@ class Guest:
                 "-o", f"ControlPath={self.dir / 'ssh.ctl'}", *extra, "root@127.0.0.1"]
 
     # life cycle
-    def start(self) -> Guest:
+    def start(self, *, wait: bool = True) -> Guest:
+        """Start QEMU; with ``wait`` (the default), wait for SSH and copy the checkout's
+        ssdlab in. Without it, return as soon as QEMU runs (a test of what a killed owner
+        leaves needs a running QEMU, not a booted guest)."""
         problem = host_problem()
         if problem:
             raise VmLabError(problem)
@@ -475,6 +478,8 @@ class Guest:
                     scratch.truncate(size)
             started = time.monotonic()
             self._start_qemu(image)
+            if not wait:
+                return self
             self._await_ssh(started)
             self.boot_seconds = time.monotonic() - started
             self.lab.say(f"vmlab: guest {self.name} answered SSH {self.boot_seconds:.1f} s "
@@ -674,14 +679,15 @@ class VmLab:
             self._image = ensure_image(self.say)
         return self._image
 
-    def guest(self, drives: Sequence[Drive], *, memory: str = "1G", cpus: int = 2) -> Guest:
+    def guest(self, drives: Sequence[Drive], *, memory: str = "1G", cpus: int = 2,
+              wait: bool = True) -> Guest:
         """Boot a guest with these drives (the NVMe ones in order: /dev/nvme0n1,
         /dev/nvme1n1...; SATA and SCSI ones by :meth:`Guest.device`), SSH up and the
-        checkout's ssdlab in it."""
+        checkout's ssdlab in it (``wait=False``: QEMU started, nothing waited for)."""
         self._names += 1
         guest = Guest(self, f"g{self._names}", drives, memory, cpus)
         self.guests.append(guest)
-        return guest.start()
+        return guest.start(wait=wait)
 
     def close(self) -> None:
         for guest in self.guests:

@@ -100,6 +100,11 @@ def test_the_slow_member_is_judged_over_the_whole_level() -> None:
     assert record["pool_write_bytes"] is None  # no report of zpool iostat: not counted
     even = {**after, "nvme2n1": member(1000)}
     assert counts_record(plan, "zd0", before, even, 30.0, "")["slow_member"] is None
+    # host noise: a second member slow too, and the first not clear of it: none named
+    noisy = {**after, "nvme2n1": member(3300), "nvme1n1": member(3100)}
+    record = counts_record(plan, "zd0", before, noisy, 30.0, "")
+    assert record["slow_member"] is None
+    assert record["verdict"].startswith("no slow member stands clear: nvme2n1 "), record
 
 
 def test_a_zfs_level_shows_its_figure_beside_the_docs() -> None:

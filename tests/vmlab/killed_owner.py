@@ -1,8 +1,10 @@
 """Not collected by itself (not ``test_*``): the owner that
 test_vmlab_real.py::test_a_killed_owners_guest_and_emulator_are_gone_after_the_next_session_start
 runs in a pytest of its own and kills with SIGKILL. It starts an emulated SSD with a loop
-device in its lab, boots a guest whose drive is that loop device, writes what it holds
-to ``$VMLAB_READY_FILE`` and waits to be killed.
+device in its lab, starts a guest's QEMU whose drive is that loop device (not waiting for
+the guest to boot: what is left after a kill is QEMU, the emulator, the loop device and
+the files, booted or not), writes what it holds to ``$VMLAB_READY_FILE`` and waits to be
+killed.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def test_hold_a_guest_until_killed(vmlab: VmLab) -> None:
                      env=vmlab.emulator_env)
     assert started.returncode == 0, started.stderr
     loop = next(line.split()[-1] for line in started.stdout.splitlines() if "target:" in line)
-    guest = vmlab.guest([Drive.backed_by(loop)])
+    guest = vmlab.guest([Drive.backed_by(loop)], wait=False)
     assert guest.qemu is not None
     held = {"lab": str(vmlab.dir), "qemu": guest.qemu.pid,
             "emulator": str(Path(vmlab.emulator_env["SSDLAB_EMU_RUN_DIR"], "held"))}

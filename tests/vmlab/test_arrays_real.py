@@ -1,15 +1,26 @@
 """md and ZFS for real (issue 32, build items 3 and 4), in one guest with four 256 MiB
-scratch NVMe drives (guests are slow to boot and at most two run on the machine).
+scratch NVMe drives (guests are slow to boot and at most two run on the machine). The
+guest is also the lab's own boot check: its four drives by name and serial, the image's
+kernel, the checkout's ssdlab.
 
-md: ssdlab builds RAID 0, 1, 5, 6 and 10, sees them, tears them down and wipes the
-members; an array keeps its name across a reboot of the guest; the matrix measures each
-level's member I/Os per host 4 KiB random write against what md does (RAID 1 on four
-drives is a four-way mirror; RAID 5 and 6 by the write method md took, named).
+Which test covers what (the matrices build, measure and tear down every level; the CLI
+lifecycle tests are kept at the levels the matrices cannot show):
 
-ZFS: ssdlab builds a stripe, a mirror, striped mirrors, raidz1 and raidz2, each with a
-zvol as the block target and a dataset for the file presets, sees them, tears them down
-and clears the labels where ZFS put them; the matrix records what ZFS writes per host 4
-KiB random write (member bytes and writes, the pool's own count) beside the docs' figure.
+- md, ``ssdlab array create``/``status``/``destroy``: RAID 0 (no resync, no redundancy)
+  and RAID 10 (the resync waited for), the RAID 10 kept across a reboot of the guest
+  under its name; the array's own /sys/block/mdX/stat counts fio's writes; members blank
+  after each.
+- md matrix, levels 0, 1, 5, 6, 10: each built by ssdlab, in sync before it is measured,
+  its member I/Os per host 4 KiB random write against what md does (RAID 1 on four
+  drives is a four-way mirror; RAID 5 and 6 by the write method md took, named), the
+  array's own counters holding fio's writes in every round, torn down, members blank.
+- ZFS, ``ssdlab array create``/``status``/``destroy``: striped mirrors (two vdevs) and
+  raidz2, each with a zvol as the block target (its own counters hold fio's writes) and a
+  dataset for the file presets; the labels cleared where ZFS put them.
+- ZFS matrix, stripe, mirror, striped mirrors, raidz1, raidz2: what ZFS writes per host 4
+  KiB random write (member bytes and writes, the pool's own count) beside the docs'
+  figure, the zvol's counters in every round, each level's layout by its ZFS name, torn
+  down, members blank.
 Every test leaves the drives blank.
 """
 
@@ -22,7 +33,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.vmlab import Drive, Guest, VmLab
+from tests.support.cli import ssdlab
+from tests.support.vmlab import (
+    Drive,
+    Guest,
+    VmLab,
+    package_digest_in,
+    processes_naming,
+    tree_digest_here,
+)
 from tests.vmlab.arrays_lab import (
     MEMBERS,
     assert_blank,
@@ -35,7 +54,13 @@ from tests.vmlab.conftest import VMLAB_TEST_TIMEOUT_S
 pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TEST_TIMEOUT_S)]
 
 MiB = 1 << 20
+SIZE = 256 * MiB
 LEVELS = ("raid0", "raid1", "raid5", "raid6", "raid10")
+#: the levels `ssdlab array create`, `status` and `destroy` are run at by hand (the
+#: matrix builds and tears down every level): md's RAID 0 (nothing to sync) and RAID 10
+#: (kept across a reboot); ZFS's striped mirrors (two vdevs) and raidz2
+MD_LIFECYCLE = ("raid0", "raid10")
+ZFS_LIFECYCLE = ("raid10", "raid6")
 #: member I/Os per host 4 KiB random write that md costs on four drives: RAID 1 is a
 #: four-way mirror (every member holds every block: 4, not a two-way mirror's 2); RAID 5
 #: and 6 reconstruct (rcw): 2 reads + 2 writes, 1 read + 3 writes
@@ -58,8 +83,28 @@ POOL, DATASET_DIR = "ssdlab0", "/var/lib/ssdlab/arrays/mnt/ssdlab0"
 
 @pytest.fixture(scope="module")
 def guest(vmlab: VmLab) -> Iterator[Guest]:
-    with vmlab.guest([Drive.scratch(256 * MiB)] * 4) as running:
+    with vmlab.guest([Drive.scratch(SIZE)] * 4) as running:
         yield running
+        guest_dir = running.dir
+    # a stopped guest leaves nothing: no directory, no process naming it
+    assert not guest_dir.exists()
+    assert not processes_naming(str(guest_dir))
+
+
+def test_the_guest_has_its_nvme_drives_its_kernel_and_the_checkouts_ssdlab(
+        vmlab: VmLab, guest: Guest) -> None:
+    """The lab itself: the i-th drive is /dev/nvme<i>n1 with serial VMLAB<i> and its size,
+    the guest runs the image's kernel, and ssdlab in the guest is the checkout's (the
+    same version, the same files)."""
+    devices = json.loads(guest.run("nvme list -o json"))["Devices"]
+    found = sorted((d["DevicePath"], d["SerialNumber"].strip(), d["PhysicalSize"])
+                   for d in devices)
+    assert found == [(f"/dev/nvme{i}n1", f"VMLAB{i}", SIZE) for i in range(4)]
+    assert guest.run("uname -r").strip() == vmlab.image().manifest()["kernel"]
+    version = ssdlab("--version")
+    assert version.returncode == 0
+    assert guest.run("ssdlab --version") == version.stdout
+    assert package_digest_in(guest) == tree_digest_here()
 
 
 def assert_counts_writes(guest: Guest, path: str, name: str) -> None:
@@ -80,49 +125,51 @@ def md_of(guest: Guest, name: str) -> str:
     return guest.run(f"basename $(readlink -f /dev/md/{name})").strip()
 
 
-def test_each_md_level_is_built_seen_and_torn_down_with_its_members_wiped(
-        guest: Guest) -> None:
-    members = " ".join(MEMBERS)
-    for level in LEVELS:
-        built = guest.run(f"ssdlab array create --backend md --level {level[4:]} {members} "
-                          "--destroy-data")
-        assert "target: /dev/md/ssdlab0" in built
-        md = md_of(guest, "ssdlab0")
-        if level != "raid0":  # no redundancy, nothing to sync
-            # ssdlab waited for the initial resync (mdadm --wait): nothing runs, in sync
-            assert guest.run(f"cat /sys/block/{md}/md/sync_action").strip() == "idle"
-            assert guest.run(f"cat /sys/block/{md}/md/sync_completed").strip() == "none"
-        assert guest.run(f"cat /sys/block/{md}/md/level").strip() == level
-        assert guest.run(f"cat /sys/block/{md}/md/raid_disks").strip() == "4"
-        # the array's own /sys/block/mdX/stat counts the host's I/Os, one for one
-        assert_counts_writes(guest, "/dev/md/ssdlab0", md)
-        status = guest.run("ssdlab array status")
-        assert f"md {level} of 4 members" in status
-        in_sync = "4 members" if level == "raid0" else "4 of 4 members in sync"
-        assert f"{md} {level}: ok, {in_sync}" in status, status
-        destroyed = guest.run("ssdlab array destroy ssdlab0")
-        assert f"destroyed ssdlab0; members wiped: {', '.join(MEMBERS)}" in destroyed
-        assert_blank(guest)
-
-
-def test_an_md_array_keeps_its_name_across_a_reboot_and_is_torn_down_after_it(
-        guest: Guest) -> None:
-    guest.run(f"ssdlab array create --backend md --level 10 {' '.join(MEMBERS)} "
-              "--destroy-data")
-    serials = guest.run("for d in /dev/nvme?n1; do echo $d $(cat /sys/block/${d#/dev/}/"
-                        "device/serial); done")
-    guest.reboot()
-    # the guest's udev assembles it again under its name (its homehost is the guest's)
+def md_lifecycle(guest: Guest, level: str, *, reboot: bool = False) -> None:
+    """``ssdlab array create``, ``status`` and ``destroy`` at ``level``; with ``reboot``,
+    the array is kept across a reboot of the guest, under its name, before it is torn
+    down."""
+    built = guest.run(f"ssdlab array create --backend md --level {level[4:]} "
+                      f"{' '.join(MEMBERS)} --destroy-data")
+    assert "target: /dev/md/ssdlab0" in built
     md = md_of(guest, "ssdlab0")
-    assert guest.run(f"cat /sys/block/{md}/md/level").strip() == "raid10"
-    status = guest.run("ssdlab array status ssdlab0")
-    assert f"{md} raid10: ok, 4 of 4 members in sync" in status, status
-    assert "kept until" in status  # an array of `array create` is no leftover after a boot
-    after = guest.run("for d in /dev/nvme?n1; do echo $d $(cat /sys/block/${d#/dev/}/"
-                      "device/serial); done")
-    assert after == serials
-    guest.run("ssdlab array destroy ssdlab0")
+    if level != "raid0":  # no redundancy, nothing to sync
+        # ssdlab waited for the initial resync (mdadm --wait): nothing runs, in sync
+        assert guest.run(f"cat /sys/block/{md}/md/sync_action").strip() == "idle"
+        assert guest.run(f"cat /sys/block/{md}/md/sync_completed").strip() == "none"
+    assert guest.run(f"cat /sys/block/{md}/md/level").strip() == level
+    assert guest.run(f"cat /sys/block/{md}/md/raid_disks").strip() == "4"
+    # the array's own /sys/block/mdX/stat counts the host's I/Os, one for one
+    assert_counts_writes(guest, "/dev/md/ssdlab0", md)
+    status = guest.run("ssdlab array status")
+    assert f"md {level} of 4 members" in status
+    in_sync = "4 members" if level == "raid0" else "4 of 4 members in sync"
+    assert f"{md} {level}: ok, {in_sync}" in status, status
+    if reboot:
+        serials = guest.run("for d in /dev/nvme?n1; do echo $d $(cat /sys/block/${d#/dev/}/"
+                            "device/serial); done")
+        guest.reboot()
+        # the guest's udev assembles it again under its name (its homehost is the guest's)
+        md = md_of(guest, "ssdlab0")
+        assert guest.run(f"cat /sys/block/{md}/md/level").strip() == level
+        status = guest.run("ssdlab array status ssdlab0")
+        assert f"{md} {level}: ok, {in_sync}" in status, status
+        assert "kept until" in status  # an array of `array create` is no leftover after a boot
+        after = guest.run("for d in /dev/nvme?n1; do echo $d $(cat /sys/block/${d#/dev/}/"
+                          "device/serial); done")
+        assert after == serials
+    destroyed = guest.run("ssdlab array destroy ssdlab0")
+    assert f"destroyed ssdlab0; members wiped: {', '.join(MEMBERS)}" in destroyed
     assert_blank(guest)
+
+
+def test_md_raid0_is_built_seen_and_torn_down_with_its_members_wiped(guest: Guest) -> None:
+    md_lifecycle(guest, "raid0")
+
+
+def test_md_raid10_keeps_its_name_across_a_reboot_and_is_torn_down_after_it(
+        guest: Guest) -> None:
+    md_lifecycle(guest, "raid10", reboot=True)
 
 
 def test_the_md_matrix_measures_what_md_writes_per_host_write(guest: Guest) -> None:
@@ -132,6 +179,10 @@ def test_the_md_matrix_measures_what_md_writes_per_host_write(guest: Guest) -> N
         assert result["child_status"] == "complete", (level, result)
         array = result["array"]
         assert isinstance(array, dict)
+        # built by ssdlab at this level of the four drives (the lifecycle tests do it by
+        # hand at RAID 0 and 10 only)
+        assert (array["built_by"], array["backend"], array["level"]) == ("ssdlab", "md", level)
+        assert sorted(m["path"] for m in array["members"]) == MEMBERS, array["members"]
         if level != "raid0":
             assert array["md"]["sync_action"] == "idle"  # measured after the resync
         penalty = result["write_penalty"]
@@ -167,12 +218,13 @@ def test_the_md_matrix_measures_what_md_writes_per_host_write(guest: Guest) -> N
     assert_blank(guest)
 
 
-def test_each_zfs_level_is_built_seen_and_torn_down_with_its_labels_cleared(
+def test_zfs_striped_mirrors_and_raidz2_are_built_seen_and_torn_down_labels_cleared(
         guest: Guest) -> None:
     limit_arc(guest)
     members = " ".join(MEMBERS)
     zvol = f"/dev/zvol/{POOL}/ssdlab"
-    for level, (name, vdevs) in ZFS_LEVELS.items():
+    for level in ZFS_LIFECYCLE:
+        name, vdevs = ZFS_LEVELS[level]
         built = guest.run(f"ssdlab array create --backend zfs --level {level[4:]} {members} "
                           "--destroy-data")
         assert f"built zfs {name} of 4 members" in built, built
@@ -215,6 +267,15 @@ def test_the_zfs_matrix_records_what_zfs_writes_per_host_write(guest: Guest) -> 
         name = ZFS_LEVELS[level][0]
         assert result["child_status"] == "complete", (level, result)
         assert result["level_name"] == name and result["array"]["level_name"] == name
+        # built by ssdlab at this level of the four drives: a zvol of 16 KiB blocks as
+        # the target and a dataset for the file presets (the lifecycle test checks the
+        # pool, zvol and dataset themselves at two levels)
+        array = result["array"]
+        assert (array["built_by"], array["backend"], array["level"]) == ("ssdlab", "zfs", level)
+        assert sorted(m["path"] for m in array["members"]) == MEMBERS, array["members"]
+        assert array["target"] == f"/dev/zvol/{array['name']}/ssdlab", array
+        assert (array["zfs"]["volblocksize"], array["zfs"]["dataset"]) == (
+            16384, f"{array['name']}/files"), array["zfs"]
         zfs = result["zfs"]
         theory = zfs["theory"]
         assert theory["bytes_per_host_byte"] == ZFS_THEORY[level]

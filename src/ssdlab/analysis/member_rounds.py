@@ -254,14 +254,16 @@ class RoundJudgement:
 
 
 def judge_round(periods: list[MemberPeriod], host_reads: int, host_writes: int,
-                level: str | None, textbook: float | None, *, host_scale: float | None = 1.0
-                ) -> RoundJudgement:
+                level: str | None, textbook: float | None, *, host_scale: float | None = 1.0,
+                clear_ratio: float | None = None) -> RoundJudgement:
     """The round's write penalty (:func:`ssdlab.analysis.members.write_penalty`), imbalance
     and slow-member verdict (:func:`ssdlab.analysis.members.slow_member`: by share only
     where :func:`even_spread`, and elsewhere by wait only under comparable loads,
     :data:`COMPARABLE_LOAD`). ``host_scale``: the members' period over the one fio
     measured (its host I/Os are scaled to the members'); None: the two periods cannot be
-    matched (a warm-up that could not be told apart), so no write penalty."""
+    matched (a warm-up that could not be told apart), so no write penalty;
+    ``clear_ratio``: a slow member must stand that far clear of the next (a whole
+    level's verdict)."""
     penalty = None if host_scale is None else write_penalty(
         periods, host_writes * host_scale, None, host_reads * host_scale).measured
     spread = imbalance(periods)
@@ -269,9 +271,38 @@ def judge_round(periods: list[MemberPeriod], host_reads: int, host_writes: int,
         return RoundJudgement(penalty, textbook, spread, None,
                               f"no slow member judged: loads differ {spread:.2f}x, so their "
                               "waits per I/O do not compare")
-    slow = slow_member(periods, even_spread=even_spread(level))
+    slow = slow_member(periods, even_spread=even_spread(level), clear_ratio=clear_ratio)
     return RoundJudgement(penalty, textbook, spread, slow.member,
                           slow.message)
+
+
+@dataclass(frozen=True)
+class LevelSlow:
+    """A level's slow member (None: none is named for it), how many of its rounds named
+    that member (where none is named, how many named the member the rounds named most),
+    and the outliers: the other members some rounds named, by how many rounds (host
+    noise slows a member of an emulated drive now and then; it is said, not named)."""
+
+    member: str | None
+    rounds: int
+    outliers: dict[str, int]
+
+
+def level_slow(named: Mapping[str, int], rounds: int, *, over_level: bool = False,
+               verdict: object = None) -> LevelSlow:
+    """The slow member of a level from the members its rounds named (``named``: by member,
+    how many of the ``rounds``). By rounds (md, btrfs): the member named in more than half
+    of them, so a member slow in one or two of five rounds is an outlier, never the
+    level's. ``over_level`` (ZFS): ``verdict``, the member judged over the whole level
+    (its rounds may hold too few I/Os to judge; that verdict needs its member to stand
+    clear of the next, :data:`ssdlab.analysis.members.SLOW_CLEAR_RATIO`)."""
+    if over_level:
+        member = verdict if isinstance(verdict, str) else None
+    else:
+        top = max(named, key=lambda m: named[m]) if named else None
+        member = top if top is not None and 2 * named[top] > rounds else None
+    count = named.get(member, 0) if member else max(named.values(), default=0)
+    return LevelSlow(member, count, {m: n for m, n in named.items() if m != member})
 
 
 def expectation_text(textbook: float, level: str | None, method: str | None) -> str:

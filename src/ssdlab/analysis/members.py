@@ -31,6 +31,13 @@ SLOW_WAIT_RATIO = 1.5
 SLOW_SHARE_RATIO = 0.5
 #: fewer I/Os than this on a member over the period: too few to judge its wait
 MIN_IOS_TO_JUDGE = 200
+#: where a verdict must stand clear (over a whole level, :func:`slow_member`'s
+#: ``clear_ratio``): the slowest member's figure is at least this many times the next
+#: slow one's, or none is named (host noise slows a member of an emulated drive now and
+#: then: a truly slow one stands far above it)
+SLOW_CLEAR_RATIO = 1.5
+#: how a verdict that names none for want of a clear margin begins
+UNCLEAR = "no slow member stands clear"
 
 
 @dataclass(frozen=True)
@@ -170,11 +177,14 @@ class SlowVerdict:
     message: str
 
 
-def slow_member(members: list[MemberPeriod], *, even_spread: bool) -> SlowVerdict:
+def slow_member(members: list[MemberPeriod], *, even_spread: bool,
+                clear_ratio: float | None = None) -> SlowVerdict:
     """Judge each member against the median of its peers: its mean wait per I/O (at least
     :data:`SLOW_WAIT_RATIO` times theirs) and, where the level spreads I/O evenly
     (``even_spread``: striping, parity, mirrored writes), its share of the I/Os (at most
-    :data:`SLOW_SHARE_RATIO` of theirs). Names the member that stands out most, or none."""
+    :data:`SLOW_SHARE_RATIO` of theirs). Names the member that stands out most, or none;
+    with ``clear_ratio``, only where its figure is at least that many times the next
+    slow member's (else none, and the verdict names both)."""
     if len(members) < 2:
         return SlowVerdict(None, "one member: nothing to compare")
     findings: list[tuple[float, str, str]] = []
@@ -186,7 +196,12 @@ def slow_member(members: list[MemberPeriod], *, even_spread: bool) -> SlowVerdic
             findings.append((finding[0], m.name, finding[1]))
     if not findings:
         return SlowVerdict(None, f"no slow member among {len(members)}")
-    _, name, why = max(findings)
+    findings.sort(reverse=True)
+    (top, name, why), *others = findings
+    if clear_ratio is not None and others and top < clear_ratio * others[0][0]:
+        _, second, its = others[0]
+        return SlowVerdict(None, f"{UNCLEAR}: {name} {why}; {second} {its}"
+                           f" (under {clear_ratio:g}x apart)")
     return SlowVerdict(name, f"slow member {name}: {why}")
 
 

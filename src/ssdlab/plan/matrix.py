@@ -211,7 +211,7 @@ class LevelResult(Record):
 
     OMIT_NONE = frozenset({"error", "write_penalty", "textbook_penalty", "slow_member",
                            "slow_basis", "imbalance", "write_method", "write_method_note",
-                           "reads_per_write", "level_name", "zfs"})
+                           "reads_per_write", "level_name", "zfs", "slow_outliers"})
 
     level: str = ""
     backend: str = ""
@@ -229,6 +229,10 @@ class LevelResult(Record):
     member_rounds: int = 0
     #: "level" where slow_member is the verdict over the whole level (ZFS), not the rounds'
     slow_basis: str | None = None
+    #: the other members some rounds named slow, by how many rounds: outliers (host noise
+    #: now and then), said but not named for the level
+    #: (:func:`ssdlab.analysis.member_rounds.level_slow`)
+    slow_outliers: dict[str, int] | None = None
     members: list[MemberRoundRow] = field(default_factory=list)
     written: list[MemberWritten] = field(default_factory=list)
     #: what ``ssdlab run`` printed at the end of the level's run (its verdicts: steady

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ssdlab.analysis.member_rounds import WRITE_METHODS
-from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY
+from ssdlab.analysis.members import TEXTBOOK_WRITE_PENALTY, UNCLEAR
 from ssdlab.errors import command
 from ssdlab.plan.array import LEVELS
 from ssdlab.plan.matrix import (
@@ -53,30 +53,45 @@ def _penalty(r: LevelResult) -> str:
 
 def _slow(r: LevelResult) -> str:
     """The slow-member verdict over the level's rounds, or (ZFS) over the whole level,
-    with how many rounds named that member."""
+    with how many rounds named that member, and the outliers: other members some rounds
+    named, not named for the level."""
     if r.slow_basis == "level" or (r.zfs is not None and "verdict" in r.zfs):
         return _slow_over_level(r)
     if r.slow_member:
-        return f"{r.slow_member} (in {r.slow_rounds} of {r.member_rounds} rounds)"
+        return f"{r.slow_member} (in {r.slow_rounds} of {r.member_rounds} rounds{_outliers(r)})"
+    if r.slow_outliers:
+        return f"none in most rounds ({_outliers(r)[2:]})"
     if r.slow_rounds:
         return f"none in most rounds (one named in {r.slow_rounds} of {r.member_rounds})"
     return "none"
 
 
+def _outliers(r: LevelResult) -> str:
+    """``; outlier, not named: nvme1n1 in 1 of 5 rounds`` (empty without outliers)."""
+    named = sorted((r.slow_outliers or {}).items(), key=lambda item: (-item[1], item[0]))
+    if not named:
+        return ""
+    return (f"; outlier{'s' if len(named) > 1 else ''}, not named: "
+            + ", ".join(f"{m} in {n} of {r.member_rounds} rounds" for m, n in named))
+
+
 def _slow_over_level(r: LevelResult) -> str:
     """ZFS: the verdict over the whole level (its rounds may hold too few writes to judge,
-    run/zfs.py), and how many of the rounds named that member too (a record made before
-    the count was kept for that member says none)."""
+    run/zfs.py), how many of the rounds named that member too (a record made before the
+    count was kept for that member says none), and the rounds' outliers."""
     verdict = str((r.zfs or {}).get("verdict") or "")
     why = verdict.split(": ", 1)[1] if r.slow_member and ": " in verdict else ""
     counted = r.slow_basis == "level" and r.member_rounds
     if r.slow_member:
         rounds = f"; named in {r.slow_rounds} of {r.member_rounds} rounds" if counted else ""
-        return f"{r.slow_member} (over the whole level{f': {why}' if why else ''}{rounds})"
-    if counted and r.slow_rounds:
-        return (f"none over the whole level (the rounds named one member in "
-                f"{r.slow_rounds} of {r.member_rounds})")
-    return "none over the whole level"
+        return (f"{r.slow_member} (over the whole level{f': {why}' if why else ''}{rounds}"
+                f"{_outliers(r)})")
+    said = [verdict] if verdict.startswith(UNCLEAR) else []
+    if r.slow_outliers:
+        said.append(_outliers(r)[2:])
+    elif counted and r.slow_rounds:
+        said.append(f"the rounds named one member in {r.slow_rounds} of {r.member_rounds}")
+    return "none over the whole level" + (f" ({'; '.join(said)})" if said else "")
 
 
 @dataclass(frozen=True)

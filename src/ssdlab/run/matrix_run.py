@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ssdlab.analysis.endurance import written_between
-from ssdlab.analysis.member_rounds import md_small_write, method_from_reads
+from ssdlab.analysis.member_rounds import level_slow, md_small_write, method_from_reads
 from ssdlab.engine.runner import FioExecutor
 from ssdlab.errors import TargetError, UserError, command
 from ssdlab.plan.array import ArrayPlan, create_commands, destroy_commands, plan_array
@@ -505,10 +505,9 @@ class MatrixRun(SessionRun[PreparedMatrix]):
         child = self.store.load(child_id)
         rounds = [r for rs in member_rounds(child.events).values() for r in rs]
         summary = summarise(rounds)
-        slow_member, slow_rounds = _most_named(summary.slow, len(rounds))
         level = zfs is not None and "verdict" in zfs  # ZFS: judged over the whole level
-        if level and zfs is not None:
-            slow_member, slow_rounds = level_verdict(summary.slow, zfs.get("slow_member"))
+        slow = level_slow(summary.slow, len(rounds), over_level=level,
+                          verdict=(zfs or {}).get("slow_member"))
         method, how = _write_method(plan, provenance, summary.reads_per_write)
         if method is not None:
             self.say(f"{plan.level_name}: write method {how}")
@@ -517,7 +516,8 @@ class MatrixRun(SessionRun[PreparedMatrix]):
             child_status=child.status_text, array=provenance, rows=level_rows(child),
             write_penalty=summary.write_penalty, textbook_penalty=summary.textbook,
             imbalance=summary.max_imbalance,
-            slow_member=slow_member, slow_rounds=slow_rounds, member_rounds=len(rounds),
+            slow_member=slow.member, slow_rounds=slow.rounds, member_rounds=len(rounds),
+            slow_outliers=slow.outliers or None,
             members=member_round_rows(child), outcome=self._outcome(child), seconds=seconds,
             error=error or (child.message or None if child.status != "complete" else None),
             write_method=method, write_method_note=how or None,
@@ -539,22 +539,6 @@ def _write_method(plan: ArrayPlan, provenance: Mapping[str, Any],
     if expected is None:
         return None, ""
     return method_from_reads(expected, reads_per_write)
-
-
-def level_verdict(slow: dict[str, int], member: object) -> tuple[str | None, int]:
-    """A level whose slow member was judged over the whole level (ZFS): that verdict, and
-    how many of its rounds named that member (where it names none, how many named the
-    member the rounds named most), so that the two never disagree."""
-    name = member if isinstance(member, str) else None
-    return name, slow.get(name, 0) if name else max(slow.values(), default=0)
-
-
-def _most_named(slow: dict[str, int], rounds: int) -> tuple[str | None, int]:
-    """The member named slow in more than half of the rounds, and in how many."""
-    if not slow:
-        return None, 0
-    name = max(slow, key=lambda m: slow[m])
-    return (name if 2 * slow[name] > rounds else None), slow[name]
 
 
 def member_round_rows(run: RunData) -> list[MemberRoundRow]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ssdlab.analysis.member_rounds import judge_round, zfs_small_write
-from ssdlab.analysis.members import member_period, parse_stat
+from ssdlab.analysis.members import SLOW_CLEAR_RATIO, member_period, parse_stat
 from ssdlab.errors import TargetError
 from ssdlab.plan.array import ZFS_ASHIFT, ArrayPlan
 from ssdlab.targets.array_status import parse_zpool_iostat
@@ -208,12 +208,14 @@ def counts_record(plan: ArrayPlan, zvol: str, before: dict[str, str], after: dic
     pool_total = pool.get(plan.name)
     periods = [member_period(n, parse_stat(before[n]), parse_stat(after[n]), seconds)
                for n in members]
-    judged = judge_round(periods, host["reads"], host["writes"], plan.level, None)
+    judged = judge_round(periods, host["reads"], host["writes"], plan.level, None,
+                         clear_ratio=SLOW_CLEAR_RATIO)
     return {
         "seconds": round(seconds, 3), "host": host, "members": members, "pool": pool,
         # the slow member over the whole level: its rounds' member counts do not hold
         # their own host writes (transaction groups), and ZFS merges writes into fewer,
-        # larger ones, so a round may have too few to judge
+        # larger ones, so a round may have too few to judge; named only where it stands
+        # clear of the next slow member (host noise)
         "slow_member": judged.slow_member, "verdict": judged.verdict,
         "member_bytes_per_host_byte": written / host["write_bytes"]
         if host["write_bytes"] else None,
