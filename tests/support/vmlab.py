@@ -689,6 +689,20 @@ class VmLab:
         self.guests.append(guest)
         return guest.start(wait=wait)
 
+    def hosts_env(self, guests: Sequence[Guest]) -> dict[str, str]:
+        """The environment for a multi-host ``ssdlab run`` on this machine whose hosts are
+        ``guests`` (docs/hosts.md): an ssh config naming each guest as it is named here
+        (``g1``, ``g2``, ...: its forwarded port, root, its key), and the guest's ssdlab as
+        the agent's command."""
+        config = self.dir / "hosts_ssh_config"
+        config.write_text("".join(
+            f"Host {g.name}\n  HostName 127.0.0.1\n  Port {g.port}\n  User root\n"
+            f"  IdentityFile {g.key}\n  IdentitiesOnly yes\n  StrictHostKeyChecking no\n"
+            "  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 30\n"
+            for g in guests))
+        return {"SSDLAB_SSH_CONFIG": str(config),
+                "SSDLAB_AGENT_COMMAND": f"{GUEST_VENV}/bin/ssdlab"}
+
     def close(self) -> None:
         for guest in self.guests:
             guest.stop()

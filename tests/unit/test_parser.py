@@ -18,7 +18,12 @@ import numpy as np
 import pytest
 
 from ssdlab.engine.model import DirectionStats, FioOutput, JobResult
-from ssdlab.engine.parser import FioOutputError, merged_percentile_ns, parse_fio_output
+from ssdlab.engine.parser import (
+    FioOutputError,
+    bin_error_ns,
+    merged_percentile_ns,
+    parse_fio_output,
+)
 from ssdlab.errors import ExitCode, UserError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio" / "3.33"
@@ -532,3 +537,38 @@ def test_merged_percentile_edge_is_exact_like_fio() -> None:
     assert raw["N"] == 2000
     samples = sorted(int(k) for k, c in raw["bins"].items() for _ in range(c))
     assert raw["percentile"]["99.950000"] == samples[1999]
+
+
+# -- the histogram's error bound ------------------------------------------------------------
+
+
+def _fio_bucket_value(ns: int) -> int:
+    """The value fio 3.33 reports for the bucket a latency of ``ns`` falls in (stat.c
+    plat_val_to_idx, then plat_idx_to_val), written out here to judge bin_error_ns."""
+    bits, buckets = 6, 64
+    msb = ns.bit_length() - 1 if ns else 0
+    if msb <= bits:
+        idx = ns
+    else:
+        error_bits = msb - bits
+        idx = ((error_bits + 1) << bits) + ((buckets - 1) & (ns >> error_bits))
+    if idx < buckets << 1:
+        return idx
+    error_bits = (idx >> bits) - 1
+    base = 1 << (error_bits + bits)
+    return int(base + ((idx % buckets) + 0.5) * (1 << error_bits))
+
+
+def test_bin_error_bounds_every_latency_in_the_bucket_and_is_reached() -> None:
+    reached: set[int] = set()
+    samples = [*range(0, 5000), *range(5000, 2_000_000, 997), *(2 ** k + d for k in range(7, 34)
+                                                               for d in (-1, 0, 1))]
+    for ns in samples:
+        value = _fio_bucket_value(ns)
+        bound = bin_error_ns(value)
+        assert abs(value - ns) <= bound, (ns, value, bound)
+        assert bound <= value / 128
+        if bound and abs(value - ns) == bound:
+            reached.add(value.bit_length())
+    # the bound is tight: in every power of two sampled densely, some latency reaches it
+    assert set(range(8, 13)) <= reached

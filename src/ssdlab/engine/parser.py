@@ -24,7 +24,7 @@ from ssdlab.engine.model import DirectionStats, FioOutput, JobResult
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.jsonrecord import JsonObject
 
-__all__ = ["FioOutputError", "merged_percentile_ns", "parse_fio_output"]
+__all__ = ["FioOutputError", "bin_error_ns", "merged_percentile_ns", "parse_fio_output"]
 
 _QUOTE_CHARS = 200
 _AGGREGATE_CLIENT = "All clients"
@@ -342,6 +342,25 @@ def _number(obj: Mapping[str, Any], key: str, path: str, scale: int = 1) -> floa
 
 
 # --------------------------------------------------------------------------- percentiles
+
+
+#: fio's latency histogram (stat.h FIO_IO_U_PLAT_BITS): each power of two of nanoseconds
+#: from 128 ns up is split into 2**6 buckets of equal width
+PLAT_BITS = 6
+
+
+def bin_error_ns(value_ns: float) -> float:
+    """How far a latency fio's json+ histogram counted in the bucket whose value is
+    ``value_ns`` may lie from that value: half the bucket's width (fio reports a bucket by
+    its middle, stat.c plat_idx_to_val). Below 128 ns every nanosecond has its bucket (0);
+    above, at most 1/128 of the value (0.78 %). A percentile read from merged histograms
+    (:func:`merged_percentile_ns`) is the value of the bucket holding the sample of the
+    same rank, so it lies within this of the exact percentile of the samples themselves.
+    (Latencies above 2**34 ns, about 17 s, share fio's last bucket: no bound.)"""
+    value = int(value_ns)
+    if value < 2 << PLAT_BITS:
+        return 0.0
+    return float(1 << (value.bit_length() - 2 - PLAT_BITS))
 
 
 def merged_percentile_ns(bins: Sequence[Mapping[int, int]], pct: float) -> float | None:
