@@ -426,7 +426,11 @@ class RunSession:
             per_host = hosts if hosts is not None else host_summaries(run.per_host)
             self.store.add_event(self.run_id, test, HOST_ROUND_KIND,
                                  f"round {round_no} on {len(per_host)} hosts",
-                                 results.HostRoundEvent(round_no, phase, per_host))
+                                 results.HostRoundEvent(round_no, phase, per_host, run.start))
+            for host, why in (run.start.late if run.start is not None else {}).items():
+                note = f"host {host} started round {round_no} late: {why}"
+                self.store.add_event(self.run_id, test, "warning", note, results.Reason(why))
+                self.progress.line(f"{test}: {note}")
 
     def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
                      last_round: int | None = None) -> None:
