@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from ssdlab.engine import startat
+from ssdlab.engine.client import ClientExecutor, ClientHost
 from ssdlab.engine.jobtext import parse_job_file, positions
 from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan.results import HostPart, HostRoundEvent
 from ssdlab.plan.round_start import HostMarks, RoundStart, round_start, summary
 from ssdlab.run import agent, startsync
-from ssdlab.run.agent_wire import ClockAnswer, StartsAnswer
+from ssdlab.run.agent_wire import ClockAnswer, HostError, StartsAnswer
 
 JOB = """; a round
 [global]
@@ -225,6 +226,8 @@ def test_each_host_waits_for_the_instant_in_its_own_clock() -> None:
                                lambda name: f"/run/ssdlab-agent/{name}")
     texts = sync.begin(JOB)
     assert texts is not None and len(texts) == 2
+    # the watchdog allows for the lead and the gaps
+    assert sync.waits_s() == pytest.approx(startsync.FIRST_LEAD_S + 3 * startsync.FIRST_GAP_S)
     ats = {}
     for name, text in zip(hosts.offsets, texts, strict=True):
         waits = [j.value("exec_prerun") or "" for j in parse_job_file(text).jobs]
@@ -254,6 +257,14 @@ def test_each_host_waits_for_the_instant_in_its_own_clock() -> None:
     # the next round's lead: half again the longest a host needed (h2: 2.5 + 0.299 s)
     assert sync.lead_s == pytest.approx(1.5 * 2.799, abs=0.1)
     assert sync.end() is None  # one round, one end
+
+
+def test_a_host_that_does_not_answer_its_clock_leaves_the_round_as_it_is() -> None:
+    def ask(name: str, verb: str, timeout: float) -> JsonObject:
+        raise HostError(f"host {name} dropped: its ssh connection ended")
+    sync = startsync.StartSync(["h1", "h2"], ask, lambda work: [work(n) for n in ("h1", "h2")],
+                               lambda name: "/d")
+    assert sync.begin(JOB) is None and sync.waits_s() == 0 and sync.end() is None
 
 
 def test_one_host_or_a_self_ordering_job_runs_as_it_is() -> None:
@@ -294,3 +305,46 @@ def test_the_agent_answers_its_clock_and_hands_the_marks_over(
     (tmp_path / "t1" / startat.MARKS_FILE).write_text("0 5 6 7\n")
     assert StartsAnswer.from_json(ask("starts")).marks == [
         startat.Mark(0, 5, 300_000_006, 300_000_007)]
+
+
+# -- the client executor ----------------------------------------------------------------
+
+
+class FakeStarts:
+    """A ``RoundStarts`` that says what it was asked."""
+
+    def __init__(self) -> None:
+        self.begun: list[str] = []
+
+    def begin(self, job_text: str) -> list[str]:
+        self.begun.append(job_text)
+        return [startat.with_waiters(job_text, [7], f"/run/d{i}/m") for i in (1, 2)]
+
+    def waits_s(self) -> float:
+        return 2.0
+
+    def end(self) -> RoundStart:
+        return RoundStart(0.001)
+
+
+def test_the_client_executor_gives_each_host_its_waiters(tmp_path: Path) -> None:
+    from tests.unit.test_hosts import CLIENT_OUTPUT
+    output = tmp_path / "out.json"
+    output.write_text(CLIENT_OUTPUT)
+    fio = tmp_path / "fio"
+    # a stand-in for fio's client: keeps the job files it was given, prints their results
+    fio.write_text(f"#!/bin/sh\nfor a do case $a in *.fio) cat $a >> {tmp_path}/jobs ;; "
+                   f"esac done\ncat {output}\n")
+    fio.chmod(0o755)
+    hosts = [ClientHost(f"h{i}", f"s{i}.sock", f"/dev/loop{i}") for i in (1, 2)]
+    starts = FakeStarts()
+    executor = ClientExecutor(hosts, "h1:/dev/loop1,h2:/dev/loop2", fio=str(fio),
+                              starts=starts)
+    text = "[global]\nfilename=h1:/dev/loop1,h2:/dev/loop2\nthread=1\n\n[c]\nrw=read\n"
+    run = executor.run(text, 30)
+    assert run.error is None and run.start == RoundStart(0.001)
+    assert starts.begun == [text] and run.job_text == text  # the run's job is stored
+    jobs = (tmp_path / "jobs").read_text()
+    assert jobs == "".join(
+        f"[global]\nfilename=/dev/loop{i}\n\n[c]\nexec_prerun="
+        f"{startat.waiter(0, 7, f'/run/d{i}/m')}\nrw=read\n" for i in (1, 2))

@@ -50,6 +50,9 @@ class RoundStarts(Protocol):
         """Each host's job text, its jobs waiting for the round's instants (None: the
         job text runs as it is)."""
 
+    def waits_s(self) -> float:
+        """How much longer than its jobs the round begun last may take (its waits)."""
+
     def end(self) -> RoundStart | None:
         """When each host's cells of the round began (None: not known)."""
 
@@ -92,7 +95,9 @@ class ClientExecutor:
                 files.append(str(path))
             cmd = self.command(files)
             try:
-                done = run_watched(cmd, job_text, timeout_s, on_tick, self.stop_check, "")
+                waits = 0.0 if texts is None or self.starts is None else self.starts.waits_s()
+                done = run_watched(cmd, job_text, timeout_s + waits, on_tick,
+                                   self.stop_check, "")
             except FioStopped as stopped:
                 return replace(stopped.run, error=stopped.reason)
         run = self._per_host(parsed(done))

@@ -132,7 +132,10 @@ class StartSync:
         planned = schedule(job_text, self.gap_s)
         if len(self.names) < 2 or planned is None:
             return None
-        offsets = self.offsets()
+        try:
+            offsets = self.offsets()
+        except HostError:
+            return None  # a host dropped: the round fails and says so without waiters
         launch = time.time()
         instant = launch + self.lead_s
         at_ns = {name: [None if p is None else round((instant + p + offsets[name].offset_s)
@@ -141,6 +144,13 @@ class StartSync:
         self._round = _Round(launch, instant, self.gap_s, planned, offsets, at_ns)
         return [with_waiters(job_text, at_ns[name], f"{self.directory(name)}/{MARKS_FILE}")
                 for name in self.names]
+
+    def waits_s(self) -> float:
+        """The lead and the gaps of the round begun last (0: it does not wait)."""
+        done = self._round
+        if done is None:
+            return 0.0
+        return done.instant - done.launch + done.gap_s * (len(done.planned) - 1)
 
     def end(self) -> RoundStart | None:
         done, self._round = self._round, None
