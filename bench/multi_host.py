@@ -25,7 +25,9 @@ only: there the hosts share 2 CPUs, so together cannot reach the sum of alone, a
 says nothing about the coordinator.
 
 Recorded per fio run: the aggregate and per-host IOPS and latency, fio's own usr/sys
-CPU per host, the wall clock of the ``fio --client`` run against its ramp + runtime,
+CPU per host, how far apart the hosts' jobs started (together: they wait for a common
+instant, docs/hosts.md), the wall clock of the ``fio --client`` run against its ramp +
+runtime (with that wait),
 and the CPU use over the run: the machine's busy share (/proc/stat, all namespaces share
 the CPUs), split into the coordinator's fio client (getrusage(RUSAGE_CHILDREN) around
 the run), the coordinator's Python and ssh connections, the hosts' processes (their fio
@@ -388,6 +390,8 @@ def fio_run(remote: RemoteSet, ours: Ours, text: str, runtime_s: float,
         "coordinator_fio_client_cpu_pct": 100 * client_s / cpu.wall_s,
         "foreign_fio": cpu.foreign_fio,
         "command": command_as_recorded(run, remote),
+        # several hosts: how far apart their jobs started (docs/hosts.md); None alone
+        "round_start_skew_s": run.start.skew_s if run.start is not None else None,
     }
 
 
