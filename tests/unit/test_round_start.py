@@ -9,6 +9,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from ssdlab.engine import startat
 from ssdlab.engine.client import ClientExecutor, ClientHost
 from ssdlab.engine.jobtext import parse_job_file, positions
+from ssdlab.engine.parser import parse_fio_output
 from ssdlab.jsonrecord import JsonObject
 from ssdlab.plan.results import HostPart, HostRoundEvent
 from ssdlab.plan.round_start import HostMarks, RoundStart, round_start, summary
@@ -348,3 +350,25 @@ def test_the_client_executor_gives_each_host_its_waiters(tmp_path: Path) -> None
     assert jobs == "".join(
         f"[global]\nfilename=/dev/loop{i}\n\n[c]\nexec_prerun="
         f"{startat.waiter(0, 7, f'/run/d{i}/m')}\nrw=read\n" for i in (1, 2))
+
+
+def test_a_late_host_is_a_warning_beside_the_rounds_host_parts() -> None:
+    from ssdlab.engine.model import JobResult
+    from ssdlab.engine.runner import FioRun
+    from ssdlab.plan.results import Reason
+    from ssdlab.run.hosts import host_round_events
+    from tests.unit.test_hosts import CLIENT_OUTPUT
+
+    jobs = tuple(replace(j, host=f"h{i % 2 + 1}") for i, j in
+                 enumerate(parse_fio_output(CLIENT_OUTPUT).jobs) if j.name != "All clients")
+    assert all(isinstance(j, JobResult) for j in jobs)
+    start = RoundStart(0.3, late={"h2": "it woke late"})
+    run = FioRun("", (), "", "", 0, 0, 1, False, None, None, jobs, start)
+    events = host_round_events(4, run, "round", {"h1": HostPart(), "h2": HostPart()})
+    assert [(kind, message) for kind, message, _ in events] == [
+        ("host-round", "round 4 on 2 hosts"),
+        ("warning", "host h2 started round 4 late: it woke late")]
+    host_round = events[0][2]
+    assert isinstance(host_round, HostRoundEvent) and host_round.start == start
+    assert events[1][2] == Reason("it woke late")
+    assert host_round_events(4, replace(run, per_host=()), "round", None) == []
