@@ -35,7 +35,6 @@ MARKS_FILE = "ssdlab-starts"
 #: a job file whose jobs order themselves runs as it is (no waiters)
 _OWN_ORDERING = frozenset({"exec_prerun", "startdelay"})
 _DURATION = re.compile(r"^(\d+)(ms|s)?$")
-_NS = 1_000_000_000
 
 
 def waiter(position: int, at_ns: int | None, marks: str = MARKS_FILE) -> str:
@@ -48,9 +47,10 @@ def waiter(position: int, at_ns: int | None, marks: str = MARKS_FILE) -> str:
     if at_ns is None:
         return f"b=$(date +%s%N) && {say}"
     # `a && test || sleep && say`: sh reads it left to right, so the sleep is skipped when
-    # the instant has passed and the line is said either way
+    # the instant has passed and the line is said either way; coreutils' sleep reads
+    # "300000000e-9" (0.3 s), and nothing else forks between the clock and the sleep
     return (f"b=$(date +%s%N) && r=$(({at_ns} - b)) && test $r -le 0 || "
-            f"sleep $((r / {_NS})).$(printf %09d $((r % {_NS}))) && {say}")
+            f"sleep $((r))e-9 && {say}")
 
 
 def position_seconds(jobs: Sequence[Job]) -> float | None:
