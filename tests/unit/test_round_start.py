@@ -98,8 +98,9 @@ def test_fio_reads_the_waiter_as_it_is_written(tmp_path: Path) -> None:
 
 def _run_waiter(tmp_path: Path, position: int, at_ns: int | None) -> startat.Mark:
     marks = tmp_path / "marks"
-    subprocess.run(["sh", "-c", startat.waiter(position, at_ns, str(marks))], check=True,
-                   timeout=30)
+    # as fio runs it (backend.c exec_string): its output to the job's prerun file
+    command = f"{startat.waiter(position, at_ns, str(marks))} > {tmp_path}/j.prerun.txt 2>&1"
+    subprocess.run(["sh", "-c", command], check=True, timeout=30)
     found = startat.host_marks(marks.read_text())
     marks.unlink()
     assert len(found) == 1
@@ -233,7 +234,7 @@ def test_each_host_waits_for_the_instant_in_its_own_clock() -> None:
     ats = {}
     for name, text in zip(hosts.offsets, texts, strict=True):
         waits = [j.value("exec_prerun") or "" for j in parse_job_file(text).jobs]
-        assert all(f">> /run/ssdlab-agent/{name}/{startat.MARKS_FILE}" in w for w in waits)
+        assert all(f">> /run/ssdlab-agent/{name}/{startat.MARKS_FILE} && :" in w for w in waits)
         ats[name] = [int(w.split("r=$((")[1].split()[0]) for w in waits[:3]]
         assert "r=$((" not in waits[3]
     # the same instant, 100 s apart in the hosts' clocks; positions 2.5 s + gap apart
@@ -256,8 +257,8 @@ def test_each_host_waits_for_the_instant_in_its_own_clock() -> None:
     assert list(start.late) == ["h2"]
     assert "got to the start 0.299 s after" in start.late["h2"]
     assert start.hosts["h2"].clock_offset_s == pytest.approx(100.0, abs=0.05)
-    # the next round's lead: half again the longest a host needed (h2: 2.5 + 0.299 s)
-    assert sync.lead_s == pytest.approx(1.5 * 2.799, abs=0.1)
+    # the next round's lead: half again the longest a host needed (h2: the lead + 0.299 s)
+    assert sync.lead_s == pytest.approx(1.5 * (startsync.FIRST_LEAD_S + 0.299), abs=0.1)
     assert sync.end() is None  # one round, one end
 
 

@@ -35,6 +35,8 @@ MARKS_FILE = "ssdlab-starts"
 #: a job file whose jobs order themselves runs as it is (no waiters)
 _OWN_ORDERING = frozenset({"exec_prerun", "startdelay"})
 _DURATION = re.compile(r"^(\d+)(ms|s)?$")
+#: the waiting shell (and what it starts) as a real-time process, where it may be one
+_REALTIME = "chrt -f -p 10 $$ > /dev/null 2>&1"
 
 
 def waiter(position: int, at_ns: int | None, marks: str = MARKS_FILE) -> str:
@@ -42,15 +44,20 @@ def waiter(position: int, at_ns: int | None, marks: str = MARKS_FILE) -> str:
     since the epoch in its host's clock; None: do not wait), then say when it began and
     woke (a line appended to ``marks``: a plain path). One line without ``;``, ``#`` or
     ``${`` (fio cuts an option at a comment and puts its own environment in for
-    ``${NAME}``); ``sh`` (dash) and coreutils only, so that it is cheap in a slow guest."""
-    say = f"echo {position} {at_ns or 0} $b $(date +%s%N) >> {marks}"
+    ``${NAME}``); ``sh`` (dash), coreutils and util-linux only, so that it is cheap in a
+    slow guest. The shell makes itself a real-time process first (where it may), so that
+    on a busy host it wakes when its sleep ends, not when the scheduler next gets to it;
+    what it runs after waking is ``date`` and shell builtins."""
+    # fio runs it as `WAITER > JOB.prerun.txt 2>&1`, and that redirection takes the last
+    # command: the closing `:`, after the line went to the marks file
+    say = f"echo {position} {at_ns or 0} $b $(date +%s%N) >> {marks} && :"
     if at_ns is None:
         return f"b=$(date +%s%N) && {say}"
     # `a && test || sleep && say`: sh reads it left to right, so the sleep is skipped when
     # the instant has passed and the line is said either way; coreutils' sleep reads
-    # "300000000e-9" (0.3 s), and nothing else forks between the clock and the sleep
-    return (f"b=$(date +%s%N) && r=$(({at_ns} - b)) && test $r -le 0 || "
-            f"sleep $((r))e-9 && {say}")
+    # "300000000e-9" (0.3 s)
+    return (f"{_REALTIME} || : && b=$(date +%s%N) && r=$(({at_ns} - b)) && "
+            f"test $r -le 0 || sleep $((r))e-9 && {say}")
 
 
 def position_seconds(jobs: Sequence[Job]) -> float | None:
