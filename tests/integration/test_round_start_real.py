@@ -79,9 +79,6 @@ def test_three_hosts_start_their_rounds_together(emu_run_dir: Path, shm_dir: Pat
     with NetLab(3, stranger=False) as net:
         run, _, shown = _run(_lab(net, emu_run_dir, shm_dir), 5)
     starts = _starts(run)
-    import json as _j
-    for n, st in starts.items():
-        print("ROUND", n, _j.dumps(st.to_json()))
     for start in starts.values():
         for host in start.hosts.values():
             # one clock under every host: the offset is 0, within what was measured
@@ -100,7 +97,7 @@ def test_a_host_that_starts_late_is_named(emu_run_dir: Path, shm_dir: Path) -> N
     with NetLab(3, stranger=False) as net:
         lab = _lab(net, emu_run_dir, shm_dir)
         _agent_shifting(lab, net, "h2", 0.3)
-        run, output, shown = _run(lab, 3)
+        run, output, shown = _run(lab, 5)
     starts = _starts(run)
     for number, start in starts.items():
         assert "h2" in start.late, (number, start.late)
