@@ -729,10 +729,12 @@ def notes(doc: dict[str, Any]) -> list[str]:
         "About 1 s of each run's start-up is fio's own client/server mode (fio 3.33), with "
         "or without ssh: a server's connection process, idle between jobs, reads the "
         "next command only every second, so the client's \"run\" waits there; each "
-        "server wakes on its own, so the hosts start their jobs a few tenths of a second "
-        "apart (bench/README.md). IOPS are per host over its own runtime, so the sum is "
-        "exact; in the unlimited runs the hosts' overlap is a little short of the whole "
-        "runtime.",
+        "server wakes on its own, so the hosts would start their jobs a few tenths of a "
+        "second apart (bench/README.md). Together, each host's job waits for a common "
+        "instant instead (docs/hosts.md), about 2.5 s after the client starts: the longer "
+        "wall clock together; the hosts' starts were "
+        f"{_skews_ms(doc)} apart. IOPS are per host over its own runtime, so the sum is "
+        "exact.",
         "",
     ]
 
@@ -755,6 +757,13 @@ def machine_facts() -> dict[str, Any]:
         "cpu_idle_policy": idle_policy_env(),
         "loadavg_start": list(os.getloadavg()),
     }
+
+
+def _skews_ms(doc: dict[str, Any]) -> str:
+    """The together runs' start skews (their range, in ms)."""
+    skews = [1000 * run["round_start_skew_s"] for rep in doc["repetitions"]
+             for run in rep["all"].values() if run.get("round_start_skew_s") is not None]
+    return f"{min(skews):.1f}-{max(skews):.1f} ms" if skews else "not measured"
 
 
 def host_records(remote: RemoteSet) -> list[dict[str, Any]]:
