@@ -25,7 +25,9 @@ only: there the hosts share 2 CPUs, so together cannot reach the sum of alone, a
 says nothing about the coordinator.
 
 Recorded per fio run: the aggregate and per-host IOPS and latency, fio's own usr/sys
-CPU per host, the wall clock of the ``fio --client`` run against its ramp + runtime,
+CPU per host, how far apart the hosts' jobs started (together: they wait for a common
+instant, docs/hosts.md), the wall clock of the ``fio --client`` run against its ramp +
+runtime (with that wait),
 and the CPU use over the run: the machine's busy share (/proc/stat, all namespaces share
 the CPUs), split into the coordinator's fio client (getrusage(RUSAGE_CHILDREN) around
 the run), the coordinator's Python and ssh connections, the hosts' processes (their fio
@@ -388,6 +390,8 @@ def fio_run(remote: RemoteSet, ours: Ours, text: str, runtime_s: float,
         "coordinator_fio_client_cpu_pct": 100 * client_s / cpu.wall_s,
         "foreign_fio": cpu.foreign_fio,
         "command": command_as_recorded(run, remote),
+        # several hosts: how far apart their jobs started (docs/hosts.md); None alone
+        "round_start_skew_s": run.start.skew_s if run.start is not None else None,
     }
 
 
@@ -725,10 +729,12 @@ def notes(doc: dict[str, Any]) -> list[str]:
         "About 1 s of each run's start-up is fio's own client/server mode (fio 3.33), with "
         "or without ssh: a server's connection process, idle between jobs, reads the "
         "next command only every second, so the client's \"run\" waits there; each "
-        "server wakes on its own, so the hosts start their jobs a few tenths of a second "
-        "apart (bench/README.md). IOPS are per host over its own runtime, so the sum is "
-        "exact; in the unlimited runs the hosts' overlap is a little short of the whole "
-        "runtime.",
+        "server wakes on its own, so the hosts would start their jobs a few tenths of a "
+        "second apart (bench/README.md). Together, each host's job waits for a common "
+        "instant instead (docs/hosts.md), about 2.5 s after the client starts: the longer "
+        "wall clock together; the hosts' starts were "
+        f"{_skews_ms(doc)} apart. IOPS are per host over its own runtime, so the sum is "
+        "exact.",
         "",
     ]
 
@@ -751,6 +757,13 @@ def machine_facts() -> dict[str, Any]:
         "cpu_idle_policy": idle_policy_env(),
         "loadavg_start": list(os.getloadavg()),
     }
+
+
+def _skews_ms(doc: dict[str, Any]) -> str:
+    """The together runs' start skews (their range, in ms)."""
+    skews = [1000 * run["round_start_skew_s"] for rep in doc["repetitions"]
+             for run in rep["all"].values() if run.get("round_start_skew_s") is not None]
+    return f"{min(skews):.1f}-{max(skews):.1f} ms" if skews else "not measured"
 
 
 def host_records(remote: RemoteSet) -> list[dict[str, Any]]:

@@ -143,6 +143,8 @@ def test_one_pts_run_on_three_hosts(three_hosts: Lab) -> None:
     assert len(rounds) >= 1
     per_host = {int(e.detail["round"]): e.detail["hosts"] for e in run.events
                 if e.kind == "host-round" and e.detail}
+    starts = {int(e.detail["round"]): e.detail.get("start") for e in run.events
+              if e.kind == "host-round" and e.detail}
     for r in rounds:
         assert r.stdout is not None
         stats = _client_stats(r.stdout)
@@ -150,6 +152,10 @@ def test_one_pts_run_on_three_hosts(three_hosts: Lab) -> None:
             _check_aggregate(cell, [e for e in stats if e["jobname"] == cell["cell"]])
         parts = per_host[r.round_no]
         assert sorted(parts) == ["h1", "h2", "h3"]
+        # when each host's cells started (tests/integration/test_round_start_real.py)
+        start = starts[r.round_no]
+        assert start is not None and sorted(start["hosts"]) == ["h1", "h2", "h3"]
+        assert len(start["cell_skew_s"]) == len(r.cells)
         for name, value in r.tracking.items():
             hosts_sum = sum(p["tracking"][name] for p in parts.values())
             assert value == pytest.approx(hosts_sum, rel=0.01)

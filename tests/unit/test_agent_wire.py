@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ssdlab import __version__
+from ssdlab.engine.startat import Mark
 from ssdlab.errors import ExitCode
 from ssdlab.jsonrecord import JsonObject, Record
 from ssdlab.plan.results import HealthCount, PurgeStep
@@ -50,6 +51,10 @@ MESSAGES: list[tuple[str, Record]] = [
     ("probe", wire.ProbeAnswer("/dev/loop0 does not read: EIO")),
     ("serve", wire.Ready(True, "/run/ssdlab-agent/1-ab/fio.sock", 4242, ("/dev/loop0",))),
     ("serve", wire.ErrorAnswer("refusing /dev/sdb: mounted at /srv", 3)),
+    ("clock", wire.ClockAnswer(1795892395.523171)),
+    ("starts", wire.StartsAnswer([Mark(0, 1795892395523171402, 1795892394523171402,
+                                       1795892395530469152)])),
+    ("starts", wire.StartsAnswer([])),
 ]
 
 
@@ -126,13 +131,15 @@ def test_a_hosts_check_answer_is_decoded_once() -> None:
 
 
 @pytest.mark.parametrize(("answer", "message"), [
-    ({"hello": {"protocol": 2}},
-     "host h1: its ssdlab agent speaks protocol 2, this ssdlab speaks 1: install the same "
-     "ssdlab there"),
-    ({"info": {}, "host": {}, "versions": {}, "hello": {"protocol": 1, "time": "now"}},
+    ({"hello": {"protocol": wire.PROTOCOL + 1}},
+     f"host h1: its ssdlab agent speaks protocol {wire.PROTOCOL + 1}, this ssdlab speaks "
+     f"{wire.PROTOCOL}: install the same ssdlab there"),
+    ({"info": {}, "host": {}, "versions": {},
+      "hello": {"protocol": wire.PROTOCOL, "time": "now"}},
      "host h1: a malformed answer (check answer.hello.time: expected a number, got text): "
      "is the same ssdlab installed there?"),
-    ({"info": {"path": "/dev/loop0"}, "host": {}, "versions": {}, "hello": {"protocol": 1}},
+    ({"info": {"path": "/dev/loop0"}, "host": {}, "versions": {},
+      "hello": {"protocol": wire.PROTOCOL}},
      "host h1: a malformed answer (check answer.info: "),
 ])
 def test_a_check_answer_that_is_not_one_is_refused_in_one_line(

@@ -17,6 +17,7 @@ from ssdlab.plan.results import (
     StoredPlan,
     TestParams,
 )
+from ssdlab.plan.round_start import RoundStart
 from ssdlab.report import hosts_pages
 from ssdlab.report.hosts_pages import host_header, hosts_page, show_lines
 from ssdlab.store.db import Store
@@ -27,7 +28,7 @@ VERDICT = {"rule": "snia", "window_size": 5, "attained": True, "rounds_seen": 5,
            "variables": {}}
 
 
-def _run(tmp_path: Path) -> RunData:
+def _run(tmp_path: Path, starts: tuple[RoundStart | None, ...] = (None, None)) -> RunData:
     hosts = [HostRecord("h1", "/dev/loop0", "node1", "1.0", "fio-3.33", 0.25,
                         {"model": "EMU", "serial": "S1"}, {"cpus": 2}).to_json(),
              HostRecord("h2", "/dev/loop1", None, "1.0", "fio-3.33", -1.5, {}).to_json()]
@@ -42,7 +43,7 @@ def _run(tmp_path: Path) -> RunData:
                                                         None, n, n + 1.0))
             parts = {"h1": HostPart({"iops": 60.0 * n}), "h2": HostPart()}
             store.add_event(run_id, "iops", "host-round", f"round {n}",
-                            HostRoundEvent(n, "round", parts))
+                            HostRoundEvent(n, "round", parts, starts[n - 1]))
         verdicts = HostVerdictsEvent.from_json({"hosts": {"h1": VERDICT}})
         store.add_event(run_id, "iops", "host-verdicts", "each host", verdicts)
         return store.load(run_id)
@@ -66,6 +67,16 @@ def test_the_hosts_read_back_typed(tmp_path: Path) -> None:
     page = hosts_page(run, test, "hosts-iops", "")
     assert page is not None and page.title == "Hosts: IOPS"
     assert "steady state in rounds 1-5" in page.body and "NOT steady" not in page.body
+
+
+def test_the_round_start_skew_is_shown_with_the_late_host(tmp_path: Path) -> None:
+    run = _run(tmp_path, (RoundStart(0.004), RoundStart(0.31, late={"h2": "it woke late"})))
+    skew = ("round start skew: median 157.0 ms, largest 310.0 ms over 2 rounds (limit "
+            "50 ms); host h2 late in round 2")
+    assert show_lines(run, run.test("iops"))[-1] == f"  {skew}"
+    page = hosts_page(run, run.test("iops"), "hosts-iops", "")
+    assert page is not None and "Round start skew: median 157.0 ms" in page.body
+    assert "host h2 late in round 2" in page.body
 
 
 def test_a_run_on_one_host_has_no_hosts(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ Each host's fio server is reached through a local socket (an ssh-forwarded one: 
 host's own target path. The output is fio's per-client results: :class:`FioRun` keeps
 them per host (``per_host``, each job's ``host`` set to the host's name) and gives their
 aggregate (``output``, :mod:`ssdlab.engine.aggregate`) to the suite, which sees one
-target. Always json+, so latency percentiles merge from the histograms.
+target. Always json+, so latency percentiles merge from the histograms. With
+``starts`` (run/startsync.py), each host's jobs wait for the round's common instant and
+the run says when each host's cells started (``FioRun.start``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from ssdlab.cpuidle import idle_policy
 from ssdlab.cpuidle import policy as idle_policy_env
@@ -26,6 +29,7 @@ from ssdlab.engine.runner import (
     parsed,
     run_watched,
 )
+from ssdlab.plan.round_start import RoundStart
 
 __all__ = ["ClientExecutor", "ClientHost", "host_job_text"]
 
@@ -39,6 +43,20 @@ class ClientHost:
     path: str  # the target's path on that host
 
 
+class RoundStarts(Protocol):
+    """Who makes the hosts' jobs of a round start together (run/startsync.py)."""
+
+    def begin(self, job_text: str) -> Sequence[str] | None:
+        """Each host's job text, its jobs waiting for the round's instants (None: the
+        job text runs as it is)."""
+
+    def waits_s(self) -> float:
+        """How much longer than its jobs the round begun last may take (its waits)."""
+
+    def end(self) -> RoundStart | None:
+        """When each host's cells of the round began (None: not known)."""
+
+
 def host_job_text(job_text: str, placeholder: str, path: str) -> str:
     """The run's job file for one host: ``filename=<placeholder>`` names its own path."""
     return job_text.replace(f"filename={placeholder}\n", f"filename={path}\n")
@@ -49,8 +67,9 @@ class ClientExecutor:
 
     def __init__(self, hosts: Sequence[ClientHost], placeholder: str, *, fio: str = "fio",
                  read_only: bool = False, stop_check: StopCheck | None = None,
-                 cpu_idle: str | None = None) -> None:
+                 cpu_idle: str | None = None, starts: RoundStarts | None = None) -> None:
         self.hosts = tuple(hosts)
+        self.starts = starts  # rounds that start together
         self.placeholder = placeholder
         self.fio = fio
         self.read_only = read_only
@@ -67,17 +86,24 @@ class ClientExecutor:
     def run(self, job_text: str, timeout_s: float, *, json_plus: bool = False,
             on_tick: TickFn | None = None) -> FioRun:
         with idle_policy(self.cpu_idle), tempfile.TemporaryDirectory(prefix="ssdlab-jobs-") as d:
+            texts = self.starts.begin(job_text) if self.starts is not None else None
             files = []
             for index, host in enumerate(self.hosts):
                 path = Path(d) / f"host{index + 1}.fio"
-                path.write_text(host_job_text(job_text, self.placeholder, host.path))
+                text = job_text if texts is None else texts[index]
+                path.write_text(host_job_text(text, self.placeholder, host.path))
                 files.append(str(path))
             cmd = self.command(files)
             try:
-                done = run_watched(cmd, job_text, timeout_s, on_tick, self.stop_check, "")
+                waits = 0.0 if texts is None or self.starts is None else self.starts.waits_s()
+                done = run_watched(cmd, job_text, timeout_s + waits, on_tick,
+                                   self.stop_check, "")
             except FioStopped as stopped:
                 return replace(stopped.run, error=stopped.reason)
-        return self._per_host(parsed(done))
+        run = self._per_host(parsed(done))
+        if texts is not None and run.error is None and self.starts is not None:
+            run = replace(run, start=self.starts.end())
+        return run
 
     def _per_host(self, run: FioRun) -> FioRun:
         """The run with each job's host named, the aggregate as its output, and an error

@@ -29,6 +29,7 @@ from ssdlab.engine.gate import NAMESPACE, Gate, gated
 from ssdlab.engine.model import FioOutput, JobResult
 from ssdlab.engine.parser import FioOutputError, parse_fio_output
 from ssdlab.engine.status import ETA_OPTIONS, OutputReader, Tick
+from ssdlab.plan.round_start import RoundStart
 
 #: called with the seconds elapsed while fio runs (for progress displays); the real
 #: executor passes a :class:`~ssdlab.engine.status.Tick`, which also carries what fio's
@@ -77,6 +78,8 @@ class FioRun:
     #: a run on several fio servers (engine/client.py): each host's own job results
     #: (``output`` holds their aggregate)
     per_host: tuple[JobResult, ...] = ()
+    #: on several fio servers: when each host's cells started (None: not measured)
+    start: RoundStart | None = None
 
     @property
     def ok(self) -> bool:

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Protocol
 from ssdlab.analysis import steady
 from ssdlab.jsonrecord import JsonObject, Record, flat
 from ssdlab.plan import consistency, device_rounds, member_rounds
+from ssdlab.plan.round_start import RoundStart
 from ssdlab.plan.specs import ActiveRange
 
 # -- a test's parameters ----------------------------------------------------------------
@@ -455,11 +456,15 @@ class HostPart(Record):
 
 @dataclass(frozen=True)
 class HostRoundEvent(Record):
-    """Each host's part of one round of a run on several hosts."""
+    """Each host's part of one round of a run on several hosts, and when each host's
+    cells started (``start``: not said by an older ssdlab)."""
+
+    OMIT_NONE = frozenset({"start"})
 
     round: int
     phase: str = ""
     hosts: dict[str, HostPart] = field(default_factory=dict)
+    start: RoundStart | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A run on several hosts (run/remote.py): which hosts, and each host's part of every test.
 The run's own pages show the aggregate; the hosts page of a test shows each host's
 tracking variables per round beside the aggregate's, and each host's own steady-state
-verdict (the ``host-round`` and ``host-verdicts`` events). ``ssdlab show`` prints
+verdict (the ``host-round`` and ``host-verdicts`` events), and how far apart the hosts'
+rounds started (each host-round event's ``start``). ``ssdlab show`` prints
 :func:`host_header` and :func:`show_lines`."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ssdlab.plan.results import (
     SteadyVerdict,
     TestParams,
 )
+from ssdlab.plan.round_start import summary
 from ssdlab.report import charts as ch
 from ssdlab.report.html import Page, charts, esc, note, table
 from ssdlab.report.scales import fmt_value
@@ -89,7 +91,14 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
         verdict = verdicts.get(host)
         message = verdict.message if verdict is not None else "no verdict"
         out.append(f"  host {host}: last round {values}; {message}")
-    return out
+    skew = _skew_line(rounds)
+    return out + ([f"  {skew}"] if skew else [])
+
+
+def _skew_line(rounds: Sequence[HostRoundEvent]) -> str | None:
+    """The test's round start skew in a line (None: not measured, an older run)."""
+    starts = [(r.round, r.start) for r in rounds if r.start is not None]
+    return summary(starts).line() if starts else None
 
 
 def _series(run: RunData, test: TestData, rounds: Sequence[HostRoundEvent], name: str
@@ -121,6 +130,10 @@ def hosts_page(run: RunData, test: TestData, anchor: str, head: str) -> Page | N
     if not rounds:
         return None
     body = note(HOSTS_NOTE)
+    skew = _skew_line(rounds)
+    if skew:
+        body += note(f"{skew[0].upper()}{skew[1:]}: the spread of the hosts' start of each "
+                     "round's first cell, each host's time read in the coordinator's clock.")
     body += charts(*(ch.line_chart(f"{anchor}-{i}", f"{name} per host", _series(
         run, test, rounds, name), x_label="round", y_label=name, y_unit="", frame=FRAME,
         y_log=False) for i, name in enumerate(_variables(rounds))), two=True)

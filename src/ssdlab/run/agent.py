@@ -31,18 +31,21 @@ from typing import cast
 
 from ssdlab import __version__
 from ssdlab.children import die_with_parent
+from ssdlab.engine.startat import MARKS_FILE, Mark, host_marks
 from ssdlab.errors import TargetError, UserError
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError
 from ssdlab.plan.results import HealthCount, PurgeStep
 from ssdlab.run.agent_wire import (
     PROTOCOL,
     CheckAnswer,
+    ClockAnswer,
     ControlAnswer,
     ErrorAnswer,
     Hello,
     ProbeAnswer,
     Ready,
     Request,
+    StartsAnswer,
     TruthAnswer,
 )
 from ssdlab.run.prepare import PreparedTarget, prepare_target
@@ -57,6 +60,23 @@ from ssdlab.targets.safety import DestroyData, ExclusiveHold, RealDevices, check
 SOCKET_ROOT = Path("/run/ssdlab-agent")
 #: in a ``serve``'s directory: its pid and the targets it holds
 HELD_FILE = "held.json"
+#: A TEST HOOK, not a setting: the agent's clock, as it reports it (hello, ``clock``
+#: answers, the start marks), runs this many seconds ahead of the clock its fio jobs
+#: read, as if it were another clock. The coordinator then starts this host's jobs that
+#: much late, and must see and name it (tests/integration/test_round_start_real.py).
+CLOCK_SHIFT_ENV = "SSDLAB_AGENT_TEST_CLOCK_SHIFT_S"
+
+
+def _clock_shift_s() -> float:
+    try:
+        return float(os.environ.get(CLOCK_SHIFT_ENV, "0") or 0)
+    except ValueError:
+        return 0.0
+
+
+def now() -> float:
+    """This host's clock as the agent reports it (seconds since the epoch)."""
+    return time.time() + _clock_shift_s()
 
 
 def _facts(facts: Mapping[str, object]) -> JsonObject:
@@ -71,7 +91,7 @@ def hello(fio: str) -> Hello:
         fio_ver = fio_version(fio)
     except UserError as err:
         fio_ver = f"unusable: {err}"
-    return Hello(PROTOCOL, __version__, fio_ver, time.time(), socket.gethostname(),
+    return Hello(PROTOCOL, __version__, fio_ver, now(), socket.gethostname(),
                  boot_id(), _facts(host_info()))
 
 
@@ -153,6 +173,21 @@ def probe(target: str) -> ProbeAnswer:
     return ProbeAnswer(unreadable(os.path.abspath(target)))
 
 
+def starts(token: str) -> StartsAnswer:
+    """What the jobs' waiters said since the last time (their file is emptied)."""
+    marks = socket_path(token).parent / MARKS_FILE
+    taken = marks.with_name(MARKS_FILE + ".taken")
+    try:
+        marks.rename(taken)
+    except FileNotFoundError:
+        return StartsAnswer([])
+    text = taken.read_text(errors="replace")
+    taken.unlink()
+    shift_ns = round(_clock_shift_s() * 1e9)
+    return StartsAnswer([Mark(m.position, m.at_ns, m.began_ns + shift_ns, m.woke_ns + shift_ns)
+                         for m in host_marks(text)])
+
+
 def _details(path: str) -> dict[str, object]:
     """A loop device's backing file (how the emulator behind it is found)."""
     name = os.path.basename(os.path.realpath(path))
@@ -185,7 +220,9 @@ def serve(token: str, targets: Sequence[str], destroy_data: DestroyData, fio: st
         stack.enter_context(_private_dir(sock.parent))
         (sock.parent / HELD_FILE).write_text(json.dumps(
             {"pid": os.getpid(), "targets": [i.path for i in infos]}))
-        server = subprocess.Popen((fio, f"--server=sock:{sock}"), stdin=subprocess.DEVNULL,
+        # its jobs' exec_prerun output files go to the private directory
+        server = subprocess.Popen((fio, f"--server=sock:{sock}"), cwd=sock.parent,
+                                  stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   start_new_session=True, preexec_fn=die_with_parent)
         stack.callback(_stop, server)
@@ -258,6 +295,10 @@ def _dispatch(request: Request, token: str, destroy_data: DestroyData) -> Record
         return truth(target)
     if verb == "probe":
         return probe(target)
+    if verb == "clock":
+        return ClockAnswer(now())
+    if verb == "starts":
+        return starts(token)
     if verb == "control":
         return control(target, _argument(request.command, "command"))
     if verb == "purge":

@@ -4,7 +4,8 @@ as records: what each side writes, one JSON object a line, and reads back typed.
 An agent answers a command (``ssdlab agent VERB``) or a serving connection's request
 (:class:`Request`, one line) with one object: :class:`Hello`, :class:`CheckAnswer`,
 :class:`~ssdlab.plan.results.PurgeStep` (a purge's outcome, as a run stores it),
-:class:`TruthAnswer`, :class:`ControlAnswer`, :class:`ProbeAnswer`, ``serve``'s
+:class:`TruthAnswer`, :class:`ControlAnswer`, :class:`ProbeAnswer`,
+:class:`ClockAnswer`, :class:`StartsAnswer`, ``serve``'s
 :class:`Ready` line, or :class:`ErrorAnswer`. The coordinator decodes an answer once,
 where its line is read (:func:`decode`): one that is not its record is a one-line
 :class:`HostError` naming the host. The facts a message carries as they are (a host's
@@ -16,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ssdlab.engine.startat import Mark
 from ssdlab.errors import ExitCode, UserError
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, flat
 from ssdlab.plan.results import HealthCount
 
 #: the request format; a coordinator refuses an agent that speaks another one
-PROTOCOL = 1
+#: (2: the ``clock`` and ``starts`` requests)
+PROTOCOL = 2
 
 R = TypeVar("R", bound=Record)
 
@@ -98,6 +101,21 @@ class ProbeAnswer(Record):
     """Whether the target still answers a read: None, or why not."""
 
     lost: str | None = None
+
+
+@dataclass(frozen=True)
+class ClockAnswer(Record):
+    """The agent's clock when it read the request (seconds since the epoch)."""
+
+    time: float
+
+
+@dataclass(frozen=True)
+class StartsAnswer(Record):
+    """What the jobs' waiters said since the last ``starts`` request (engine/startat.py):
+    each job's position, the instant it waited for, when it began and woke."""
+
+    marks: list[Mark]
 
 
 @dataclass(frozen=True)

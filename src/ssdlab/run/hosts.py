@@ -1,5 +1,6 @@
-"""What a run on several hosts keeps of each host: its part of every round, its steady
-state, its purge (the run's target as a whole is their aggregate: run/remote.py)."""
+"""What a run on several hosts keeps of each host: its part of every round (and when its
+cells started), its steady state, its purge (the run's target as a whole is their
+aggregate: run/remote.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Sequence
 
 from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.model import JobResult
-from ssdlab.plan.results import HostPart, HostRoundEvent, JobSummary
+from ssdlab.engine.runner import FioRun
+from ssdlab.jsonrecord import Record
+from ssdlab.plan.results import HostPart, HostRoundEvent, JobSummary, Reason
 from ssdlab.run.remote import RemoteSet
 from ssdlab.targets.purge import PurgeOutcome
 
@@ -32,6 +35,23 @@ def host_summaries(per_host: Sequence[JobResult]) -> dict[str, HostPart]:
     """Each host's jobs in a round, summarised (for suites that say nothing more)."""
     return {host: HostPart(jobs={job.name: job_summary(job) for job in jobs})
             for host, jobs in by_host(per_host).items()}
+
+
+def host_round_events(round_no: int, run: FioRun, phase: str,
+                      hosts: dict[str, HostPart] | None) -> list[tuple[str, str, Record]]:
+    """The events (kind, message, detail) of a round on several hosts: each host's part
+    (``hosts``: what the suite made of it, else a summary of each host's jobs) and when
+    its cells started, and a warning for each host that started late. None on one host."""
+    if not run.per_host:
+        return []
+    per_host = hosts if hosts is not None else host_summaries(run.per_host)
+    events: list[tuple[str, str, Record]] = [
+        (HOST_ROUND_KIND, f"round {round_no} on {len(per_host)} hosts",
+         HostRoundEvent(round_no, phase, per_host, run.start))]
+    for host, why in (run.start.late if run.start is not None else {}).items():
+        events.append(("warning", f"host {host} started round {round_no} late: {why}",
+                       Reason(why)))
+    return events
 
 
 def remote_purge(remote: RemoteSet, method: str, offset: int, size: int) -> PurgeOutcome:

@@ -50,6 +50,7 @@ from ssdlab.run.agent_wire import (
     TruthAnswer,
     decode,
 )
+from ssdlab.run.startsync import StartSync
 from ssdlab.targets.identity import TargetInfo
 from ssdlab.targets.remote_spec import RemoteTarget, is_remote, parse_remote_set
 from ssdlab.targets.safety import DestroyData
@@ -184,6 +185,7 @@ class RemoteSet:
     #: what a lost host's error adds: where the completed rounds are, how to go on
     lost_hint: str = ""
     _dir: str | None = None
+    _starts: StartSync | None = None
 
     @classmethod
     def checked(cls, spec: str, destroy_data: DestroyData, *, read_only: bool,
@@ -304,7 +306,18 @@ class RemoteSet:
     def executor(self, fio: str = "fio") -> ClientExecutor:
         hosts = [ClientHost(h.name, h.socket, h.target.path) for h in self.hosts]
         return ClientExecutor(hosts, self.spec(), fio=fio, read_only=self.read_only,
-                              stop_check=self.dropped)
+                              stop_check=self.dropped, starts=self.start_sync())
+
+    def start_sync(self) -> StartSync:
+        """The run's round instants (one for the whole run: its lead and gap adapt)."""
+        if self._starts is None:
+            by_name = {h.name: h for h in self.hosts}
+            self._starts = StartSync(
+                [h.name for h in self.hosts],
+                lambda name, verb, timeout: self.ask(by_name[name], verb, timeout),
+                lambda work: parallel([h.name for h in self.hosts], work),
+                lambda name: f"{REMOTE_SOCKET_ROOT}/{by_name[name].token}")
+        return self._starts
 
     def ask(self, host: RemoteHost, verb: str, timeout: float = CALL_TIMEOUT_S,
             **args: str) -> JsonObject:

@@ -39,11 +39,7 @@ from ssdlab.plan.specs import CellSpec
 from ssdlab.run import observe, rounds
 from ssdlab.run.consistency import lines as check_lines
 from ssdlab.run.consistency import record_checks
-from ssdlab.run.hosts import (
-    HOST_ROUND_KIND,
-    HOSTS_KIND,
-    host_summaries,
-)
+from ssdlab.run.hosts import HOSTS_KIND, host_round_events
 from ssdlab.run.member_rounds import (
     OFF_KIND,
     MemberSampler,
@@ -422,11 +418,10 @@ class RunSession:
             round_no, status, tracking, cells, fio_record(run, phase), run.started_at,
             run.ended_at))
         self.member_round(test, round_no, run, phase)
-        if run.per_host:
-            per_host = hosts if hosts is not None else host_summaries(run.per_host)
-            self.store.add_event(self.run_id, test, HOST_ROUND_KIND,
-                                 f"round {round_no} on {len(per_host)} hosts",
-                                 results.HostRoundEvent(round_no, phase, per_host))
+        for kind, message, detail in host_round_events(round_no, run, phase, hosts):
+            self.store.add_event(self.run_id, test, kind, message, detail)
+            if kind == "warning":  # a host that started late
+                self.progress.line(f"{test}: {message}")
 
     def member_round(self, test: str, round_no: int, run: FioRun, phase: str, *,
                      last_round: int | None = None) -> None:
