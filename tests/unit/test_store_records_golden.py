@@ -216,6 +216,20 @@ def test_a_run_of_declared_records_passes_the_check(typed_run: RunData) -> None:
     assert typed_run.tests[0].rounds[0].cells[0]["written_bytes"] == 8
 
 
+def test_the_stores_own_resumed_event_is_its_record(tmp_path: Path) -> None:
+    """``ssdlab resume`` reopens a run with a ``resumed`` event (store/db.py): its detail
+    reads as the shared record (a multi-host run resumed in the VM lab showed it had
+    none)."""
+    with Store.open(tmp_path / "results.sqlite") as store:
+        run_id = store.new_run(RunHead(_SPEC.name, "default", False, {"path": "/dev/x"}, {},
+                                       ExamplePlan(_SPEC.name, {"size": "1G"}, ("t",)),
+                                       {"ssdlab": "0"}, ["ssdlab", "run"]))
+        store.finish_run(run_id, "interrupted", "stopped")
+        store.reopen_run(run_id, ["ssdlab", "resume", run_id])
+        run = store.load(run_id)
+    assert check_shared_details(run) == {"resumed"}
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"plan_type": _PlanOtherOrder}, "plan: as built"),
     ({"plan_type": None}, "declares no plan record"),

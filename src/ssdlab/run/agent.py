@@ -33,7 +33,7 @@ from ssdlab import __version__
 from ssdlab.children import die_with_parent
 from ssdlab.errors import TargetError, UserError
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError
-from ssdlab.plan.results import HealthCount, PurgeStep
+from ssdlab.plan.results import HealthCount, PurgeStep, TruthAnswer
 from ssdlab.run.agent_wire import (
     PROTOCOL,
     CheckAnswer,
@@ -43,7 +43,6 @@ from ssdlab.run.agent_wire import (
     ProbeAnswer,
     Ready,
     Request,
-    TruthAnswer,
 )
 from ssdlab.run.prepare import PreparedTarget, prepare_target
 from ssdlab.run.session import boot_id, unreadable
