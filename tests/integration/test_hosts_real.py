@@ -301,5 +301,4 @@ def test_a_host_killed_mid_run(emu_run_dir: Path, shm_dir: Path) -> None:
         assert resumed.returncode == 0, resumed.stderr
         final = ok_rounds(lab.store)
         assert final == list(range(1, len(final) + 1)) and len(final) > len(kept)
-        with Store.open(lab.store) as store:
-            assert store.load(run_id).status == "complete"
+        assert check_stored(lab.store, run_id).status == "complete"

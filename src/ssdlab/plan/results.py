@@ -508,6 +508,9 @@ class RunReopened(Record):
     previous_status: str
 
 
+#: what the shared run code puts in a ``warning`` event's detail: the record of what it
+#: warns about (a suite's own warnings carry one of the records of its ``details``)
+WARNING_DETAILS: tuple[type[Record], ...] = (PurgeStep, ResumedAfter, Reason)
 #: the detail of each kind of step the shared run code records
 STEP_DETAILS: dict[str, type[Record]] = {"purge": PurgeStep, "precondition": PreconditionStep}
 #: the detail of each kind of event the shared run code records; None: a document kept
