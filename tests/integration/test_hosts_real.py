@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sqlite3
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from tests.integration.conftest import only_run_id
 from tests.support.browser import open_page
 from tests.support.cli import HINTED, one_line_error, ssdlab
 from tests.support.netlab import NetLab
+from tests.support.stored import check_stored, ok_rounds
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -135,6 +135,7 @@ def test_one_pts_run_on_three_hosts(three_hosts: Lab) -> None:
                   "--store", str(lab.store), env=lab.env)
     assert done.returncode == 0, done.stderr
     run_id = only_run_id(lab.store)
+    check_stored(lab.store, run_id)  # every document its declared record, host-truth too
     with Store.open(lab.store) as store:
         run = store.load(run_id, with_raw=True)
     hosts = run.target["details"]["hosts"]
@@ -274,18 +275,6 @@ def test_an_agent_refuses_what_its_guardrails_refuse(emu_run_dir: Path, shm_dir:
 # -- a host that drops --------------------------------------------------------------------
 
 
-def _ok_rounds(store: Path) -> list[int]:
-    if not store.exists():
-        return []
-    with sqlite3.connect(store) as db:
-        try:
-            rows = db.execute("SELECT round_no FROM rounds WHERE status = 'ok' "
-                              "ORDER BY round_no").fetchall()
-        except sqlite3.Error:
-            return []
-    return [int(r[0]) for r in rows]
-
-
 def test_a_host_killed_mid_run(emu_run_dir: Path, shm_dir: Path) -> None:
     with NetLab(2, stranger=False) as net:
         lab = _lab(net, emu_run_dir, shm_dir)
@@ -296,7 +285,7 @@ def test_a_host_killed_mid_run(emu_run_dir: Path, shm_dir: Path) -> None:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env={**os.environ, **lab.env})
         deadline = time.monotonic() + 240
-        while len(_ok_rounds(lab.store)) < 2 and proc.poll() is None:
+        while len(ok_rounds(lab.store)) < 2 and proc.poll() is None:
             assert time.monotonic() < deadline, "no two rounds in time"
             time.sleep(0.1)
         net.kill_sshd("h2")
@@ -305,7 +294,7 @@ def test_a_host_killed_mid_run(emu_run_dir: Path, shm_dir: Path) -> None:
         line = one_line_error(subprocess.CompletedProcess(argv, 1, out, err))
         assert line.startswith("Error: host h2 "), line
         assert f"`{HINTED} resume {only_run_id(lab.store)}` goes on" in line
-        kept = _ok_rounds(lab.store)
+        kept = ok_rounds(lab.store)
         assert len(kept) >= 2 and kept == list(range(1, len(kept) + 1))
         run_id = only_run_id(lab.store)
         with Store.open(lab.store) as store:
@@ -316,7 +305,6 @@ def test_a_host_killed_mid_run(emu_run_dir: Path, shm_dir: Path) -> None:
         resumed = ssdlab("resume", run_id, "--store", str(lab.store), "--destroy-data",
                          env=lab.env)
         assert resumed.returncode == 0, resumed.stderr
-        final = _ok_rounds(lab.store)
+        final = ok_rounds(lab.store)
         assert final == list(range(1, len(final) + 1)) and len(final) > len(kept)
-        with Store.open(lab.store) as store:
-            assert store.load(run_id).status == "complete"
+        assert check_stored(lab.store, run_id).status == "complete"

@@ -4,6 +4,7 @@ document of it reads as the record its suite declares and writes back byte for b
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from ssdlab.store.db import Store
@@ -25,3 +26,17 @@ def check_stored(store: Path | str, run_id: str) -> RunData:
         run = opened.load(run_id)
     check_declared(run)
     return run
+
+
+def ok_rounds(store: Path) -> list[int]:
+    """The numbers of the completed rounds in ``store`` while a run writes it ([] before
+    the store or its tables exist)."""
+    if not store.exists():
+        return []
+    with sqlite3.connect(store) as db:
+        try:
+            rows = db.execute("SELECT round_no FROM rounds WHERE status = 'ok' "
+                              "ORDER BY round_no").fetchall()
+        except sqlite3.Error:
+            return []
+    return [int(r[0]) for r in rows]

@@ -18,7 +18,7 @@ from ssdlab import __version__
 from ssdlab.engine.startat import Mark
 from ssdlab.errors import ExitCode
 from ssdlab.jsonrecord import JsonObject, Record
-from ssdlab.plan.results import HealthCount, PurgeStep
+from ssdlab.plan.results import HealthCount, HostTruth, PurgeStep, TruthAnswer
 from ssdlab.run import agent
 from ssdlab.run import agent_wire as wire
 from ssdlab.run.hosts import remote_purge
@@ -42,10 +42,10 @@ MESSAGES: list[tuple[str, Record]] = [
     ("check", _check_answer()),
     ("purge", PurgeStep("blkdiscard", True, 0.25, ("blkdiscard", "/dev/loop0"), "")),
     ("purge", PurgeStep("recreate", False, 0, None, "could not")),
-    ("truth", wire.TruthAnswer({"waf": 1.5, "config": {"slc_bytes": 1 << 20}},
+    ("truth", TruthAnswer({"waf": 1.5, "config": {"slc_bytes": 1 << 20}},
                                HealthCount("nvme smart-log", 1 << 30, 512000))),
-    ("truth", wire.TruthAnswer(None, None)),
-    ("truth", wire.TruthAnswer.partial(emulator=None, health_error="no health log")),
+    ("truth", TruthAnswer(None, None)),
+    ("truth", TruthAnswer.partial(emulator=None, health_error="no health log")),
     ("control", wire.ControlAnswer("fault clear")),
     ("probe", wire.ProbeAnswer(None)),
     ("probe", wire.ProbeAnswer("/dev/loop0 does not read: EIO")),
@@ -80,15 +80,15 @@ def test_a_request_reads_back_on_the_agents_side() -> None:
 
 def test_a_hosts_truth_is_stored_as_the_host_and_its_answer() -> None:
     answer = wire.decode("h1", "truth", {"emulator": None, "health_error": "no log"},
-                         wire.TruthAnswer)
-    assert wire.HostTruth("h1", answer).to_json() == {"host": "h1", "emulator": None,
+                         TruthAnswer)
+    assert HostTruth("h1", answer).to_json() == {"host": "h1", "emulator": None,
                                                       "health_error": "no log"}
 
 
 @pytest.mark.parametrize(("verb", "record", "answer", "why"), [
     ("probe", wire.ProbeAnswer, {"lost": 5}, "probe answer.lost"),
     ("purge", PurgeStep, {"method": "blkdiscard", "ok": True}, "missing seconds"),
-    ("truth", wire.TruthAnswer, {"emulator": [1, 2]}, "truth answer.emulator"),
+    ("truth", TruthAnswer, {"emulator": [1, 2]}, "truth answer.emulator"),
     ("control", wire.ControlAnswer, {}, "missing done"),
     ("serve", wire.Ready, {"ready": "yes"}, "serve answer.ready"),
     ("check", wire.CheckAnswer, {"info": {}, "host": {}, "versions": {"fio": 3},

@@ -20,6 +20,7 @@ checks, with the suite registered.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sqlite3
@@ -39,6 +40,7 @@ from ssdlab.plan.pts import PtsParams
 from ssdlab.plan.results import (
     EVENT_DETAILS,
     STEP_DETAILS,
+    WARNING_DETAILS,
     FioCell,
     ProcessEvent,
     RoundParams,
@@ -76,6 +78,17 @@ def check_document(record: type[Record] | None, document: object, where: str) ->
     text = json.dumps(document)
     assert json.dumps(read.to_json()) == text, f"{where}: as read"
     assert json.dumps(fresh(read).to_json()) == text, f"{where}: as built"
+
+
+def check_warning(detail: object, spec: SuiteSpec[Any], where: str) -> None:
+    """A warning's detail reads as the record of what it warns about: one the shared run
+    code records (WARNING_DETAILS) or one of the suite's own."""
+    candidates = [*WARNING_DETAILS, *(t for t in spec.details.values() if t is not None)]
+    for record in candidates:
+        with contextlib.suppress(AssertionError, StoredDataError):
+            check_document(record, detail, where)
+            return
+    raise AssertionError(f"{where}: {detail!r} is none of {[t.__name__ for t in candidates]}")
 
 
 def _declared(types: Mapping[str, type[Record] | None], name: str, where: str
@@ -169,6 +182,9 @@ def check_suite_documents(run: RunData, spec: SuiteSpec[Any]) -> None:
         if detail is None or (kind not in spec.details and (
                 kind in STEP_DETAILS or kind in EVENT_DETAILS)):
             continue  # none, or a shared kind's (the test of the shared ones)
+        if kind == "warning" and kind not in spec.details:
+            check_warning(detail, spec, f"{run.suite} warning")
+            continue
         assert kind in spec.details, f"{run.suite}: no record for the detail of {kind}"
         check_document(spec.details[kind], detail, f"{run.suite} {kind}")
 
@@ -214,6 +230,34 @@ def test_a_run_of_declared_records_passes_the_check(typed_run: RunData) -> None:
     check_suite_documents(typed_run, _SPEC)
     assert typed_run.plan == {"suite": _SPEC.name, "args": {"size": "1G"}, "tests": ["t"]}
     assert typed_run.tests[0].rounds[0].cells[0]["written_bytes"] == 8
+
+
+def test_the_stores_own_resumed_event_is_its_record(tmp_path: Path) -> None:
+    """``ssdlab resume`` reopens a run with a ``resumed`` event (store/db.py): its detail
+    reads as the shared record (a multi-host run resumed in the VM lab showed it had
+    none)."""
+    with Store.open(tmp_path / "results.sqlite") as store:
+        run_id = store.new_run(RunHead(_SPEC.name, "default", False, {"path": "/dev/x"}, {},
+                                       ExamplePlan(_SPEC.name, {"size": "1G"}, ("t",)),
+                                       {"ssdlab": "0"}, ["ssdlab", "run"]))
+        store.finish_run(run_id, "interrupted", "stopped")
+        store.reopen_run(run_id, ["ssdlab", "resume", run_id])
+        run = store.load(run_id)
+    assert check_shared_details(run) == {"resumed"}
+
+
+@pytest.mark.parametrize(("detail", "passes"), [
+    ({"after_round": 3, "idle_s": 12.5}, True),  # ResumedAfter (pts: resumed)
+    ({"why": "the drive is smaller than asked"}, True),  # Reason
+    ({"after": 3}, False),
+])
+def test_a_warnings_detail_is_one_of_the_warning_records(detail: JsonObject,
+                                                         passes: bool) -> None:
+    if passes:
+        check_warning(detail, _SPEC, "pts warning")
+    else:
+        with pytest.raises(AssertionError, match="is none of"):
+            check_warning(detail, _SPEC, "pts warning")
 
 
 @pytest.mark.parametrize(("change", "message"), [

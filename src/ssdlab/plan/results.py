@@ -474,6 +474,48 @@ class HostVerdictsEvent(Record):
     hosts: dict[str, SteadyVerdict] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TruthAnswer(Record):
+    """The emulator's ground truth (None: the target is not an emulated SSD) and the
+    drive's health log (None: it has none), or why the health log could not be read
+    (then ``health`` is not sent)."""
+
+    OMIT_NONE = frozenset({"health_error"})
+
+    emulator: JsonObject | None = None
+    health: HealthCount | None = None
+    health_error: str | None = None
+
+
+@dataclass(frozen=True)
+class HostTruth(Record):
+    """A host's ground truth as a run stores it (the ``host-truth`` event)."""
+
+    host: str
+    truth: TruthAnswer = flat(default_factory=TruthAnswer)
+
+
+@dataclass(frozen=True)
+class HostTruthEvent(Record):
+    """Every host's ground truth after a step of the run (a ``host-truth`` event)."""
+
+    when: str
+    hosts: list[HostTruth]
+
+
+@dataclass(frozen=True)
+class RunReopened(Record):
+    """A stopped run made to go on (``ssdlab resume``: the ``resumed`` event the store
+    writes, store/db.py ``reopen_run``): the command as typed (secrets masked) and the
+    status the run had."""
+
+    argv: list[str]
+    previous_status: str
+
+
+#: what the shared run code puts in a ``warning`` event's detail: the record of what it
+#: warns about (a suite's own warnings carry one of the records of its ``details``)
+WARNING_DETAILS: tuple[type[Record], ...] = (PurgeStep, ResumedAfter, Reason)
 #: the detail of each kind of step the shared run code records
 STEP_DETAILS: dict[str, type[Record]] = {"purge": PurgeStep, "precondition": PreconditionStep}
 #: the detail of each kind of event the shared run code records; None: a document kept
@@ -487,6 +529,8 @@ EVENT_DETAILS: dict[str, type[Record] | None] = {
     "error": ErrorDetail,
     "host-round": HostRoundEvent,
     "host-verdicts": HostVerdictsEvent,
+    "host-truth": HostTruthEvent,
+    "resumed": RunReopened,
     member_rounds.EVENT_KIND: member_rounds.MemberRound,
     device_rounds.EVENT_KIND: device_rounds.DeviceRound,
     consistency.EVENT_KIND: consistency.ConsistencyChecks,

@@ -34,7 +34,7 @@ from ssdlab.children import die_with_parent
 from ssdlab.engine.startat import MARKS_FILE, Mark, host_marks
 from ssdlab.errors import TargetError, UserError
 from ssdlab.jsonrecord import JsonObject, Record, StoredDataError
-from ssdlab.plan.results import HealthCount, PurgeStep
+from ssdlab.plan.results import HealthCount, PurgeStep, TruthAnswer
 from ssdlab.run.agent_wire import (
     PROTOCOL,
     CheckAnswer,
@@ -46,7 +46,6 @@ from ssdlab.run.agent_wire import (
     Ready,
     Request,
     StartsAnswer,
-    TruthAnswer,
 )
 from ssdlab.run.prepare import PreparedTarget, prepare_target
 from ssdlab.run.session import boot_id, unreadable

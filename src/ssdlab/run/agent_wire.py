@@ -4,8 +4,9 @@ as records: what each side writes, one JSON object a line, and reads back typed.
 An agent answers a command (``ssdlab agent VERB``) or a serving connection's request
 (:class:`Request`, one line) with one object: :class:`Hello`, :class:`CheckAnswer`,
 :class:`~ssdlab.plan.results.PurgeStep` (a purge's outcome, as a run stores it),
-:class:`TruthAnswer`, :class:`ControlAnswer`, :class:`ProbeAnswer`,
-:class:`ClockAnswer`, :class:`StartsAnswer`, ``serve``'s
+:class:`~ssdlab.plan.results.TruthAnswer` (a host's ground truth, as a run stores it),
+:class:`ControlAnswer`, :class:`ProbeAnswer`, :class:`ClockAnswer`, :class:`StartsAnswer`,
+``serve``'s
 :class:`Ready` line, or :class:`ErrorAnswer`. The coordinator decodes an answer once,
 where its line is read (:func:`decode`): one that is not its record is a one-line
 :class:`HostError` naming the host. The facts a message carries as they are (a host's
@@ -19,8 +20,7 @@ from typing import TypeVar
 
 from ssdlab.engine.startat import Mark
 from ssdlab.errors import ExitCode, UserError
-from ssdlab.jsonrecord import JsonObject, Record, StoredDataError, flat
-from ssdlab.plan.results import HealthCount
+from ssdlab.jsonrecord import JsonObject, Record, StoredDataError
 
 #: the request format; a coordinator refuses an agent that speaks another one
 #: (2: the ``clock`` and ``starts`` requests)
@@ -58,35 +58,6 @@ class CheckAnswer(Record):
     host: JsonObject
     versions: dict[str, str]
     hello: Hello
-
-
-@dataclass(frozen=True)
-class TruthAnswer(Record):
-    """The emulator's ground truth (None: the target is not an emulated SSD) and the
-    drive's health log (None: it has none), or why the health log could not be read
-    (then ``health`` is not sent)."""
-
-    OMIT_NONE = frozenset({"health_error"})
-
-    emulator: JsonObject | None = None
-    health: HealthCount | None = None
-    health_error: str | None = None
-
-
-@dataclass(frozen=True)
-class HostTruth(Record):
-    """A host's ground truth as a run stores it (the ``host-truth`` event)."""
-
-    host: str
-    truth: TruthAnswer = flat(default_factory=TruthAnswer)
-
-
-@dataclass(frozen=True)
-class HostTruthEvent(Record):
-    """Every host's ground truth after a step of the run (a ``host-truth`` event)."""
-
-    when: str
-    hosts: list[HostTruth]
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,7 @@ from typing import Any, Protocol, cast
 
 from ssdlab.errors import TargetError
 from ssdlab.jsonrecord import JsonObject
-from ssdlab.plan.results import HealthCount, HealthEvent
-from ssdlab.run.agent_wire import HostTruthEvent
+from ssdlab.plan.results import HealthCount, HealthEvent, HostTruthEvent
 from ssdlab.run.hosts import HOST_TRUTH_KIND
 from ssdlab.run.remote import RemoteSet
 from ssdlab.store.db import Store

@@ -36,18 +36,16 @@ from ssdlab.children import die_with_parent
 from ssdlab.engine.client import ClientExecutor, ClientHost
 from ssdlab.errors import ExitCode, TargetError, UserError
 from ssdlab.jsonrecord import JsonObject
-from ssdlab.plan.results import HostRecord, PurgeStep
+from ssdlab.plan.results import HostRecord, HostTruth, PurgeStep, TruthAnswer
 from ssdlab.plan.suite import SuiteSpec
 from ssdlab.run.agent_wire import (
     PROTOCOL,
     CheckAnswer,
     Hello,
     HostError,
-    HostTruth,
     ProbeAnswer,
     Ready,
     Request,
-    TruthAnswer,
     decode,
 )
 from ssdlab.run.startsync import StartSync
