@@ -58,12 +58,13 @@ class Lab:
         return [a for i, d in enumerate(self.devices) for a in ("--target", f"h{i + 1}:{d}")]
 
 
-def _lab(net: NetLab, emu_run_dir: Path, shm_dir: Path) -> Lab:
+def _lab(net: NetLab, emu_run_dir: Path, shm_dir: Path, *, profile: str = "enterprise-tlc",
+         size: str = "128MiB") -> Lab:
     env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
     devices = []
     for i in range(len(net.hosts)):
-        started = ssdlab("emulator", "start", "--name", f"host{i + 1}", "--size", "128MiB",
-                         "--loop", env=env)
+        started = ssdlab("emulator", "start", "--name", f"host{i + 1}", "--size", size,
+                         "--profile", profile, "--loop", env=env)
         assert started.returncode == 0, started.stderr
         devices.append(next(line.split()[-1] for line in started.stdout.splitlines()
                             if "target:" in line))

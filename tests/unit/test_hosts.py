@@ -131,6 +131,26 @@ def test_each_host_gets_its_own_path() -> None:
                        "--client=sock:s2", "b.fio")
 
 
+def test_each_hosts_copy_of_a_log_is_beside_its_name() -> None:
+    """fio's client writes a log a server sends back as ``NAME.HOSTNAME``, the hostname
+    being the socket as given: the sockets are named relative to where fio runs."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.hosts import fio_logs
+    executor = _executor("h1.sock", "h2.sock")
+    assert executor.log_copies("/tmp/x/slc_bw.1.log") == {
+        "h1": "/tmp/x/slc_bw.1.log.h1.sock", "h2": "/tmp/x/slc_bw.1.log.h2.sock"}
+    assert fio_logs(executor, Path("/tmp/x/a.log")) == {
+        "h1": Path("/tmp/x/a.log.h1.sock"), "h2": Path("/tmp/x/a.log.h2.sock")}
+    assert fio_logs(FioExecutor(), "/tmp/x/a.log") == {"": Path("/tmp/x/a.log")}
+    found = _hosts(1 << 30, 1 << 30)
+    found._dir = "/tmp/ssdlab-hosts-x"
+    for host in found.hosts:
+        host.socket = f"/tmp/ssdlab-hosts-x/{host.name}.sock"
+    remote = found.executor()
+    assert [h.socket for h in remote.hosts] == ["h1.sock", "h2.sock"]
+    assert remote.cwd == "/tmp/ssdlab-hosts-x"
+
+
 @pytest.mark.parametrize(("text", "remote"), [
     ("node1:/dev/nvme0n1", True), ("root@10.0.0.2:/dev/sdb", True),
     ("/dev/disk/by-path/pci-0000:00:1f.2", False), ("./a:b", False),
@@ -244,12 +264,27 @@ def test_suites_that_cannot_run_on_other_hosts_say_so() -> None:
     from ssdlab.suites import SUITES
     specs = {s.name: s.spec for s in SUITES}
     remote = [name for name, spec in specs.items() if spec.remote]
-    assert remote == ["pts"]
+    assert remote == ["pts", "atto", "cdm", "iometer", "latency-iops", "op-sweep", "peak",
+                      "saturation", "slc-probe", "verify"]
+    # every other suite that runs says why it does not run on other hosts
+    local = [s.spec for s in SUITES if s.spec.runnable and not s.spec.remote]
+    assert local and all(spec.local_only for spec in local)
+    assert not any(specs[name].local_only for name in remote)
     check_suite(specs["pts"], "h1:/dev/a,h2:/dev/b", remote)
-    check_suite(specs["saturation"], "/dev/loop0", remote)
-    check_suite(specs["saturation"], None, remote)
+    check_suite(specs["db"], "/dev/loop0", remote)
+    check_suite(specs["db"], None, remote)
     with pytest.raises(UserError) as refused:
-        check_suite(specs["saturation"], "h1:/dev/a", remote)
+        check_suite(specs["db"], "h1:/dev/a", remote)
     assert str(refused.value) == (
-        "`ssdlab run saturation` runs on targets of this host only; targets on other hosts "
-        "(h1:/dev/a) are for: pts (docs/hosts.md)")
+        "`ssdlab run db` runs on targets of this host only: it makes a file system (or a "
+        "work directory) for database servers it starts on this host; targets on other "
+        f"hosts (h1:/dev/a) are for: {', '.join(remote)} (docs/hosts.md)")
+    # a directory of another host: refused by every suite, with the suite's reason
+    with pytest.raises(UserError) as refused:
+        check_suite(specs["aja"], None, remote, "h1:/srv/share")
+    assert str(refused.value).startswith(
+        "`ssdlab run aja`: --dir h1:/srv/share names a directory on another host; its files "
+        "are made, timed and removed by ssdlab itself in a --dir of this host")
+    with pytest.raises(UserError, match="--dir is a directory of this host"):
+        check_suite(specs["cdm"], None, remote, "h1:/srv/share")
+    check_suite(specs["cdm"], None, remote, "/srv/share")

@@ -49,8 +49,11 @@ class ClientExecutor:
 
     def __init__(self, hosts: Sequence[ClientHost], placeholder: str, *, fio: str = "fio",
                  read_only: bool = False, stop_check: StopCheck | None = None,
-                 cpu_idle: str | None = None) -> None:
+                 cpu_idle: str | None = None, cwd: str | None = None) -> None:
         self.hosts = tuple(hosts)
+        #: where fio runs: the hosts' sockets are named relative to it (fio's client writes
+        #: a log a host's job sends back as ``LOG.SOCKET``: :meth:`log_copies`)
+        self.cwd = cwd
         self.placeholder = placeholder
         self.fio = fio
         self.read_only = read_only
@@ -74,10 +77,17 @@ class ClientExecutor:
                 files.append(str(path))
             cmd = self.command(files)
             try:
-                done = run_watched(cmd, job_text, timeout_s, on_tick, self.stop_check, "")
+                done = run_watched(cmd, job_text, timeout_s, on_tick, self.stop_check, "",
+                                   cwd=Path(self.cwd) if self.cwd else None)
             except FioStopped as stopped:
                 return replace(stopped.run, error=stopped.reason)
         return self._per_host(parsed(done))
+
+    def log_copies(self, path: str) -> dict[str, str]:
+        """Each host's copy of a log its job wrote as ``path`` (the job file's name), by
+        host: fio's client writes what a server sends back at ``PATH.HOSTNAME``, the
+        hostname being the socket as given (fio 3.33 client.c fio_client_handle_iolog)."""
+        return {host.name: f"{path}.{host.socket}" for host in self.hosts}
 
     def _per_host(self, run: FioRun) -> FioRun:
         """The run with each job's host named, the aggregate as its output, and an error

@@ -45,6 +45,7 @@ from ssdlab.plan.preset_defs import Measurement, PresetArgs, PresetPlan
 from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.run.cells import cell_from_job
+from ssdlab.run.hosts import fio_logs
 from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
     PreparedTarget,
@@ -62,6 +63,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestState
 from ssdlab.targets.identity import TargetInfo, host_info
 from ssdlab.targets.nbd import is_nbd_target
+from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.workdir import (
     WORK_PREFIX,
     DirInfo,
@@ -142,9 +144,10 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
                             "test file in a subdirectory it removes afterwards")
         return _dir_target(directory, plan, request.fio)
     assert target is not None
-    path = os.path.abspath(target)
+    on_hosts = is_remote(target.split(",")[0])  # block devices of other hosts (hosts.md)
+    path = target if on_hosts else os.path.abspath(target)
     # an NBD export is tested as a device, and so is one a matrix level will build
-    block = _is_block(path) or is_nbd_target(target) or request.planned is not None
+    block = on_hosts or _is_block(path) or is_nbd_target(target) or request.planned is not None
     if not block:
         check_file_target(target)  # a foreign file is refused before its size is judged
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
@@ -158,6 +161,9 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")
+    if on_hosts and any(m.drop_caches_before for m in plan.measurements):
+        raise UserError("--no-direct on targets of other hosts: buffered reads need each "
+                        "host's page cache dropped, which ssdlab does on this host only")
     return PreparedPreset(base, plan)
 
 
@@ -383,8 +389,10 @@ class PresetRun(SessionRun[PreparedPreset]):
         """Per-interval IOPS of the whole spec (all workers, both directions)."""
         interval = self.plan.log_interval_ms or 1000
         try:
-            jobs = [read_log(fio_log_path(prefix, "iops", j))
-                    for j in range(1, m.cell.threads + 1)]
+            # on several hosts every host's jobs: the timeline of their sum (docs/hosts.md)
+            jobs = [read_log(path) for j in range(1, m.cell.threads + 1)
+                    for path in fio_logs(self.session.executor,
+                                         fio_log_path(prefix, "iops", j)).values()]
         except (OSError, FioLogError) as exc:
             raise TestFailed(f"could not read fio's IOPS log for {m.group}: {exc}") from None
         directions = []

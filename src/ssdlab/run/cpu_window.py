@@ -17,6 +17,12 @@ from ssdlab.targets.topology import StatSnapshot, busiest_cpu_pct, host_cpu_usag
 FIO_STARTUP_S = 0.2
 
 
+#: a fio run's cell on targets of other hosts (docs/hosts.md): the coordinator's CPU is not
+#: theirs, so none is read (and host-bound points are not judged)
+ON_HOSTS_CPU: dict[str, object] = {
+    "host_cpu_window": "not measured: the targets are on other hosts"}
+
+
 class CpuWindow:
     """Host CPU over one fio run's measured period, from ``/proc/stat`` readings."""
 

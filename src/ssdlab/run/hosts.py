@@ -4,9 +4,12 @@ state, its purge (the run's target as a whole is their aggregate: run/remote.py)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ssdlab.engine.aggregate import by_host
+from ssdlab.engine.client import ClientExecutor
 from ssdlab.engine.model import JobResult
+from ssdlab.engine.runner import Executor
 from ssdlab.plan.results import HostPart, HostRoundEvent, JobSummary
 from ssdlab.run.remote import RemoteSet
 from ssdlab.targets.purge import PurgeOutcome
@@ -55,3 +58,12 @@ def host_series(events: Sequence[HostRoundEvent], names: Sequence[str]
             series.setdefault(host, []).append({n: float(tracking[n]) for n in names
                                                 if n in tracking})
     return series
+
+
+def fio_logs(executor: Executor, path: str | Path) -> dict[str, Path]:
+    """Where the log the last fio run of ``executor`` wrote as ``path`` (its job file's
+    name) is: ``path`` itself (key ""), or on several hosts each host's copy, which fio's
+    client wrote beside it (by host name: :meth:`ClientExecutor.log_copies`)."""
+    if isinstance(executor, ClientExecutor):
+        return {host: Path(p) for host, p in executor.log_copies(str(path)).items()}
+    return {"": Path(path)}

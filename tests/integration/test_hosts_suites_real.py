@@ -1,0 +1,212 @@
+"""Every suite of issue 33 item 3 on two hosts in one command (docs/hosts.md), with real
+ssh, real fio servers and real emulated SSDs: the namespace hosts of
+tests/support/netlab.py, as tests/integration/test_hosts_real.py builds them.
+
+For each suite that runs on several hosts: one run on ``h1`` and ``h2`` at once, each
+host's part of every round kept (``host-round`` events naming both), and every stored
+cell's IOPS the sum of the two hosts' own (within 1 %, read from fio's raw per-client
+output kept with the round). The suites that read fio's logs read each host's copy (fio's
+client writes what a server sends back beside the log's name): the IOmeter-like timeline
+and the saturation series are the hosts' sum, the SLC probe analyses each host's write
+alone and their writes together. A suite that cannot run on other hosts says why in one
+line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ssdlab.store.db import Store
+from ssdlab.store.records import RunData
+from ssdlab.targets import emulator
+from tests.integration.conftest import only_run_id
+from tests.integration.test_hosts_real import Lab, _client_stats, _lab, _written
+from tests.support.cli import one_line_error, ssdlab
+from tests.support.netlab import NetLab
+from tests.support.stored import check_declared
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+HOSTS = ["h1", "h2"]
+MIB = 1 << 20
+
+
+@pytest.fixture
+def two_hosts(emu_run_dir: Path, shm_dir: Path) -> Iterator[Lab]:
+    with NetLab(2, stranger=False) as net:
+        yield _lab(net, emu_run_dir, shm_dir)
+
+
+def _run(lab: Lab, *argv: str, timeout: float = 120) -> RunData:
+    """``ssdlab run ...`` on both hosts' emulated SSDs: the stored run (checked to be
+    the records it declares), after a fresh store."""
+    if lab.store.exists():
+        lab.store.unlink()
+    started = time.monotonic()
+    done = ssdlab("run", *argv, *lab.target_options(), "--store", str(lab.store),
+                  env=lab.env, timeout=timeout)
+    print(f"{argv[0]} on {len(HOSTS)} hosts: {time.monotonic() - started:.1f} s")
+    assert done.returncode == 0, done.stderr + done.stdout[-3000:]
+    assert done.stderr == ""
+    with Store.open(lab.store) as store:
+        run = store.load(only_run_id(lab.store), with_raw=True)
+    check_declared(run)
+    assert [h["host"] for h in run.target["details"]["hosts"]] == HOSTS
+    return run
+
+
+def _check_rounds(run: RunData) -> int:
+    """Every round that is one fio run: each host's part kept, and each cell's IOPS the
+    sum of the hosts' own. The number of cells checked."""
+    parts = {(e.test, int(e.detail["round"])): e.detail["hosts"] for e in run.events
+             if e.kind == "host-round" and e.detail}
+    checked = 0
+    for test in run.tests:
+        for r in test.rounds:
+            if r.status != "ok" or not r.stdout:  # a slice of a log, not a fio run
+                continue
+            assert sorted(parts[(test.name, r.round_no)]) == HOSTS, (test.name, r.round_no)
+            stats = _client_stats(r.stdout)
+            for cell in r.cells:
+                if "iops" not in cell:
+                    continue
+                entries = [e for e in stats if e["jobname"] == cell["cell"]]
+                assert len(entries) == len(HOSTS), (test.name, r.round_no, cell["cell"])
+                iops = sum(e["read"]["iops"] + e["write"]["iops"] for e in entries)
+                assert cell["iops"] == pytest.approx(iops, rel=0.01), (test.name, r.round_no)
+                checked += 1
+    return checked
+
+
+def _host_iops(run: RunData, test: str, round_no: int) -> dict[str, float]:
+    event = next(e.detail for e in run.events if e.kind == "host-round" and e.test == test
+                 and e.detail and e.detail["round"] == round_no)
+    return {h: sum(j["iops"] for j in part["jobs"].values())
+            for h, part in event["hosts"].items()}
+
+
+# -- fio's JSON only ----------------------------------------------------------------------
+
+
+def test_block_presets_on_two_hosts(two_hosts: Lab) -> None:
+    """CDM and IOmeter (its per-second timeline from both hosts' IOPS logs)."""
+    lab = two_hosts
+    cdm = _run(lab, "cdm", "--profile", "quick", "--modes", "read,write",
+               "--measure-seconds", "0.3", "--destroy-data")
+    assert _check_rounds(cdm) == len(cdm.test("cdm").rounds) >= 4
+    iometer = _run(lab, "iometer", "--profile", "quick", "--block-sizes", "4", "--seconds",
+                   "1", "--log-interval", "200", "--destroy-data")
+    assert _check_rounds(iometer) >= 2
+    for r in iometer.test("iometer").rounds:
+        cell = r.cells[0]
+        timeline = [rate for _, rate in cell["timeline"]]
+        assert len(timeline) >= 3
+        mean = sum(timeline) / len(timeline)
+        # the timeline is the hosts' sum: nearer the aggregate than either host alone
+        hosts = _host_iops(iometer, "iometer", r.round_no)
+        assert all(abs(mean - cell["iops"]) < abs(mean - iops) for iops in hosts.values()), (
+            mean, cell["iops"], hosts)
+
+
+def test_verify_and_latency_iops_on_two_hosts(two_hosts: Lab) -> None:
+    lab = two_hosts
+    before = [_written(f"host{i + 1}") for i in range(2)]
+    verify = _run(lab, "verify", "--active-range", "25", "--destroy-data")
+    result = verify.test("verify").result
+    assert verify.test("verify").status == "passed" and result["failures"] == 0
+    # each host wrote and read back its own quarter: the run's bytes are their sum
+    quarter = 32 * MIB
+    assert result["written_bytes"] == result["read_bytes"] == 2 * quarter
+    assert [_written(f"host{i + 1}") - b for i, b in enumerate(before)] == [quarter] * 2
+    assert sorted(_host_iops(verify, "verify", 1)) == HOSTS
+
+    latency = _run(lab, "latency-iops", "--profile", "quick", "--block-sizes", "4",
+                   "--mixes", "100/0", "--threads", "1", "--qd", "1,4", "--full-ladder",
+                   "--warmup-seconds", "0.2", "--measure-seconds", "0.5",
+                   "--active-range", "50", "--purge", "none", "--no-precondition",
+                   "--destroy-data")
+    assert _check_rounds(latency) == 2
+    test = latency.test("latency-iops")
+    assert test.verdicts["numa"]["message"] == "not checked: the targets are on other hosts"
+    assert "host CPU was not measured" in test.verdicts["host_bound"]["message"]
+
+
+def test_peak_and_op_sweep_on_two_hosts(two_hosts: Lab) -> None:
+    lab = two_hosts
+    peak = _run(lab, "peak", "--workloads", "rnd4k_read", "--profile", "quick",
+                "--probe-seconds", "0.3", "--ramp-seconds", "0.1", "--engines", "psync",
+                "--max-threads", "1", "--max-qd", "4", "--max-probes", "3",
+                "--max-latency", "mean=10s")
+    assert _check_rounds(peak) >= 2
+    assert "not pinned" in peak.test("rnd4k_read").result["pinning"]
+    sweep = _run(lab, "op-sweep", "--profile", "quick", "--op", "20", "--max-rounds", "2",
+                 "--round-seconds", "0.5", "--destroy-data")
+    assert _check_rounds(sweep) >= 2
+    setting = sweep.test("op-sweep").result["settings"][0]
+    # the set's write amplification: both emulated SSDs' counters summed
+    assert setting["emulator_wa"] is not None and setting["emulator_wa"] >= 1.0
+
+
+# -- fio's logs -----------------------------------------------------------------------------
+
+
+def test_saturation_on_two_hosts(two_hosts: Lab) -> None:
+    lab = two_hosts
+    run = _run(lab, "saturation", "--profile", "quick", "--max-rounds", "3", "--round-seconds",
+               "0.5", "--waits", "1", "--bursts", "1", "--baseline-rounds", "2",
+               "--burst-seconds", "0.5", "--destroy-data")
+    assert _check_rounds(run) >= 4
+    for r in run.test("wsat").rounds:
+        cell = r.cells[0]
+        series = [rate for _, _, rate in cell["series"]]
+        assert series
+        hosts = _host_iops(run, "wsat", r.round_no)
+        mean = sum(series) / len(series)
+        assert all(abs(mean - cell["iops"]) < abs(mean - iops) for iops in hosts.values()), (
+            mean, cell["iops"], hosts)
+    baseline = [r for r in run.test("hir").rounds if r.cells[0].get("kind") == "baseline"]
+    assert baseline  # cut from both hosts' IOPS logs
+
+
+def test_slc_probe_on_two_hosts(emu_run_dir: Path, shm_dir: Path) -> None:
+    with NetLab(2, stranger=False) as net:
+        lab = _lab(net, emu_run_dir, shm_dir, profile="client-slc", size="256MiB")
+        emu = emulator.load("host1")
+        assert emu is not None
+        cache = int(emulator.stats(emu)["config"]["slc_bytes"])  # type: ignore[index]
+        run = _run(lab, "slc-probe", "--write-size", str(2 * cache + 16 * MIB), "--settle",
+                   "0", "--destroy-data")
+    result = run.test("slc-probe").result
+    passes = [e.detail for e in run.events if e.kind == "host-pass" and e.detail]
+    assert len(passes) == 1 and sorted(passes[0]["hosts"]) == HOSTS
+    own = {h: p["estimate_bytes"] for h, p in passes[0]["hosts"].items()}
+    print(json.dumps({"cache": cache, "hosts": own, "set": result["estimate_bytes"]}))
+    for estimate in own.values():  # each host's cliff where its own cache filled
+        assert estimate == pytest.approx(cache, rel=0.10)
+    # the set's write falls when the first host's cache is full: by then that host wrote
+    # its cache and the other at most its own
+    assert min(own.values()) * 0.9 <= result["estimate_bytes"] <= sum(own.values()) * 1.1
+    assert result["passes"][0]["written_bytes"] == 2 * (2 * cache + 16 * MIB)
+
+
+# -- the suites that cannot -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("suite", "why"), [
+    ("db", "it makes a file system (or a work directory) for database servers"),
+    ("replay", "fio reads the trace (read_iolog) where it runs"),
+])
+def test_a_suite_that_cannot_says_why(suite: str, why: str, shm_dir: Path) -> None:
+    store = shm_dir / "results.sqlite"
+    done = ssdlab("run", suite, "--target", "h1:/dev/nvme0n1", "--target", "h2:/dev/nvme0n1",
+                  "--store", str(store))
+    assert done.returncode == 2
+    line = one_line_error(done)
+    assert line.startswith(f"Error: `ssdlab run {suite}` runs on targets of this host only: "
+                           f"{why}"), line
+    assert not store.exists()
