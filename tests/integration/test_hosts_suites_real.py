@@ -42,14 +42,15 @@ def two_hosts(emu_run_dir: Path, shm_dir: Path) -> Iterator[Lab]:
         yield _lab(net, emu_run_dir, shm_dir)
 
 
-def _run(lab: Lab, *argv: str, timeout: float = 120) -> RunData:
-    """``ssdlab run ...`` on both hosts' emulated SSDs: the stored run (checked to be
-    the records it declares), after a fresh store."""
+def _run(lab: Lab, *argv: str, timeout: float = 120, on_drives: bool = True) -> RunData:
+    """``ssdlab run ...`` on both hosts' emulated SSDs (``on_drives``; else where ``argv``
+    says): the stored run (checked to be the records it declares), after a fresh store."""
     if lab.store.exists():
         lab.store.unlink()
     started = time.monotonic()
-    done = ssdlab("run", *argv, *lab.target_options(), "--store", str(lab.store),
-                  env=lab.env, timeout=timeout)
+    targets = lab.target_options() if on_drives else []
+    done = ssdlab("run", *argv, *targets, "--store", str(lab.store), env=lab.env,
+                  timeout=timeout)
     print(f"{argv[0]} on {len(HOSTS)} hosts: {time.monotonic() - started:.1f} s")
     assert done.returncode == 0, done.stderr + done.stdout[-3000:]
     assert done.stderr == ""
@@ -111,6 +112,29 @@ def test_block_presets_on_two_hosts(two_hosts: Lab) -> None:
         hosts = _host_iops(iometer, "iometer", r.round_no)
         assert all(abs(mean - cell["iops"]) < abs(mean - iops) for iops in hosts.values()), (
             mean, cell["iops"], hosts)
+
+
+def test_cdm_in_a_directory_on_each_host(two_hosts: Lab, shm_dir: Path) -> None:
+    """``--dir h1:A,h2:B``: each host's agent makes its work directory and test file,
+    and removes them when the run ends."""
+    lab = two_hosts
+    dirs = [shm_dir / "share1", shm_dir / "share2"]
+    for d in dirs:
+        d.mkdir()
+    spec = ",".join(f"h{i + 1}:{d}" for i, d in enumerate(dirs))
+    run = _run(lab, "cdm", "--dir", spec, "--profile", "quick", "--modes", "read,write",
+               "--measure-seconds", "0.3", on_drives=False)
+    assert _check_rounds(run) == len(run.test("cdm").rounds) >= 4
+    hosts = run.plan["directory"]["hosts"]
+    assert sorted(hosts) == HOSTS and hosts["h1"]["path"] == str(dirs[0])
+    assert [h["path"] for h in run.target["details"]["hosts"]] == [str(d) for d in dirs]
+    said = next(e.detail for e in run.events if e.kind == "hosts" and e.detail)
+    served = [h["path"] for h in said["hosts"]]  # each host's test file, as it served it
+    assert [Path(p).parent.parent for p in served] == dirs  # DIR/ssdlab-work-X/cdm file
+    cleanup = sorted(e.detail["path"] for e in run.events if e.kind == "cleanup" and e.detail
+                     and e.detail["removed"])
+    assert cleanup == [f"h{i + 1}:{Path(p).parent}" for i, p in enumerate(served)]
+    assert all(list(d.iterdir()) == [] for d in dirs)
 
 
 def test_verify_and_latency_iops_on_two_hosts(two_hosts: Lab) -> None:

@@ -461,9 +461,9 @@ def _close_streams(tunnel: subprocess.Popen[str]) -> None:
 def check_suite(spec: SuiteSpec[Any], target: str | None, remote: Sequence[str],
                 directory: str | None = None) -> None:
     """A suite that cannot run on targets of other hosts (its spec is not ``remote``)
-    refuses them (one line: why, from its spec's ``local_only``, and ``remote``: the suites
-    that can); a ``--dir`` of another host (``HOST:/path``) is refused by every suite."""
-    if directory is not None and is_remote(directory):
+    refuses them, and a ``--dir`` of another host (``HOST:/path``): one line, why (its
+    spec's ``local_only``), and ``remote``: the suites that can."""
+    if directory is not None and is_remote(directory) and not spec.remote:
         why = spec.local_only or "--dir is a directory of this host"
         raise UserError(f"`ssdlab run {spec.name}`: --dir {directory} names a directory on "
                         f"another host; {why} (docs/hosts.md)")
