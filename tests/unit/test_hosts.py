@@ -20,6 +20,7 @@ from ssdlab.engine.model import DirectionStats
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun
 from ssdlab.errors import ExitCode, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.run import agent
 from ssdlab.run.agent_wire import (
     ErrorAnswer,
@@ -288,3 +289,30 @@ def test_suites_that_cannot_run_on_other_hosts_say_so() -> None:
     # the block presets run in a --dir on each host (run/host_dirs.py)
     check_suite(specs["cdm"], None, remote, "h1:/srv/share,h2:/srv/share")
     check_suite(specs["cdm"], None, remote, "/srv/share")
+
+
+def test_the_sets_write_counters_are_every_hosts_summed() -> None:
+    """On several hosts the ground truth a suite reads (op-sweep's write amplification)
+    is the sum of every emulated SSD's counters; None when a host has none."""
+    from types import SimpleNamespace
+
+    from ssdlab.run import observe
+    from ssdlab.run.agent_wire import HostTruth, TruthAnswer
+
+    def truths(*counters: JsonObject | None) -> list[HostTruth]:
+        return [HostTruth(f"h{i + 1}", TruthAnswer(None if c is None else {"counters": c}))
+                for i, c in enumerate(counters)]
+
+    events: list[tuple[str, object]] = []
+    store = SimpleNamespace(add_event=lambda run, test, kind, text, detail: events.append(
+        (kind, detail)))
+    both = truths({"host_write_bytes": 10, "nand_write_bytes": 25, "x": 1},
+                  {"host_write_bytes": 30, "nand_write_bytes": 35})
+    session = SimpleNamespace(store=store, run_id="r", remote=SimpleNamespace(
+        truth=lambda: both))
+    assert observe.ground_truth(session, "t", "round 1") == {
+        "counters": {"host_write_bytes": 40, "nand_write_bytes": 60}}
+    assert events[0][0] == "host-truth"
+    one = truths({"host_write_bytes": 10, "nand_write_bytes": 25}, None)
+    session.remote = SimpleNamespace(truth=lambda: one)
+    assert observe.ground_truth(session, "t", "round 2") is None

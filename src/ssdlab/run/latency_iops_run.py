@@ -322,7 +322,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             host_bound=verdict,
             numa=numa,
             pcie=self.pcie,
-            fio_cpus=format_cpulist(self.cpus),
+            fio_cpus=format_cpulist(self.cpus) if self.local else "",
             skipped=[results.SkippedCell(c, r) for c, r in self.p.plan.skipped],
             error=error,
         )
