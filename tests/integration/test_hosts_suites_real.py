@@ -135,6 +135,10 @@ def test_cdm_in_a_directory_on_each_host(two_hosts: Lab, shm_dir: Path) -> None:
                      and e.detail["removed"])
     assert cleanup == [f"h{i + 1}:{Path(p).parent}" for i, p in enumerate(served)]
     assert all(list(d.iterdir()) == [] for d in dirs)
+    shown = ssdlab("show", run.run_id, "--store", str(lab.store), env=lab.env)
+    assert shown.returncode == 0 and shown.stderr == ""
+    for host in HOSTS:  # a line per host: its jobs' IOPS of the last measurement
+        assert f"  host {host}: last round IOPS " in shown.stdout
 
 
 def test_verify_and_latency_iops_on_two_hosts(two_hosts: Lab) -> None:
