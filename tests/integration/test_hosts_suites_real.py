@@ -97,7 +97,7 @@ def _host_iops(run: RunData, test: str, round_no: int) -> dict[str, float]:
 def test_block_presets_on_two_hosts(two_hosts: Lab) -> None:
     """CDM and IOmeter (its per-second timeline from both hosts' IOPS logs)."""
     lab = two_hosts
-    cdm = _run(lab, "cdm", "--profile", "quick", "--modes", "read,write",
+    cdm = _run(lab, "cdm", "--profile", "quick", "--modes", "read",
                "--measure-seconds", "0.3", "--destroy-data")
     assert _check_rounds(cdm) == len(cdm.test("cdm").rounds) >= 4
     iometer = _run(lab, "iometer", "--profile", "quick", "--block-sizes", "4", "--seconds",
@@ -122,7 +122,7 @@ def test_cdm_in_a_directory_on_each_host(two_hosts: Lab, shm_dir: Path) -> None:
     for d in dirs:
         d.mkdir()
     spec = ",".join(f"h{i + 1}:{d}" for i, d in enumerate(dirs))
-    run = _run(lab, "cdm", "--dir", spec, "--profile", "quick", "--modes", "read,write",
+    run = _run(lab, "cdm", "--dir", spec, "--profile", "quick", "--modes", "write",
                "--measure-seconds", "0.3", on_drives=False)
     assert _check_rounds(run) == len(run.test("cdm").rounds) >= 4
     hosts = run.plan["directory"]["hosts"]
@@ -144,13 +144,13 @@ def test_cdm_in_a_directory_on_each_host(two_hosts: Lab, shm_dir: Path) -> None:
 def test_verify_and_latency_iops_on_two_hosts(two_hosts: Lab) -> None:
     lab = two_hosts
     before = [_written(f"host{i + 1}") for i in range(2)]
-    verify = _run(lab, "verify", "--active-range", "25", "--destroy-data")
+    verify = _run(lab, "verify", "--active-range", "50", "--destroy-data")
     result = verify.test("verify").result
     assert verify.test("verify").status == "passed" and result["failures"] == 0
-    # each host wrote and read back its own quarter: the run's bytes are their sum
-    quarter = 32 * MIB
-    assert result["written_bytes"] == result["read_bytes"] == 2 * quarter
-    assert [_written(f"host{i + 1}") - b for i, b in enumerate(before)] == [quarter] * 2
+    # each host wrote and read back its own half: the run's bytes are their sum
+    half = 64 * MIB
+    assert result["written_bytes"] == result["read_bytes"] == 2 * half
+    assert [_written(f"host{i + 1}") - b for i, b in enumerate(before)] == [half] * 2
     assert sorted(_host_iops(verify, "verify", 1)) == HOSTS
 
     latency = _run(lab, "latency-iops", "--profile", "quick", "--block-sizes", "4",
@@ -172,7 +172,7 @@ def test_peak_and_op_sweep_on_two_hosts(two_hosts: Lab) -> None:
                 "--max-latency", "mean=10s")
     assert _check_rounds(peak) >= 2
     assert "not pinned" in peak.test("rnd4k_read").result["pinning"]
-    sweep = _run(lab, "op-sweep", "--profile", "quick", "--op", "20", "--max-rounds", "2",
+    sweep = _run(lab, "op-sweep", "--profile", "quick", "--op", "20", "--max-rounds", "5",
                  "--round-seconds", "0.5", "--destroy-data")
     assert _check_rounds(sweep) >= 2
     setting = sweep.test("op-sweep").result["settings"][0]
@@ -188,7 +188,10 @@ def test_saturation_on_two_hosts(two_hosts: Lab) -> None:
     run = _run(lab, "saturation", "--profile", "quick", "--max-rounds", "3", "--round-seconds",
                "0.5", "--waits", "1", "--bursts", "1", "--baseline-rounds", "2",
                "--burst-seconds", "0.5", "--destroy-data")
-    assert _check_rounds(run) >= 4
+    wsat = run.test("wsat").rounds
+    bursts = [r for r in run.test("hir").rounds if r.cells[0].get("kind") == "burst"]
+    assert wsat and len(bursts) == 1
+    assert _check_rounds(run) == len(wsat) + len(bursts)
     for r in run.test("wsat").rounds:
         cell = r.cells[0]
         series = [rate for _, _, rate in cell["series"]]
@@ -212,14 +215,20 @@ def test_slc_probe_on_two_hosts(emu_run_dir: Path, shm_dir: Path) -> None:
     result = run.test("slc-probe").result
     passes = [e.detail for e in run.events if e.kind == "host-pass" and e.detail]
     assert len(passes) == 1 and sorted(passes[0]["hosts"]) == HOSTS
-    own = {h: p["estimate_bytes"] for h, p in passes[0]["hosts"].items()}
-    print(json.dumps({"cache": cache, "hosts": own, "set": result["estimate_bytes"]}))
-    for estimate in own.values():  # each host's cliff where its own cache filled
-        assert estimate == pytest.approx(cache, rel=0.10)
-    # the set's write falls when the first host's cache is full: by then that host wrote
-    # its cache and the other at most its own
-    assert min(own.values()) * 0.9 <= result["estimate_bytes"] <= sum(own.values()) * 1.1
-    assert result["passes"][0]["written_bytes"] == 2 * (2 * cache + 16 * MIB)
+    own = passes[0]["hosts"]
+    print(json.dumps({"cache": cache, "hosts": {h: p["estimate_bytes"] for h, p in own.items()},
+                      "set": result["estimate_bytes"]}))
+    slice_bytes = result["slice_bytes"]
+    for host, found in own.items():
+        # each host's own write falls where its own cache filled (a slice late at most).
+        # Its first cliff is the estimate; here, where the hosts share two cores, one
+        # host's start can halve the other's rate first, so any of its cliffs may be it
+        assert any(abs(c["at_bytes"] - cache) <= max(0.1 * cache, slice_bytes)
+                   for c in found["cliffs"]), (host, found["cliffs"])
+    # no aggregate: the hosts' writes together are no one cache; the result is each host's
+    assert result["estimate_bytes"] is None and result["cliff_found"]
+    assert all(f"{h}: {p['message']}" in result["message"] for h, p in own.items())
+    assert result["passes"][0]["written_bytes"] == sum(p["written_bytes"] for p in own.values())
 
 
 # -- the suites that cannot -----------------------------------------------------------------

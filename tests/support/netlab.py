@@ -637,7 +637,10 @@ class NetLab:
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(self._not_ready(host, f"sshd exited with {proc.returncode}"))
-            result = self.ssh(host, "true", options=["ConnectTimeout=1"], timeout=5.0)
+            try:
+                result = self.ssh(host, "true", options=["ConnectTimeout=1"], timeout=5.0)
+            except subprocess.TimeoutExpired:  # a loaded machine: try again until the deadline
+                result = subprocess.CompletedProcess(["ssh"], 255, "", "no answer in 5 s")
             if result.returncode == 0:
                 return
             if time.monotonic() > deadline:

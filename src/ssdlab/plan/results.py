@@ -487,4 +487,7 @@ EVENT_DETAILS: dict[str, type[Record] | None] = {
     consistency.EVENT_KIND: consistency.ConsistencyChecks,
     "emulator-stats": None,
     "members-off": None,
+    # each host's ground truth (run/agent_wire.py HostTruthEvent: the emulator's own
+    # document and the health log, read on the host)
+    "host-truth": None,
 }

@@ -8,6 +8,7 @@ in the store and the report draws it from there.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -123,6 +124,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.o = prepared.options
         self.sleep = sleep
         self._round_no = 0
+        #: on several hosts: each host's own first pass (the result is theirs)
+        self._hosts_first: dict[str, PassRecord] = {}
 
     def plan_record(self) -> StoredPlan:
         return plan.plan_record(self.o, self.p.args)
@@ -162,11 +165,23 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             passes.append((again, o.repeat_after_s))
             recovery = recovery_text(first, again, o.repeat_after_s, o.min_change)
         result = self._result(passes, recovery, truth, purge is None or purge.ok)
+        if self._hosts_first:
+            result = self._on_hosts(result)
         self.store.set_test(self.run_id, TEST, TestState(
             "complete", params, {"primary": Verdict(result.message)}, result))
         self.progress.line(f"{TEST}: {result.message}")
         if recovery:
             self.progress.line(f"{TEST}: {recovery}")
+
+    def _on_hosts(self, result: SlcProbeResult) -> SlcProbeResult:
+        """On several hosts the hosts' writes together are no one cache: no aggregate
+        estimate (nor recovery); each host's own, from its own write (docs/hosts.md)."""
+        first = self._hosts_first
+        message = ("each host's own cache (the hosts' writes together have none): " +
+                   "; ".join(f"{host}: {p.message}" for host, p in sorted(first.items())))
+        return dataclasses.replace(
+            result, estimate_bytes=None, recovery=None, message=message,
+            cliff_found=all(p.estimate_bytes is not None for p in first.values()))
 
     def _result(self, passes: list[tuple[PassVerdict, float]], recovery: str | None,
                 truth: Mapping[str, object] | None, purged: bool) -> SlcProbeResult:
@@ -235,6 +250,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             hosts[host] = PassRecord(pass_no, idle, v.written_bytes, v.mean_rate,
                                      v.estimate_bytes, _cliffs(v), v.message, _dips(v))
             self.progress.line(f"{TEST} pass {pass_no} on {host}: {v.message}")
+        if pass_no == 1:
+            self._hosts_first = hosts
         self.store.add_event(self.run_id, TEST, HOST_PASS_KIND,
                              f"pass {pass_no}: each of {len(hosts)} hosts' own write",
                              HostPassEvent(pass_no, hosts))
