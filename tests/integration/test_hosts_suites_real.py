@@ -25,7 +25,7 @@ from ssdlab.store.db import Store
 from ssdlab.store.records import RunData
 from ssdlab.targets import emulator
 from tests.integration.conftest import only_run_id
-from tests.integration.test_hosts_real import Lab, _client_stats, _lab, _written
+from tests.integration.test_hosts_real import Lab, _client_stats, _lab, _written, emulated
 from tests.support.cli import one_line_error, ssdlab
 from tests.support.netlab import NetLab
 from tests.support.stored import check_declared
@@ -38,8 +38,11 @@ MIB = 1 << 20
 
 @pytest.fixture
 def two_hosts(emu_run_dir: Path, shm_dir: Path) -> Iterator[Lab]:
+    """Two hosts, each with an emulated SSD started first (its ground truth is then
+    visible to the host's agent)."""
+    devices = emulated(2, emu_run_dir)
     with NetLab(2, stranger=False) as net:
-        yield _lab(net, emu_run_dir, shm_dir)
+        yield _lab(net, emu_run_dir, shm_dir, devices=devices)
 
 
 def _run(lab: Lab, *argv: str, timeout: float = 120, on_drives: bool = True) -> RunData:
@@ -105,13 +108,20 @@ def test_block_presets_on_two_hosts(two_hosts: Lab) -> None:
     assert _check_rounds(iometer) >= 2
     for r in iometer.test("iometer").rounds:
         cell = r.cells[0]
-        timeline = [rate for _, rate in cell["timeline"]]
-        assert len(timeline) >= 3
-        mean = sum(timeline) / len(timeline)
-        # the timeline is the hosts' sum: nearer the aggregate than either host alone
-        hosts = _host_iops(iometer, "iometer", r.round_no)
-        assert all(abs(mean - cell["iops"]) < abs(mean - iops) for iops in hosts.values()), (
-            mean, cell["iops"], hosts)
+        assert len(cell["timeline"]) >= 3
+        # the timeline is the hosts' sum: its I/Os are (nearly) every I/O of both hosts
+        # (fio leaves a last partial interval out of its logs)
+        ios = _timeline_ios([(t, rate) for t, rate in cell["timeline"]])
+        total = sum(e["read"]["total_ios"] + e["write"]["total_ios"]
+                    for e in _client_stats(r.stdout or "") if e["jobname"] == cell["cell"])
+        assert 0.7 * total <= ios <= 1.05 * total, (ios, total)
+
+
+def _timeline_ios(points: list[tuple[float, float]]) -> float:
+    """I/Os a timeline of (interval end s, IOPS) counts."""
+    ends = [t for t, _ in points]
+    return sum(rate * (end - start) for (end, rate), start in zip(points, [0.0, *ends],
+                                                                   strict=False))
 
 
 def test_cdm_in_a_directory_on_each_host(two_hosts: Lab, shm_dir: Path) -> None:
@@ -154,11 +164,12 @@ def test_verify_and_latency_iops_on_two_hosts(two_hosts: Lab) -> None:
     assert sorted(_host_iops(verify, "verify", 1)) == HOSTS
 
     latency = _run(lab, "latency-iops", "--profile", "quick", "--block-sizes", "4",
-                   "--mixes", "100/0", "--threads", "1", "--qd", "1,4", "--full-ladder",
-                   "--warmup-seconds", "0.2", "--measure-seconds", "0.5",
+                   "--mixes", "100/0", "--threads", "1", "--max-threads", "1", "--qd", "1,4",
+                   "--max-qd", "4", "--warmup-seconds", "0.2", "--measure-seconds", "0.4",
                    "--active-range", "50", "--purge", "none", "--no-precondition",
                    "--destroy-data")
-    assert _check_rounds(latency) == 2
+    ok = [r for r in latency.test("latency-iops").rounds if r.status == "ok"]
+    assert _check_rounds(latency) == len(ok) >= 2
     test = latency.test("latency-iops")
     assert test.verdicts["numa"]["message"] == "not checked: the targets are on other hosts"
     assert "host CPU was not measured" in test.verdicts["host_bound"]["message"]
@@ -192,21 +203,22 @@ def test_saturation_on_two_hosts(two_hosts: Lab) -> None:
     bursts = [r for r in run.test("hir").rounds if r.cells[0].get("kind") == "burst"]
     assert wsat and len(bursts) == 1
     assert _check_rounds(run) == len(wsat) + len(bursts)
-    for r in run.test("wsat").rounds:
+    for r in wsat:
         cell = r.cells[0]
-        series = [rate for _, _, rate in cell["series"]]
-        assert series
-        hosts = _host_iops(run, "wsat", r.round_no)
-        mean = sum(series) / len(series)
-        assert all(abs(mean - cell["iops"]) < abs(mean - iops) for iops in hosts.values()), (
-            mean, cell["iops"], hosts)
+        # the series is the hosts' sum: its bytes are (nearly) every byte both wrote
+        # (fio leaves a last partial interval out of its logs)
+        total = sum(e["write"]["io_bytes"] for e in _client_stats(r.stdout or "")
+                    if e["jobname"] == cell["cell"])
+        logged = cell["series"][-1][1] - (cell["written_bytes"] - total)
+        assert 0.7 * total <= logged <= 1.05 * total, (logged, total)
     baseline = [r for r in run.test("hir").rounds if r.cells[0].get("kind") == "baseline"]
     assert baseline  # cut from both hosts' IOPS logs
 
 
 def test_slc_probe_on_two_hosts(emu_run_dir: Path, shm_dir: Path) -> None:
+    devices = emulated(2, emu_run_dir, profile="client-slc", size="256MiB")
     with NetLab(2, stranger=False) as net:
-        lab = _lab(net, emu_run_dir, shm_dir, profile="client-slc", size="256MiB")
+        lab = _lab(net, emu_run_dir, shm_dir, devices=devices)
         emu = emulator.load("host1")
         assert emu is not None
         cache = int(emulator.stats(emu)["config"]["slc_bytes"])  # type: ignore[index]

@@ -316,3 +316,22 @@ def test_the_sets_write_counters_are_every_hosts_summed() -> None:
     one = truths({"host_write_bytes": 10, "nand_write_bytes": 25}, None)
     session.remote = SimpleNamespace(truth=lambda: one)
     assert observe.ground_truth(session, "t", "round 2") is None
+
+
+def test_a_series_from_logs_on_several_hosts_is_their_sum(tmp_path: Path) -> None:
+    """Each host's copy of an averaged IOPS log (``LOG.SOCKET``, as fio's client writes
+    it) is read and merged: the series is the hosts' sum; on one host, its own log."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.saturation_run import _rate_points
+    prefix = tmp_path / "wsat"
+    rates = {"h1.sock": (100, 120), "h2.sock": (300, 280)}
+    for sock, (a, b) in rates.items():
+        for job in (1, 2):
+            Path(f"{prefix}_iops.{job}.log.{sock}").write_text(
+                f"100, {a}, 1, 0, 0\n200, {b}, 1, 0, 0\n")
+    merged = _rate_points(_executor("h1.sock", "h2.sock"), prefix, 2, 100, 4096)
+    assert [round(p.rate) for p in merged] == [2 * (100 + 300), 2 * (120 + 280)]
+    for job in (1, 2):
+        Path(f"{prefix}_iops.{job}.log").write_text("100, 50, 1, 0, 0\n200, 60, 1, 0, 0\n")
+    alone = _rate_points(FioExecutor(), prefix, 2, 100, 4096)
+    assert [round(p.rate) for p in alone] == [100, 120]
