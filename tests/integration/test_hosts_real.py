@@ -58,18 +58,32 @@ class Lab:
         return [a for i, d in enumerate(self.devices) for a in ("--target", f"h{i + 1}:{d}")]
 
 
-def _lab(net: NetLab, emu_run_dir: Path, shm_dir: Path) -> Lab:
+def _lab(net: NetLab, emu_run_dir: Path, shm_dir: Path, *, profile: str = "enterprise-tlc",
+         size: str = "128MiB", devices: list[str] | None = None) -> Lab:
+    """The lab's hosts, each with an emulated SSD: ``devices`` started before the lab
+    (:func:`emulated`), else started now (the hosts' agents then see no emulator's
+    ground truth: a FUSE mount made after a host's sshd started is not in its mount
+    namespace)."""
     env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
-    devices = []
-    for i in range(len(net.hosts)):
-        started = ssdlab("emulator", "start", "--name", f"host{i + 1}", "--size", "128MiB",
-                         "--loop", env=env)
-        assert started.returncode == 0, started.stderr
-        devices.append(next(line.split()[-1] for line in started.stdout.splitlines()
-                            if "target:" in line))
+    if devices is None:
+        devices = emulated(len(net.hosts), emu_run_dir, profile=profile, size=size)
     agent = f"env SSDLAB_EMU_RUN_DIR={emu_run_dir} {sys.executable} -m ssdlab"
     env.update(SSDLAB_SSH_CONFIG=str(net.ssh_config), SSDLAB_AGENT_COMMAND=agent)
     return Lab(net, devices, env, shm_dir / "results.sqlite")
+
+
+def emulated(count: int, emu_run_dir: Path, *, profile: str = "enterprise-tlc",
+             size: str = "128MiB") -> list[str]:
+    """Emulated SSDs ``host1``, ``host2``, ... behind loop devices: their devices."""
+    env = {"SSDLAB_EMU_RUN_DIR": str(emu_run_dir)}
+    devices = []
+    for i in range(count):
+        started = ssdlab("emulator", "start", "--name", f"host{i + 1}", "--size", size,
+                         "--profile", profile, "--loop", env=env)
+        assert started.returncode == 0, started.stderr
+        devices.append(next(line.split()[-1] for line in started.stdout.splitlines()
+                            if "target:" in line))
+    return devices
 
 
 @pytest.fixture

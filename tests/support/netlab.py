@@ -82,7 +82,7 @@ LOCK_FILE = Path("/run/lock/ssdlab-netlab.lock")
 MAX_HOSTS = 99
 HOST_OCTET = 10  # host N gets .(10 + N)
 STRANGER_OCTET = 250
-READY_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 30.0  # a login on a loaded machine can take over 5 s
 KILL_TIMEOUT_S = 10.0
 REAP_TIMEOUT_S = 1.0
 TCP_END_TIMEOUT_S = 2.0
@@ -637,7 +637,10 @@ class NetLab:
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(self._not_ready(host, f"sshd exited with {proc.returncode}"))
-            result = self.ssh(host, "true", options=["ConnectTimeout=1"], timeout=5.0)
+            try:
+                result = self.ssh(host, "true", options=["ConnectTimeout=1"], timeout=5.0)
+            except subprocess.TimeoutExpired:  # a loaded machine: try again until the deadline
+                result = subprocess.CompletedProcess(["ssh"], 255, "", "no answer in 5 s")
             if result.returncode == 0:
                 return
             if time.monotonic() > deadline:

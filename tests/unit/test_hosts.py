@@ -20,6 +20,7 @@ from ssdlab.engine.model import DirectionStats
 from ssdlab.engine.parser import parse_fio_output
 from ssdlab.engine.runner import FioRun
 from ssdlab.errors import ExitCode, UserError
+from ssdlab.jsonrecord import JsonObject
 from ssdlab.run import agent
 from ssdlab.run.agent_wire import (
     ErrorAnswer,
@@ -129,6 +130,26 @@ def test_each_host_gets_its_own_path() -> None:
     cmd = _executor("s1", "s2").command(["a.fio", "b.fio"])
     assert cmd[1:] == ("--output-format=json+", "--eta=never", "--client=sock:s1", "a.fio",
                        "--client=sock:s2", "b.fio")
+
+
+def test_each_hosts_copy_of_a_log_is_beside_its_name() -> None:
+    """fio's client writes a log a server sends back as ``NAME.HOSTNAME``, the hostname
+    being the socket as given: the sockets are named relative to where fio runs."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.hosts import fio_logs
+    executor = _executor("h1.sock", "h2.sock")
+    assert executor.log_copies("/tmp/x/slc_bw.1.log") == {
+        "h1": "/tmp/x/slc_bw.1.log.h1.sock", "h2": "/tmp/x/slc_bw.1.log.h2.sock"}
+    assert fio_logs(executor, Path("/tmp/x/a.log")) == {
+        "h1": Path("/tmp/x/a.log.h1.sock"), "h2": Path("/tmp/x/a.log.h2.sock")}
+    assert fio_logs(FioExecutor(), "/tmp/x/a.log") == {"": Path("/tmp/x/a.log")}
+    found = _hosts(1 << 30, 1 << 30)
+    found._dir = "/tmp/ssdlab-hosts-x"
+    for host in found.hosts:
+        host.socket = f"/tmp/ssdlab-hosts-x/{host.name}.sock"
+    remote = found.executor()
+    assert [h.socket for h in remote.hosts] == ["h1.sock", "h2.sock"]
+    assert remote.cwd == "/tmp/ssdlab-hosts-x"
 
 
 @pytest.mark.parametrize(("text", "remote"), [
@@ -244,12 +265,73 @@ def test_suites_that_cannot_run_on_other_hosts_say_so() -> None:
     from ssdlab.suites import SUITES
     specs = {s.name: s.spec for s in SUITES}
     remote = [name for name, spec in specs.items() if spec.remote]
-    assert remote == ["pts"]
+    assert remote == ["pts", "atto", "cdm", "iometer", "latency-iops", "op-sweep", "peak",
+                      "saturation", "slc-probe", "verify"]
+    # every other suite that runs says why it does not run on other hosts
+    local = [s.spec for s in SUITES if s.spec.runnable and not s.spec.remote]
+    assert local and all(spec.local_only for spec in local)
+    assert not any(specs[name].local_only for name in remote)
     check_suite(specs["pts"], "h1:/dev/a,h2:/dev/b", remote)
-    check_suite(specs["saturation"], "/dev/loop0", remote)
-    check_suite(specs["saturation"], None, remote)
+    check_suite(specs["db"], "/dev/loop0", remote)
+    check_suite(specs["db"], None, remote)
     with pytest.raises(UserError) as refused:
-        check_suite(specs["saturation"], "h1:/dev/a", remote)
+        check_suite(specs["db"], "h1:/dev/a", remote)
     assert str(refused.value) == (
-        "`ssdlab run saturation` runs on targets of this host only; targets on other hosts "
-        "(h1:/dev/a) are for: pts (docs/hosts.md)")
+        "`ssdlab run db` runs on targets of this host only: it makes a file system (or a "
+        "work directory) for database servers it starts on this host; targets on other "
+        f"hosts (h1:/dev/a) are for: {', '.join(remote)} (docs/hosts.md)")
+    # a directory of another host: refused by every suite, with the suite's reason
+    with pytest.raises(UserError) as refused:
+        check_suite(specs["aja"], None, remote, "h1:/srv/share")
+    assert str(refused.value).startswith(
+        "`ssdlab run aja`: --dir h1:/srv/share names a directory on another host; its files "
+        "are made, timed and removed by ssdlab itself in a --dir of this host")
+    # the block presets run in a --dir on each host (run/host_dirs.py)
+    check_suite(specs["cdm"], None, remote, "h1:/srv/share,h2:/srv/share")
+    check_suite(specs["cdm"], None, remote, "/srv/share")
+
+
+def test_the_sets_write_counters_are_every_hosts_summed() -> None:
+    """On several hosts the ground truth a suite reads (op-sweep's write amplification)
+    is the sum of every emulated SSD's counters; None when a host has none."""
+    from types import SimpleNamespace
+
+    from ssdlab.plan.results import HostTruth, TruthAnswer
+    from ssdlab.run import observe
+
+    def truths(*counters: JsonObject | None) -> list[HostTruth]:
+        return [HostTruth(f"h{i + 1}", TruthAnswer(None if c is None else {"counters": c}))
+                for i, c in enumerate(counters)]
+
+    events: list[tuple[str, object]] = []
+    store = SimpleNamespace(add_event=lambda run, test, kind, text, detail: events.append(
+        (kind, detail)))
+    both = truths({"host_write_bytes": 10, "nand_write_bytes": 25, "x": 1},
+                  {"host_write_bytes": 30, "nand_write_bytes": 35})
+    session = SimpleNamespace(store=store, run_id="r", remote=SimpleNamespace(
+        truth=lambda: both))
+    assert observe.ground_truth(session, "t", "round 1") == {
+        "counters": {"host_write_bytes": 40, "nand_write_bytes": 60}}
+    assert events[0][0] == "host-truth"
+    one = truths({"host_write_bytes": 10, "nand_write_bytes": 25}, None)
+    session.remote = SimpleNamespace(truth=lambda: one)
+    assert observe.ground_truth(session, "t", "round 2") is None
+
+
+def test_a_series_from_logs_on_several_hosts_is_their_sum(tmp_path: Path) -> None:
+    """Each host's copy of an averaged IOPS log (``LOG.SOCKET``, as fio's client writes
+    it) is read and merged: the series is the hosts' sum; on one host, its own log."""
+    from ssdlab.engine.runner import FioExecutor
+    from ssdlab.run.saturation_run import _rate_points
+    prefix = tmp_path / "wsat"
+    rates = {"h1.sock": (100, 120), "h2.sock": (300, 280)}
+    for sock, (a, b) in rates.items():
+        for job in (1, 2):
+            Path(f"{prefix}_iops.{job}.log.{sock}").write_text(
+                f"100, {a}, 1, 0, 0\n200, {b}, 1, 0, 0\n")
+    merged = _rate_points(_executor("h1.sock", "h2.sock"), prefix, 2, 100, 4096)
+    assert [round(p.rate) for p in merged] == [2 * (100 + 300), 2 * (120 + 280)]
+    for job in (1, 2):
+        Path(f"{prefix}_iops.{job}.log").write_text("100, 50, 1, 0, 0\n200, 60, 1, 0, 0\n")
+    alone = _rate_points(FioExecutor(), prefix, 2, 100, 4096)
+    assert [round(p.rate) for p in alone] == [100, 120]

@@ -46,11 +46,42 @@ def register(sub: Any) -> None:
     control.add_argument("--command", required=True, dest="emu_command")
     probe = add_command(verbs, "probe", _probe, help="whether a target still reads")
     probe.add_argument("--target", required=True)
+    _dir_verbs(verbs)
     serve = add_command(verbs, "serve", _serve,
                         help="fio's server on a private socket, while stdin stays open")
     _target_options(serve, many=True)
     serve.add_argument("--token", required=True,
                        help="the coordinator's name for the socket directory")
+
+
+def _dir_verbs(verbs: Any) -> None:
+    """A --dir on this host (run/host_dirs.py): checked, a work directory made, removed."""
+    found = add_command(verbs, "dir", _dir, help="this host's checks of a --dir")
+    found.add_argument("--dir", required=True)
+    found.add_argument("--needed", type=int, required=True, help="bytes the run needs there")
+    work = add_command(verbs, "workdir", _workdir,
+                       help="a work directory in a --dir, with ssdlab's test file in it")
+    work.add_argument("--dir", required=True)
+    work.add_argument("--needed", type=int, required=True, help="bytes the run needs there")
+    work.add_argument("--size", type=int, required=True, help="the test file's size")
+    work.add_argument("--file", required=True, help="the test file's name")
+    remove = add_command(verbs, "rmwork", _rmwork, help="remove a work directory ssdlab made")
+    remove.add_argument("--dir", required=True)
+
+
+def _dir(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run import agent, host_dirs
+    return _answer(lambda: host_dirs.check_dir(args.dir, args.needed, agent.hello("fio")))
+
+
+def _workdir(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run import host_dirs
+    return _answer(lambda: host_dirs.make_work(args.dir, args.needed, args.size, args.file))
+
+
+def _rmwork(args: argparse.Namespace, argv: list[str]) -> int:
+    from ssdlab.run import host_dirs
+    return _answer(lambda: host_dirs.remove_work(args.dir))
 
 
 def _target_options(parser: argparse.ArgumentParser, *, many: bool = False) -> None:

@@ -55,7 +55,8 @@ class SuiteCommand:
         from ssdlab.targets.remote_spec import is_remote
         values = vars(args)
         targets = targets_of(values)
-        if len(targets) > 1 and not self.suite.spec.many_targets:
+        on_hosts = bool(targets) and all(is_remote(t) for t in targets)
+        if len(targets) > 1 and not self.suite.spec.many_targets and not on_hosts:
             raise UserError(f"ssdlab run {self.suite.name} takes one --target; run it once "
                             "per target")
         if len(targets) > 1 and not any(is_remote(t) for t in targets):
@@ -83,7 +84,8 @@ def execute(suite: Suite, request: TargetRequest, suite_args: object, args: argp
     """Prepare (every check) and run ``suite`` into the store of ``args``: the stored run
     and the store's path; with ``--dry-run``, print the plan instead (None)."""
     from ssdlab.run.remote import check_suite
-    check_suite(suite.spec, request.target, [s.name for s in all_suites() if s.spec.remote])
+    check_suite(suite.spec, request.target, [s.name for s in all_suites() if s.spec.remote],
+                request.dir)
     runner = suite.runner()
     prepared = runner.prepare(request, suite_args)
     if getattr(args, "dry_run", False):

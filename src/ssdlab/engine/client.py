@@ -67,9 +67,13 @@ class ClientExecutor:
 
     def __init__(self, hosts: Sequence[ClientHost], placeholder: str, *, fio: str = "fio",
                  read_only: bool = False, stop_check: StopCheck | None = None,
-                 cpu_idle: str | None = None, starts: RoundStarts | None = None) -> None:
+                 cpu_idle: str | None = None, starts: RoundStarts | None = None,
+                 cwd: str | None = None) -> None:
         self.hosts = tuple(hosts)
         self.starts = starts  # rounds that start together
+        #: where fio runs: the hosts' sockets are named relative to it (fio's client writes
+        #: a log a host's job sends back as ``LOG.SOCKET``: :meth:`log_copies`)
+        self.cwd = cwd
         self.placeholder = placeholder
         self.fio = fio
         self.read_only = read_only
@@ -97,13 +101,20 @@ class ClientExecutor:
             try:
                 waits = 0.0 if texts is None or self.starts is None else self.starts.waits_s()
                 done = run_watched(cmd, job_text, timeout_s + waits, on_tick,
-                                   self.stop_check, "")
+                                   self.stop_check, "",
+                                   cwd=Path(self.cwd) if self.cwd else None)
             except FioStopped as stopped:
                 return replace(stopped.run, error=stopped.reason)
         run = self._per_host(parsed(done))
         if texts is not None and run.error is None and self.starts is not None:
             run = replace(run, start=self.starts.end())
         return run
+
+    def log_copies(self, path: str) -> dict[str, str]:
+        """Each host's copy of a log its job wrote as ``path`` (the job file's name), by
+        host: fio's client writes what a server sends back at ``PATH.HOSTNAME``, the
+        hostname being the socket as given (fio 3.33 client.c fio_client_handle_iolog)."""
+        return {host.name: f"{path}.{host.socket}" for host in self.hosts}
 
     def _per_host(self, run: FioRun) -> FioRun:
         """The run with each job's host named, the aggregate as its output, and an error

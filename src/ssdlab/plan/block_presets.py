@@ -48,7 +48,8 @@ def _measure_seconds(group: str, help: str) -> Opt:
 
 
 def _spec(name: str, help: str, description: str, size_help: str, args_type: type[_A],
-          own: tuple[Opt, ...], *, report_title: str) -> SuiteSpec[_A]:
+          own: tuple[Opt, ...], *, report_title: str, local_only: str = ""
+          ) -> SuiteSpec[_A]:
     """A preset's suite: the target, --profile and --ioengine, then its own options (its
     config keys, as ``--print-config`` lists them, end with --ioengine)."""
     options = (
@@ -63,6 +64,7 @@ def _spec(name: str, help: str, description: str, size_help: str, args_type: typ
                      results={name: PresetResult}, report_title=report_title,
                      params={name: PresetParams}, plan_type=PresetStoredPlan,
                      cells=PresetCell, verdicts={"primary": Verdict},
+                     remote=not local_only, local_only=local_only,
                      details={"prefill": PrefillStep, "drop-caches": CachesDropped,
                               "cleanup": CleanupEvent},
                      config_first=("size", "store", "fio", "dir", "profile",

@@ -435,6 +435,8 @@ SPEC = SuiteSpec(
     report_title="latency curves report",
     params={TEST: CurvesParams}, plan_type=CurvesPlan, cells=CurvesCell,
     verdicts={"*": Verdict},
+    local_only="its targets (a device or a test file in a work directory) are prepared "
+    "on this host; it is not run through the agents yet",
 )
 
 

@@ -421,6 +421,8 @@ SPEC: SuiteSpec[DbArgs] = SuiteSpec(
     verdicts={"primary": Verdict},
     details={"server": ServerStep, "load": LoadStep, "cache-drop": CacheDropStep,
              "warmup": WarmupStep, "workspace": WorkspaceEvent},
+    local_only="it makes a file system (or a work directory) for database servers it "
+    "starts on this host",
 )
 
 

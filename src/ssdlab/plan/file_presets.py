@@ -439,7 +439,9 @@ def _spec(name: str, help: str, description: str, args_type: type[Any], size_hel
         args_type=args_type, results={name: FilePresetResult}, report_title=_TITLES[name],
         plan_type=FilePresetPlan, params={name: FilePresetParams}, cells=PhaseCell,
         details={"prepare": PrepareStep, "wait": WaitStep, "warning": None},
-        quick_text="tiny sizes, for a try-out; not the preset's definition")
+        quick_text="tiny sizes, for a try-out; not the preset's definition",
+        local_only="its files are made, timed and removed by ssdlab itself in a --dir of "
+        "this host (its phases are not all fio jobs)")
 
 
 def _aja_options() -> tuple[Opt, ...]:

@@ -397,6 +397,7 @@ SPEC = SuiteSpec(
                   "host-bound-rise", "active-range", "purge", "ioengine"),
     params={TEST: LatencyIopsParams}, plan_type=LatencyIopsStoredPlan, cells=LatencyCell,
     verdicts={"host_bound": HostBoundVerdict, "numa": NumaCheck},
+    remote=True,
 )
 
 

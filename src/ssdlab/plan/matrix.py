@@ -339,4 +339,5 @@ SPEC = SuiteSpec(
     verdicts={"outliers": None},  # the member check's outliers: a list of members
     resumable=True,
     config_first=("store", "fio"),
+    local_only="it builds arrays of this host's member drives (--members)",
 )

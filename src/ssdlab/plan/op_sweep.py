@@ -465,6 +465,7 @@ SPEC = SuiteSpec(
     results={TEST: OpSweepResult}, report_title="over-provisioning sweep report",
     params={TEST: OpSweepParams}, plan_type=OpSweepStoredPlan, cells=OpSweepCell,
     verdicts={"primary": Verdict}, details={"op-setting": OpSettingRecord},
+    remote=True,
 )
 
 

@@ -151,7 +151,8 @@ def preset_target(size_help: str) -> tuple[Opt, ...]:
         targets_file_opt(g),
         opt("--dir", group=g, config=Kind.TEXT, field=None, metavar="DIR",
             help="a directory (local volume or network share): the test file is "
-            "made in a new subdirectory of it, removed afterwards"),
+            "made in a new subdirectory of it, removed afterwards; HOST:DIR,HOST:DIR,...: "
+            "one on each host at once (docs/hosts.md)"),
         opt("--size", group=g, config=Kind.SIZE, field="size_bytes", type=size_arg,
             metavar="SIZE", help=size_help),
         destroy_data_opt(g), dry_run_opt(g), store_opt(), fio_opt(g),

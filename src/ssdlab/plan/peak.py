@@ -434,6 +434,7 @@ SPEC = SuiteSpec(
     verdicts={"primary": Verdict, "host_bound": HostBoundVerdict},
     resumable=True,
     many_targets=False,
+    remote=True,
 )
 
 

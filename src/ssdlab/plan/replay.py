@@ -450,6 +450,8 @@ SPEC = SuiteSpec(
     report_title="trace replay report",
     params={TEST: ReplayParams}, plan_type=ReplayPlan, cells=ReplayCell,
     verdicts={"primary": Verdict},
+    local_only="fio reads the trace (read_iolog) where it runs, and the trace is on "
+    "this host",
 )
 
 

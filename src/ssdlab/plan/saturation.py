@@ -496,6 +496,7 @@ SPEC = SuiteSpec(
     resumable=True,
     params={WSAT: WsatParams, HIR: HirParams}, plan_type=SaturationPlan, cells=SaturationCell,
     verdicts={"primary": SaturationVerdict}, details={"fio": HirStep},
+    remote=True,
 )
 
 

@@ -322,6 +322,19 @@ class PassRecord(Record):
     dips: list[DipRecord] | None = None
 
 
+#: on several hosts (docs/hosts.md): each host's own write of a pass, analysed alone (the
+#: run's pass is the hosts' writes together: the set's cliff)
+HOST_PASS_KIND = "host-pass"
+
+
+@dataclass(frozen=True)
+class HostPassEvent(Record):
+    """Each host's own write of one pass, its cliffs and its cache estimate."""
+
+    pass_no: int = key("pass")
+    hosts: dict[str, PassRecord] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class SlcTruth(Record):
     """On the emulated SSD: its configured cache, and how far the estimate is from it."""
@@ -441,7 +454,8 @@ SPEC = SuiteSpec(
     results={TEST: SlcProbeResult},
     report_title="SLC cache probe report",
     params={TEST: SlcProbeParams}, plan_type=SlcProbePlan, cells=SliceCell,
-    verdicts={"primary": Verdict}, details={"write": WriteStep},
+    verdicts={"primary": Verdict}, details={"write": WriteStep, HOST_PASS_KIND: HostPassEvent},
+    remote=True,
 )
 
 

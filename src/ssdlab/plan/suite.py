@@ -103,6 +103,9 @@ class SuiteSpec(Generic[A]):
     #: it runs on targets of several hosts at once (docs/hosts.md): ``--target
     #: HOST:PATH,...``; the other suites refuse targets of other hosts
     remote: bool = False
+    #: a suite that does not run on other hosts: why not, in a few words (the line a target
+    #: of another host is refused with says it after "this host only: ")
+    local_only: str = ""
     #: the arguments ``ssdlab demo`` runs it with (one suite has them: the demo's)
     demo_args: A | None = None
     #: the records of what its runs store beside the results, which

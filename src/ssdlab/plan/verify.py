@@ -233,6 +233,7 @@ SPEC = SuiteSpec(
     report_title="data integrity report",
     params={TEST: VerifyParams}, plan_type=VerifyPlan, cells=VerifyCell,
     verdicts={"primary": Verdict},
+    remote=True,
 )
 
 

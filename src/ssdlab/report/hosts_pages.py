@@ -66,16 +66,29 @@ def test_hosts(run: RunData, test: str
     return rounds, verdicts
 
 
+#: a host's part without tracking variables (a suite that keeps its jobs' summaries):
+#: its jobs' IOPS summed
+JOBS_IOPS = "IOPS"
+
+
+def _tracked(part: HostPart | None) -> dict[str, float]:
+    if part is None:
+        return {}
+    if part.tracking:
+        return part.tracking
+    return {JOBS_IOPS: sum(j.iops for j in part.jobs.values())} if part.jobs else {}
+
+
 def _variables(rounds: Sequence[HostRoundEvent]) -> list[str]:
     for r in rounds:
         for part in r.hosts.values():
-            if part.tracking:
-                return list(part.tracking)
+            if _tracked(part):
+                return list(_tracked(part))
     return []
 
 
 def _value(part: HostPart | None, name: str) -> float | None:
-    value = part.tracking.get(name) if part is not None and part.tracking else None
+    value = _tracked(part).get(name)
     return None if value is None else float(value)
 
 
@@ -89,8 +102,10 @@ def show_lines(run: RunData, test: TestData) -> list[str]:
     for host, part in rounds[-1].hosts.items():
         values = ", ".join(f"{n} {fmt_value(_value(part, n), 0)}" for n in names[:2])
         verdict = verdicts.get(host)
-        message = verdict.message if verdict is not None else "no verdict"
-        out.append(f"  host {host}: last round {values}; {message}")
+        # a suite without tracking variables judges no steady state per host
+        message = f"; {verdict.message}" if verdict is not None else "" if not (
+            part.tracking or verdicts) else "; no verdict"
+        out.append(f"  host {host}: last round {values}{message}")
     skew = _skew_line(rounds)
     return out + ([f"  {skew}"] if skew else [])
 
@@ -137,7 +152,8 @@ def hosts_page(run: RunData, test: TestData, anchor: str, head: str) -> Page | N
     body += charts(*(ch.line_chart(f"{anchor}-{i}", f"{name} per host", _series(
         run, test, rounds, name), x_label="round", y_label=name, y_unit="", frame=FRAME,
         y_log=False) for i, name in enumerate(_variables(rounds))), two=True)
-    body += "<h3>Each host's steady state</h3>" + table(("host", "verdict", "detail"),
-                                                         _verdict_rows(verdicts))
+    if verdicts or any(p.tracking for r in rounds for p in r.hosts.values()):
+        body += "<h3>Each host's steady state</h3>" + table(("host", "verdict", "detail"),
+                                                             _verdict_rows(verdicts))
     title = test.params_as(TestParams).title if "title" in test.params else test.name
     return Page(anchor, f"Hosts: {title}", body, head, run.quick)

@@ -45,6 +45,8 @@ from ssdlab.plan.preset_defs import Measurement, PresetArgs, PresetPlan
 from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.specs import CellSpec, FioJob
 from ssdlab.run.cells import cell_from_job
+from ssdlab.run.host_dirs import HostDirs, checked_dirs
+from ssdlab.run.hosts import fio_logs
 from ssdlab.run.peak_load import AUTO, peak_load
 from ssdlab.run.prepare import (
     PreparedTarget,
@@ -60,8 +62,9 @@ from ssdlab.run.session import SessionRun, TestFailed, fio_record
 from ssdlab.run.suite import PreparedSuite, Runner, capacity_text, planned_device_note
 from ssdlab.store.db import Store
 from ssdlab.store.records import RunData, TestState
-from ssdlab.targets.identity import TargetInfo, host_info
+from ssdlab.targets.identity import host_info
 from ssdlab.targets.nbd import is_nbd_target
+from ssdlab.targets.remote_spec import is_remote
 from ssdlab.targets.workdir import (
     WORK_PREFIX,
     DirInfo,
@@ -82,6 +85,8 @@ class PreparedPreset(PreparedSuite[PresetPlan]):
     preset's plan; ``dir_info`` for a --dir target."""
 
     dir_info: DirInfo | None = None
+    #: a --dir on each host of a run on several hosts (run/host_dirs.py)
+    host_dirs: HostDirs | None = None
 
 
 def _is_block(path: str) -> bool:
@@ -95,14 +100,28 @@ def _dir_target(directory: str, plan: PresetPlan, fio: str) -> PreparedPreset:
     if needed > d.free_bytes:
         raise TargetError(f"--dir {directory}: {format_bytes(needed)} needed, "
                           f"{format_bytes(d.free_bytes)} free")
-    info = TargetInfo(
-        path=d.path, kind="directory", name=os.path.basename(d.path) or d.path,
-        device_class="network share" if d.network else "directory", model=None, serial=None,
-        firmware=None, capacity_bytes=plan.size_bytes, logical_sector_bytes=512,
-        physical_sector_bytes=512, rotational=None, numa_node=None, scheduler=None,
-        discard_max_bytes=None, details=d.to_dict(),
-    )
+    info = d.as_target(plan.size_bytes)
     return PreparedPreset(PreparedTarget(info, False, host_info(), versions), plan, d)
+
+
+def _refuse_buffered(plan: PresetPlan) -> None:
+    """On other hosts: direct I/O only (their page caches are not this host's to drop)."""
+    if any(m.drop_caches_before for m in plan.measurements):
+        raise UserError("--no-direct on other hosts: buffered reads need each host's page "
+                        "cache dropped, which ssdlab does on this host only")
+
+
+def _host_dirs_target(spec: str, plan: PresetPlan, fio: str) -> PreparedPreset:
+    """A --dir on each host: every host's agent checks its own (nothing is written)."""
+    _refuse_buffered(plan)
+    versions = checked_versions(fio)
+    dirs = checked_dirs(spec, plan.size_bytes, plan.size_bytes + DIR_MARGIN_BYTES)
+    remote = dirs.remote
+    remote.local_fio = versions["fio"]
+    host: dict[str, object] = dict(remote.hosts[0].hello.host or host_info())
+    host["coordinator"] = host_info().get("hostname")
+    target = PreparedTarget(remote.combined_info(), False, host, versions, remote=remote)
+    return PreparedPreset(target, plan, host_dirs=dirs)
 
 
 def auto_qd(request: TargetRequest, args: PresetArgs) -> tuple[PresetArgs, str]:
@@ -140,11 +159,14 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
         if request.destroy_data is not False:
             raise UserError("--destroy-data is for block devices; --dir writes only its own "
                             "test file in a subdirectory it removes afterwards")
+        if is_remote(directory.split(",")[0]):
+            return _host_dirs_target(directory, plan, request.fio)
         return _dir_target(directory, plan, request.fio)
     assert target is not None
-    path = os.path.abspath(target)
+    on_hosts = is_remote(target.split(",")[0])  # block devices of other hosts (hosts.md)
+    path = target if on_hosts else os.path.abspath(target)
     # an NBD export is tested as a device, and so is one a matrix level will build
-    block = _is_block(path) or is_nbd_target(target) or request.planned is not None
+    block = on_hosts or _is_block(path) or is_nbd_target(target) or request.planned is not None
     if not block:
         check_file_target(target)  # a foreign file is refused before its size is judged
     existing = os.path.getsize(path) if not block and os.path.isfile(path) else None
@@ -158,6 +180,8 @@ def _prepare_preset(request: TargetRequest, args: PresetArgs) -> PreparedPreset:
     if block and plan.size_bytes > info.capacity_bytes:
         raise TargetError(f"--size {format_bytes(plan.size_bytes)} is larger than "
                           f"{info.path} ({format_bytes(info.capacity_bytes)})")
+    if on_hosts:
+        _refuse_buffered(plan)
     return PreparedPreset(base, plan)
 
 
@@ -265,6 +289,13 @@ class PresetRun(SessionRun[PreparedPreset]):
     def target_in_place(self) -> Iterator[None]:
         """With ``--dir``: the test file in a work directory, removed (and that recorded)
         once the run has ended."""
+        dirs = self.p.host_dirs
+        if dirs is not None:
+            with dirs.work(self.plan.file_name, self._host_cleanup):
+                self.path = dirs.remote.spec()  # the job files' name of every host's file
+                with super().target_in_place():
+                    yield
+            return
         if self.p.dir_info is None:
             with super().target_in_place():
                 yield
@@ -284,8 +315,18 @@ class PresetRun(SessionRun[PreparedPreset]):
                              f"could not remove {work.path}",
                              CleanupEvent(str(work.path), gone))
 
+    def _host_cleanup(self, host: str, work: str, gone: bool) -> None:
+        """A host's work directory removed (or not), recorded."""
+        where = f"{host}:{work}"
+        self.store.add_event(self.run_id, self.test, "cleanup",
+                             f"removed {where} with the test file" if gone else
+                             f"could not remove {where}", CleanupEvent(where, gone))
+
     def plan_record(self) -> StoredPlan:
-        d = self.p.dir_info
+        d, dirs = self.p.dir_info, self.p.host_dirs
+        if dirs is not None:  # each host's directory, as its agent described it
+            return bp.plan_record(self.plan, {"path": dirs.spec, "kind": "directory", "hosts": {
+                h: i.to_dict() for h, i in sorted(dirs.infos.items())}})
         return bp.plan_record(self.plan, d.to_dict() if d is not None else None)
 
     def run_tests(self, previous: RunData | None) -> list[str]:
@@ -383,8 +424,10 @@ class PresetRun(SessionRun[PreparedPreset]):
         """Per-interval IOPS of the whole spec (all workers, both directions)."""
         interval = self.plan.log_interval_ms or 1000
         try:
-            jobs = [read_log(fio_log_path(prefix, "iops", j))
-                    for j in range(1, m.cell.threads + 1)]
+            # on several hosts every host's jobs: the timeline of their sum (docs/hosts.md)
+            jobs = [read_log(path) for j in range(1, m.cell.threads + 1)
+                    for path in fio_logs(self.session.executor,
+                                         fio_log_path(prefix, "iops", j)).values()]
         except (OSError, FioLogError) as exc:
             raise TestFailed(f"could not read fio's IOPS log for {m.group}: {exc}") from None
         directions = []

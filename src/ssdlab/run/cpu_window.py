@@ -17,6 +17,14 @@ from ssdlab.targets.topology import StatSnapshot, busiest_cpu_pct, host_cpu_usag
 FIO_STARTUP_S = 0.2
 
 
+#: a fio run's cell on targets of other hosts (docs/hosts.md): the coordinator's CPU is not
+#: theirs, so none is read (and host-bound points are not judged)
+ON_HOSTS_CPU: dict[str, object] = {
+    "host_cpu_pct": None, "host_usr_pct": None, "host_sys_pct": None,
+    "host_steal_pct": None, "host_cpu_busiest_pct": None, "host_cpu_window_s": 0.0,
+    "host_cpu_window": "not measured: the targets are on other hosts"}
+
+
 class CpuWindow:
     """Host CPU over one fio run's measured period, from ``/proc/stat`` readings."""
 

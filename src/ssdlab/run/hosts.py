@@ -5,10 +5,12 @@ aggregate: run/remote.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ssdlab.engine.aggregate import by_host
+from ssdlab.engine.client import ClientExecutor
 from ssdlab.engine.model import JobResult
-from ssdlab.engine.runner import FioRun
+from ssdlab.engine.runner import Executor, FioRun
 from ssdlab.jsonrecord import Record
 from ssdlab.plan.results import HostPart, HostRoundEvent, JobSummary, Reason
 from ssdlab.run.remote import RemoteSet
@@ -75,3 +77,12 @@ def host_series(events: Sequence[HostRoundEvent], names: Sequence[str]
             series.setdefault(host, []).append({n: float(tracking[n]) for n in names
                                                 if n in tracking})
     return series
+
+
+def fio_logs(executor: Executor, path: str | Path) -> dict[str, Path]:
+    """Where the log the last fio run of ``executor`` wrote as ``path`` (its job file's
+    name) is: ``path`` itself (key ""), or on several hosts each host's copy, which fio's
+    client wrote beside it (by host name: :meth:`ClientExecutor.log_copies`)."""
+    if isinstance(executor, ClientExecutor):
+        return {host: Path(p) for host, p in executor.log_copies(str(path)).items()}
+    return {"": Path(path)}

@@ -36,7 +36,7 @@ from ssdlab.plan.latency_records import LadderStop, LatencyCell, LatencyIopsResu
 from ssdlab.plan.planned import PlannedTime
 from ssdlab.plan.specs import CellSpec
 from ssdlab.run.cells import Cell, cell_from_job, cell_records
-from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
+from ssdlab.run.cpu_window import FIO_STARTUP_S, ON_HOSTS_CPU, CpuWindow
 from ssdlab.run.ladder_progress import LadderProgress
 from ssdlab.run.latency_curves import (
     Curve,
@@ -107,6 +107,10 @@ def _progress(prepared: LatencyIopsPrepared) -> LadderProgress:
 # ------------------------------------------------------------------------ the run
 
 
+#: on other hosts (docs/hosts.md): their NUMA placement is not this host's to check
+ON_HOSTS_NUMA = NumaCheck(None, "", (), False, "not checked: the targets are on other hosts")
+
+
 class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
     """One latency-vs-IOPS run against one target, journaled to ``store``."""
 
@@ -129,10 +133,12 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
         self.curves: list[Curve] = []
         self.round_no = 0
         info = prepared.target.info
-        self.numa: NumaCheck = numa_check(info.numa_node, self.cpus,
-                                          node_cpus(prepared.target.host))
+        #: on other hosts: their CPUs, NUMA nodes and PCIe links are not this host's to read
+        self.local = prepared.target.remote is None
+        self.numa: NumaCheck = numa_check(info.numa_node, self.cpus, node_cpus(
+            prepared.target.host)) if self.local else ON_HOSTS_NUMA
         self.pcie: PcieLink | None = pcie_record(
-            pci_attachment(info.name) if info.kind == "block" else None)
+            pci_attachment(info.name) if info.kind == "block" and self.local else None)
 
     def plan_record(self) -> results.StoredPlan:
         return plan.plan_record(self.opts, self.p.plan, self.p.args)
@@ -266,7 +272,8 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             self.progress.tick(elapsed_s)
 
         run = self.session.run_fio(text, (spec,), json_plus=True, on_tick=on_tick)
-        host = window.finish(run.ended_at - run.started_at, self.cpus)
+        host = window.finish(run.ended_at - run.started_at, self.cpus) if self.local else \
+            ON_HOSTS_CPU
         cell = self._cell(spec, run, host, curve)
         ok = run.ok and cell is not None and _num(cell.get("iops")) > 0 and isinstance(
             cell.get("lat_mean_us"), float)
@@ -315,7 +322,7 @@ class LatencyIopsRun(SessionRun[LatencyIopsPrepared]):
             host_bound=verdict,
             numa=numa,
             pcie=self.pcie,
-            fio_cpus=format_cpulist(self.cpus),
+            fio_cpus=format_cpulist(self.cpus) if self.local else "",
             skipped=[results.SkippedCell(c, r) for c, r in self.p.plan.skipped],
             error=error,
         )

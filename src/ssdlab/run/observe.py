@@ -34,6 +34,10 @@ class Session(Protocol):
     emulator: Emulator | None
 
 
+#: the emulated SSDs' counters a run on several hosts sums (the set's write amplification)
+SUMMED_COUNTERS = ("host_write_bytes", "nand_write_bytes")
+
+
 def health(s: Session, when: str) -> None:
     """Keep the drive's own count of bytes written (its health log: NVMe, the emulated
     SSD) at the start, on resume and at the end: what the run wrote, by the drive."""
@@ -56,8 +60,7 @@ def health(s: Session, when: str) -> None:
 def ground_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | None:
     """On the emulated SSD, keep its ground truth (WA, GC, free blocks) with the run."""
     if s.remote is not None:
-        _hosts_truth(s, test, when)
-        return None
+        return _hosts_truth(s, test, when)
     if s.emulator is None:
         return None
     truth = emulator_stats(s.emulator)
@@ -70,10 +73,20 @@ def ground_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | No
     return truth
 
 
-def _hosts_truth(s: Session, test: str | None, when: str) -> None:
-    """On several hosts: each host's emulator ground truth and health log, one event."""
+def _hosts_truth(s: Session, test: str | None, when: str) -> dict[str, Any] | None:
+    """On several hosts: each host's emulator ground truth and health log, one event; the
+    set's write counters (every host's summed, when every host is an emulated SSD)."""
     assert s.remote is not None
     truths = s.remote.truth()
     s.store.add_event(s.run_id, test, HOST_TRUTH_KIND,
                       f"ground truth of {len(truths)} hosts after {when}",
                       HostTruthEvent(when, truths))
+    summed: dict[str, int] = {}
+    for found in truths:
+        counters = (found.truth.emulator or {}).get("counters")
+        for name in SUMMED_COUNTERS:
+            value = counters.get(name) if isinstance(counters, dict) else None
+            if not isinstance(value, int):
+                return None
+            summed[name] = summed.get(name, 0) + value
+    return {"counters": summed} if summed else None

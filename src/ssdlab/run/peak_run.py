@@ -28,7 +28,7 @@ from ssdlab.plan.peak import (
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.run.cells import Cell, cell_from_job
-from ssdlab.run.cpu_window import FIO_STARTUP_S, CpuWindow
+from ssdlab.run.cpu_window import FIO_STARTUP_S, ON_HOSTS_CPU, CpuWindow
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -55,6 +55,10 @@ def polls(name: str, sysfs: Path = SYS_BLOCK) -> bool:
         return (sysfs / name / "queue" / "io_poll").read_text().strip() == "1"
     except OSError:
         return False
+
+
+#: on other hosts (docs/hosts.md): fio's jobs are not pinned, the host CPU is not read
+ON_HOSTS_PINNING = "NUMA: the targets are on other hosts: fio's jobs are not pinned"
 
 
 def pinning(base: PreparedTarget, cpus: frozenset[int]) -> tuple[str, str]:
@@ -98,10 +102,12 @@ def _prepared(base: PreparedTarget, args: PeakArgs) -> PreparedPeak:
     info = base.info
     refuse_nbd(info, plan.SUITE, "its engines (libaio, io_uring, psync) need a local file "
                "or device")
-    polling = info.kind == "block" and polls(info.name)
-    cpus_allowed, numa = pinning(base, allowed_cpus())
+    local = base.remote is None
+    polling = info.kind == "block" and local and polls(info.name)
+    cpus_allowed, numa = pinning(base, allowed_cpus()) if local else ("", ON_HOSTS_PINNING)
     hipri = ("hipri: the device polls (queue/io_poll 1): tried" if polling else
-             "hipri: not tried (the target does not poll: queue/io_poll is not 1)")
+             "hipri: not tried (the target does not poll: queue/io_poll is not 1)" if local
+             else "hipri: not tried (the targets are on other hosts)")
     options = build_options(args, base.cpus, polling=polling, cpus_allowed=cpus_allowed,
                             notes=(numa, hipri))
     return PreparedPeak(base, options, args, checked_range(info, options.active_range_pct))
@@ -153,6 +159,8 @@ class PeakRun(SessionRun[PreparedPeak]):
         self.o = prepared.options
         self.read_stat = read_stat
         self.cpus = fio_cpus()
+        #: on other hosts: their CPU use is not this host's to read
+        self.local = prepared.target.remote is None
 
     def plan_record(self) -> StoredPlan:
         return plan.plan_record(self.o, self.p.args, self.p.range)
@@ -215,7 +223,8 @@ class PeakRun(SessionRun[PreparedPeak]):
             self.progress.tick(elapsed_s)
 
         run = self.session.run_fio(text, (cell_spec,), json_plus=True, on_tick=on_tick)
-        host = window.finish(run.ended_at - run.started_at, self.cpus)
+        host = window.finish(run.ended_at - run.started_at, self.cpus) if self.local else \
+            ON_HOSTS_CPU
         job = next((j for j in run.output.jobs if j.name == w.name), None) if run.output \
             else None
         figures: Cell = cell_from_job(cell_spec, job) if job is not None else {

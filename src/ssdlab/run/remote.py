@@ -302,9 +302,14 @@ class RemoteSet:
         return argv
 
     def executor(self, fio: str = "fio") -> ClientExecutor:
-        hosts = [ClientHost(h.name, h.socket, h.target.path) for h in self.hosts]
+        """fio's client in the sockets' directory, each host's socket by its name there: a
+        log a host's job sends back is then written as ``LOG.h1.sock`` (an absolute socket
+        path would make it ``LOG./tmp/...``, a directory that does not exist)."""
+        hosts = [ClientHost(h.name, os.path.basename(h.socket), h.target.path)
+                 for h in self.hosts]
         return ClientExecutor(hosts, self.spec(), fio=fio, read_only=self.read_only,
-                              stop_check=self.dropped, starts=self.start_sync())
+                              stop_check=self.dropped, starts=self.start_sync(),
+                              cwd=self._dir)
 
     def start_sync(self) -> StartSync:
         """The run's round instants (one for the whole run: its lead and gap adapt)."""
@@ -465,13 +470,20 @@ def _close_streams(tunnel: subprocess.Popen[str]) -> None:
                 stream.close()
 
 
-def check_suite(spec: SuiteSpec[Any], target: str | None, remote: Sequence[str]) -> None:
+def check_suite(spec: SuiteSpec[Any], target: str | None, remote: Sequence[str],
+                directory: str | None = None) -> None:
     """A suite that cannot run on targets of other hosts (its spec is not ``remote``)
-    refuses them (one line, naming ``remote``: the suites that can)."""
+    refuses them, and a ``--dir`` of another host (``HOST:/path``): one line, why (its
+    spec's ``local_only``), and ``remote``: the suites that can."""
+    if directory is not None and is_remote(directory) and not spec.remote:
+        why = spec.local_only or "--dir is a directory of this host"
+        raise UserError(f"`ssdlab run {spec.name}`: --dir {directory} names a directory on "
+                        f"another host; {why} (docs/hosts.md)")
     if target is None or spec.remote or not is_remote(target.split(",")[0]):
         return
-    raise UserError(f"`ssdlab run {spec.name}` runs on targets of this host only; targets on "
-                    f"other hosts ({target}) are for: {', '.join(remote)} "
+    why = f": {spec.local_only}" if spec.local_only else ""
+    raise UserError(f"`ssdlab run {spec.name}` runs on targets of this host only{why}; "
+                    f"targets on other hosts ({target}) are for: {', '.join(remote)} "
                     "(docs/hosts.md)")
 
 

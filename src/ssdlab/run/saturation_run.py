@@ -33,7 +33,13 @@ from ssdlab.analysis.saturation import (
 )
 from ssdlab.analysis.steady import SNIA_RULE, check_window
 from ssdlab.engine import scratch
-from ssdlab.engine.fiolog import RateLogFollower, throughput_points
+from ssdlab.engine.fiolog import (
+    RateLogFollower,
+    fio_log_path,
+    merge_rate_logs,
+    read_log,
+    throughput_points,
+)
 from ssdlab.engine.runner import Executor
 from ssdlab.plan import saturation as plan
 from ssdlab.plan.optionsets import DEFAULT_LOADS
@@ -55,6 +61,7 @@ from ssdlab.plan.saturation import (
     wait_label,
 )
 from ssdlab.run.cells import Cell, cell_from_job, cell_records
+from ssdlab.run.hosts import fio_logs
 from ssdlab.run.prepare import (
     PreparedTarget,
     TargetRequest,
@@ -172,7 +179,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                 self.session.fio_round(WSAT, number, run, "round", status="failed",
                                        tracking={}, cells=[])
                 raise TestFailed(f"round {number}: {run.error}")
-            points = _rate_points(prefix, o.threads, o.log_msec, o.block_bytes)
+            points = _rate_points(self.session.executor, prefix, o.threads, o.log_msec,
+                                  o.block_bytes)
         measured = cell_from_job(cell, job)
         # the group's wall runtime (job_runtime sums the jobs' runtimes)
         seconds = max(job.write.runtime_ms, job.read.runtime_ms) / 1000 or o.round_seconds
@@ -273,7 +281,8 @@ class SaturationRun(SessionRun[PreparedSaturation]):
                                                       f"{wait_label(wait_s)}", extra)
             self.progress.phase(f"baseline after {wait_label(wait_s)}")
             run = self.session.run_fio(text, (cell,), json_plus=True)
-            points = _rate_points(prefix, o.threads, burst_ms, o.block_bytes) if run.ok else []
+            points = _rate_points(self.session.executor, prefix, o.threads, burst_ms,
+                                  o.block_bytes) if run.ok else []
         self.store.add_step(self.run_id, HIR, "fio", plan.HirStep(run.ok, run.error, wait_s),
                             fio_record(run, "hir-baseline"))
         if not run.ok:
@@ -317,10 +326,17 @@ def _metric(cell: Cell, key: str) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def _rate_points(prefix: Path, threads: int, log_msec: int, block: int) -> list[Any]:
-    """The merged IOPS series of one fio run's averaged per-job logs."""
-    follower = RateLogFollower(prefix, "iops", range(1, threads + 1), log_msec)
-    return throughput_points(follower.poll(final=True), "iops", block)
+def _rate_points(executor: Executor, prefix: Path, threads: int, log_msec: int, block: int
+                 ) -> list[Any]:
+    """The merged IOPS series of one fio run's averaged per-job logs; on several hosts,
+    every host's jobs merged (their sum: the aggregate's series, docs/hosts.md)."""
+    jobs = range(1, threads + 1)
+    copies = [fio_logs(executor, fio_log_path(prefix, "iops", j)) for j in jobs]
+    if "" in copies[0]:
+        follower = RateLogFollower(prefix, "iops", jobs, log_msec)
+        return throughput_points(follower.poll(final=True), "iops", block)
+    logs = [read_log(path) for paths in copies for path in paths.values()]
+    return throughput_points(merge_rate_logs(logs, log_msec), "iops", block)
 
 
 @dataclass

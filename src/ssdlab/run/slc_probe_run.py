@@ -8,9 +8,11 @@ in the store and the report draws it from there.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ssdlab.analysis.cliff import rate_by_bytes
 from ssdlab.analysis.slc_probe import (
@@ -22,17 +24,21 @@ from ssdlab.analysis.slc_probe import (
     with_times,
 )
 from ssdlab.engine import scratch
+from ssdlab.engine.aggregate import by_host
 from ssdlab.engine.fiolog import FioLogError, completions, read_log
-from ssdlab.engine.runner import Executor, FioRun
+from ssdlab.engine.model import JobResult
+from ssdlab.engine.runner import Executor
 from ssdlab.plan import slc_probe as plan
 from ssdlab.plan.planned import FIO_RUN_OVERHEAD_S, PlannedTime
 from ssdlab.plan.results import StoredPlan, Verdict
 from ssdlab.plan.slc_probe import (
     CELL,
+    HOST_PASS_KIND,
     TEST,
     TRACKING,
     CliffRecord,
     DipRecord,
+    HostPassEvent,
     PassRecord,
     SlcProbeArgs,
     SlcProbeOptions,
@@ -43,6 +49,7 @@ from ssdlab.plan.slc_probe import (
     WriteStep,
     build_slc_options,
 )
+from ssdlab.run.hosts import fio_logs
 from ssdlab.run.prepare import (
     MIN_ACTIVE_RANGE,
     TargetRequest,
@@ -117,6 +124,8 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
         self.o = prepared.options
         self.sleep = sleep
         self._round_no = 0
+        #: on several hosts: each host's own first pass (the result is theirs)
+        self._hosts_first: dict[str, PassRecord] = {}
 
     def plan_record(self) -> StoredPlan:
         return plan.plan_record(self.o, self.p.args)
@@ -156,11 +165,23 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             passes.append((again, o.repeat_after_s))
             recovery = recovery_text(first, again, o.repeat_after_s, o.min_change)
         result = self._result(passes, recovery, truth, purge is None or purge.ok)
+        if self._hosts_first:
+            result = self._on_hosts(result)
         self.store.set_test(self.run_id, TEST, TestState(
             "complete", params, {"primary": Verdict(result.message)}, result))
         self.progress.line(f"{TEST}: {result.message}")
         if recovery:
             self.progress.line(f"{TEST}: {recovery}")
+
+    def _on_hosts(self, result: SlcProbeResult) -> SlcProbeResult:
+        """On several hosts the hosts' writes together are no one cache: no aggregate
+        estimate (nor recovery); each host's own, from its own write (docs/hosts.md)."""
+        first = self._hosts_first
+        message = ("each host's own cache (the hosts' writes together have none): " +
+                   "; ".join(f"{host}: {p.message}" for host, p in sorted(first.items())))
+        return dataclasses.replace(
+            result, estimate_bytes=None, recovery=None, message=message,
+            cliff_found=all(p.estimate_bytes is not None for p in first.values()))
 
     def _result(self, passes: list[tuple[PassVerdict, float]], recovery: str | None,
                 truth: Mapping[str, object] | None, purged: bool) -> SlcProbeResult:
@@ -197,7 +218,16 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
             truth = self.session.ground_truth(TEST, f"write pass {pass_no}")
             if not run.ok:
                 raise TestFailed(f"the sequential write (pass {pass_no}) failed: {run.error}")
-            points = rate_by_bytes(self._transfers(run, prefix), self.o.slice_bytes)
+            assert run.output is not None
+            logs = fio_logs(self.session.executor, SlcProbeOptions.log_file(prefix))
+            jobs = {host: found[0] for host, found in by_host(run.per_host).items()} \
+                if run.per_host else {"": run.output.jobs[0]}
+            each = {host: self._transfers(jobs[host], path) for host, path in logs.items()}
+        # on several hosts: the set's write is every host's transfers together in time
+        transfers = each[""] if "" in each else sorted(t for ts in each.values() for t in ts)
+        points = rate_by_bytes(transfers, self.o.slice_bytes)
+        if "" not in each:
+            self._host_pass(pass_no, each, jobs)
         first_round = self._round_no + 1
         self._store_points(pass_no, with_times(points), run.started_at)
         if self._round_no >= first_round:  # the members over the whole write, its slices
@@ -209,16 +239,30 @@ class SlcProbeRun(SessionRun[PreparedSlcProbe]):
                            f"{format_duration(seconds)}; {verdict.message}")
         return verdict, truth
 
-    def _transfers(self, run: FioRun, prefix: str) -> list[tuple[float, int]]:
-        path = SlcProbeOptions.log_file(prefix)
+    def _host_pass(self, pass_no: int, each: Mapping[str, list[tuple[float, int]]],
+                   jobs: Mapping[str, JobResult]) -> None:
+        """On several hosts: each host's own write, analysed alone, kept in an event."""
+        idle = self.o.repeat_after_s if pass_no > 1 else 0.0
+        hosts: dict[str, PassRecord] = {}
+        for host, transfers in sorted(each.items()):
+            v = analyse_pass(rate_by_bytes(transfers, self.o.slice_bytes), self.o.min_change,
+                             jobs[host].write.io_bytes)
+            hosts[host] = PassRecord(pass_no, idle, v.written_bytes, v.mean_rate,
+                                     v.estimate_bytes, _cliffs(v), v.message, _dips(v))
+            self.progress.line(f"{TEST} pass {pass_no} on {host}: {v.message}")
+        if pass_no == 1:
+            self._hosts_first = hosts
+        self.store.add_event(self.run_id, TEST, HOST_PASS_KIND,
+                             f"pass {pass_no}: each of {len(hosts)} hosts' own write",
+                             HostPassEvent(pass_no, hosts))
+
+    def _transfers(self, job: JobResult, path: Path) -> list[tuple[float, int]]:
         try:
             entries = read_log(path)
         except (OSError, FioLogError) as exc:
             raise TestFailed(f"could not read fio's bandwidth log {path}: {exc}") from None
         if self.o.log == "io":
             return completions(entries, "write")
-        assert run.output is not None
-        job = run.output.jobs[0]
         samples = [(e.time_ms, e.value) for e in entries if e.direction == "write"]
         return transfers_from_bw_samples(samples, job.write.io_bytes, job.write.runtime_ms)
 

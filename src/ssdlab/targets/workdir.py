@@ -17,7 +17,7 @@ from types import TracebackType
 
 from ssdlab.errors import TargetError
 from ssdlab.targets.filetarget import SYSTEM_TREES_TEXT, system_place
-from ssdlab.targets.identity import mount_containing, read_mountinfo
+from ssdlab.targets.identity import TargetInfo, mount_containing, read_mountinfo
 from ssdlab.targets.network import share_facts
 from ssdlab.units import format_bytes
 
@@ -37,6 +37,15 @@ class DirInfo:
     free_bytes: int
     #: on a network file system: transport, server, export, options, link (network.py)
     network_facts: dict[str, object] | None = field(default=None, compare=False)
+
+    def as_target(self, capacity_bytes: int) -> TargetInfo:
+        """The directory as a run's target: its test file's size, its facts."""
+        return TargetInfo(
+            path=self.path, kind="directory", name=os.path.basename(self.path) or self.path,
+            device_class="network share" if self.network else "directory", model=None,
+            serial=None, firmware=None, capacity_bytes=capacity_bytes,
+            logical_sector_bytes=512, physical_sector_bytes=512, rotational=None,
+            numa_node=None, scheduler=None, discard_max_bytes=None, details=self.to_dict())
 
     def to_dict(self) -> dict[str, object]:
         facts = {"network": self.network_facts} if self.network_facts is not None else {}
