@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.root, pytest.mark.vmlab, pytest.mark.timeout(VMLAB_TES
 #: a quick PTS IOPS test: two cells a round (v1.1 tracks 4 KiB random writes alone)
 QUICK_IOPS = ("run", "pts", "--profile", "quick", "--tests", "iops", "--tracking", "v1.1",
               "--block-sizes", "4", "--mixes", "100/0,0/100", "--round-seconds", "0.5",
-              "--qd", "4", "--max-rounds", "8", "--destroy-data")
+              "--qd", "4", "--max-rounds", "5", "--destroy-data")
 #: each guest's drive: an emulated SSD at this time scale
 TIME_SCALES = ("1", "3")
 SIZE = "128MiB"
