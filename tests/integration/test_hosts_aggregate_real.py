@@ -9,7 +9,7 @@ merged and sorted, is the truth; each of the product's aggregate percentiles (p1
 p99.99, p99 and p99.9 among them) must equal the truth's percentile of the same rank
 within :func:`~ssdlab.engine.parser.bin_error_ns` of it (half a histogram bucket: at most
 1/128 of the value): tests/support/aggregate_truth.py. The VM lab's version runs on two
-guests (tests/vmlab/test_hosts_real.py).
+guests (tests/vmlab/test_guest_hosts_real.py).
 """
 
 from __future__ import annotations

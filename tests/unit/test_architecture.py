@@ -165,3 +165,15 @@ def test_only_the_dispatchers_reach_the_registry_and_no_pages_module_imports_the
     leaks = {m: sorted(names & {f"ssdlab.report.{d}" for d in DISPATCHERS})
              for m, names in report.items() if m in pages}
     assert not any(leaks.values()), leaks
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    """pytest imports test modules by their base name (the test directories are not
+    packages): a second ``test_x.py`` in another directory is an "import file mismatch"
+    error when both are collected in one run, as ``make test`` does (a VM lab module named
+    like an integration one stopped a clean-clone run)."""
+    tests = Path(__file__).resolve().parents[1]
+    seen: dict[str, Path] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a name"
+        seen[path.name] = path

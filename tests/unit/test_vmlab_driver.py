@@ -196,11 +196,11 @@ def test_the_tiers_modules_are_planned_to_two_workers_heaviest_first() -> None:
     planned = plan_modules(modules, 2)
     assert [[m.rsplit("/", 1)[1] for m in worker] for worker in planned] == [
         ["test_arrays_real.py", "test_sata_scsi_real.py", "test_vmlab_real.py"],
-        ["test_hosts_real.py", "test_nvme_real.py", "test_slow_member_real.py"]]
+        ["test_guest_hosts_real.py", "test_nvme_real.py", "test_slow_member_real.py"]]
     # a module the weights do not know still runs, on the worker with the least so far
     three = plan_modules(["tests/vmlab/test_new_real.py", *modules], 3)
     assert [[m.rsplit("/", 1)[1] for m in worker] for worker in three] == [
         ["test_arrays_real.py"],
-        ["test_hosts_real.py", "test_sata_scsi_real.py", "test_vmlab_real.py"],
+        ["test_guest_hosts_real.py", "test_sata_scsi_real.py", "test_vmlab_real.py"],
         ["test_nvme_real.py", "test_new_real.py", "test_slow_member_real.py"]]
     assert plan_modules([], 2) == [[], []]

@@ -31,7 +31,7 @@ from tests.support.vmlab import VmLab
 #: plan's weights; a module not listed weighs MODULE_SECONDS_ELSE
 MODULE_SECONDS = {"test_arrays_real.py": 720, "test_nvme_real.py": 340,
                   "test_sata_scsi_real.py": 250, "test_slow_member_real.py": 240,
-                  "test_vmlab_real.py": 15, "test_hosts_real.py": 400}
+                  "test_vmlab_real.py": 15, "test_guest_hosts_real.py": 400}
 MODULE_SECONDS_ELSE = 300
 #: a test of this tier may take this long (pytest.mark.timeout): the first one also pays
 #: for building the image when it is not cached (5-15 minutes; make test builds it first)
